@@ -1,0 +1,36 @@
+# Makefile for the outbox extension (PGXS)
+
+MODULE_big = outbox
+OBJS = \
+	src/claim.o \
+	src/enqueue.o \
+	src/guc.o \
+	src/kafka.o \
+	src/outbox.o \
+	src/shmem.o \
+	src/worker.o
+
+EXTENSION = outbox
+DATA = outbox--1.0.sql
+PGFILEDESC = "outbox - transactional outbox publishing to Kafka"
+
+REGRESS = enqueue
+ISOLATION = claim
+
+RDKAFKA_CFLAGS := $(shell pkg-config --cflags rdkafka)
+RDKAFKA_LIBS := $(shell pkg-config --libs rdkafka)
+PG_CPPFLAGS = -I$(srcdir)/src $(RDKAFKA_CFLAGS)
+SHLIB_LINK = $(RDKAFKA_LIBS)
+
+# Test helpers: a Kafka-protocol broker built on librdkafka's mock cluster.
+TEST_PROGRAMS = test/mock_broker
+EXTRA_CLEAN = $(TEST_PROGRAMS)
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+all: $(TEST_PROGRAMS)
+
+test/%: test/%.c
+	$(CC) -O2 -Wall -Wextra -Werror $(RDKAFKA_CFLAGS) -o $@ $< $(RDKAFKA_LIBS)

@@ -1,0 +1,293 @@
+/*-------------------------------------------------------------------------
+ *
+ * claim.c
+ *		The SQL side of publishing: claim a batch of due events, record what
+ *		became of them.
+ *
+ * A batch lives in one transaction: the claim locks the rows (FOR UPDATE
+ * SKIP LOCKED) and the outcomes are recorded before commit.  A worker that
+ * dies mid-batch loses its locks with its transaction, so its rows are due
+ * again at once.  The state machine itself is SQL (outbox_claim,
+ * outbox_mark_published, outbox_mark_failed in outbox--1.0.sql); this file
+ * calls it with kept plans, one statement per batch and outcome.
+ *
+ * Every function here must be called inside a transaction with an active
+ * snapshot, and not inside an SPI connection.
+ *
+ * src/claim.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/pg_extension.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "mb/pg_wchar.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/uuid.h"
+
+#include "outbox.h"
+
+#define NUM_PLANS 3
+#define CLAIM_PLAN 0
+#define PUBLISHED_PLAN 1
+#define FAILED_PLAN 2
+
+/* kept plans, valid for the extension whose oid is plans_extension */
+static SPIPlanPtr plans[NUM_PLANS];
+static Oid	plans_extension = InvalidOid;
+
+/*
+ * The schema the extension was created in.
+ */
+static Oid
+extension_schema(Oid extension)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+	Oid			schema;
+
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(extension));
+	scan = systable_beginscan(rel, ExtensionOidIndexId, true, NULL, 1, &key);
+	tuple = systable_getnext(scan);
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "extension with oid %u does not exist", extension);
+	schema = ((Form_pg_extension) GETSTRUCT(tuple))->extnamespace;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return schema;
+}
+
+/*
+ * Is the extension installed in this database?  If so, make sure the kept
+ * plans point into its schema.
+ */
+bool
+outbox_extension_ready(void)
+{
+	Oid			extension = get_extension_oid("outbox", true);
+	const char *schema;
+	static const struct
+	{
+		const char *sql;
+		int			nargs;
+		Oid			argtypes[7];
+	}			plan_sources[NUM_PLANS] = {
+		{"SELECT * FROM %s.outbox_claim($1)", 1, {INT4OID}},
+		{"SELECT %s.outbox_mark_published($1, $2, $3)", 3,
+		{INT8ARRAYOID, INT4ARRAYOID, INT8ARRAYOID}},
+		{"SELECT %s.outbox_mark_failed($1, $2, $3, $4, $5, $6, $7)", 7,
+		{INT8ARRAYOID, TEXTARRAYOID, BOOLARRAYOID, INT4OID, INTERVALOID, INTERVALOID, FLOAT8OID}},
+	};
+
+	if (!OidIsValid(extension))
+		return false;
+	if (extension == plans_extension)
+		return true;
+
+	schema = quote_identifier(get_namespace_name(extension_schema(extension)));
+	SPI_connect();
+	for (int i = 0; i < NUM_PLANS; i++)
+	{
+		SPIPlanPtr	plan;
+
+		plan = SPI_prepare(psprintf(plan_sources[i].sql, schema),
+						   plan_sources[i].nargs,
+						   (Oid *) plan_sources[i].argtypes);
+		if (plan == NULL)
+			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+		SPI_keepplan(plan);
+		if (plans[i] != NULL)
+			SPI_freeplan(plans[i]);
+		plans[i] = plan;
+	}
+	SPI_finish();
+	plans_extension = extension;
+	return true;
+}
+
+/*
+ * Copy a text datum out of SPI memory, as UTF-8 (what Kafka clients expect);
+ * sets *len.
+ */
+static char *
+utf8_copy(Datum d, int *len)
+{
+	text	   *t = DatumGetTextPP(d);
+	char	   *s = pg_server_to_any(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), PG_UTF8);
+
+	*len = strlen(s);
+	return s == VARDATA_ANY(t) ? pnstrdup(s, *len) : s;
+}
+
+/*
+ * Unpack a headers object into name and value arrays.
+ */
+static void
+unpack_headers(OutboxEvent *ev, Jsonb *headers)
+{
+	JsonbIterator *it = JsonbIteratorInit(&headers->root);
+	JsonbValue	v;
+	JsonbIteratorToken r;
+	int			n = JB_ROOT_COUNT(headers);
+
+	ev->header_names = palloc(n * sizeof(char *));
+	ev->header_values = palloc(n * sizeof(char *));
+	ev->nheaders = 0;
+	while ((r = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (r == WJB_KEY)
+			ev->header_names[ev->nheaders] =
+				pg_server_to_any(pnstrdup(v.val.string.val, v.val.string.len),
+								 v.val.string.len, PG_UTF8);
+		else if (r == WJB_VALUE && v.type == jbvString)
+			ev->header_values[ev->nheaders++] =
+				pg_server_to_any(pnstrdup(v.val.string.val, v.val.string.len),
+								 v.val.string.len, PG_UTF8);
+	}
+}
+
+/*
+ * Claim up to batch_size due events and lock them for this transaction.
+ * The batch is allocated in the caller's memory context.
+ */
+OutboxBatch *
+outbox_claim_batch(int batch_size)
+{
+	MemoryContext batch_cxt = CurrentMemoryContext;
+	OutboxBatch *batch = palloc0(sizeof(OutboxBatch));
+	Datum		arg = Int32GetDatum(batch_size);
+	int			ret;
+
+	SPI_connect();
+	ret = SPI_execute_plan(plans[CLAIM_PLAN], &arg, NULL, false, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "outbox_claim failed: %s", SPI_result_code_string(ret));
+
+	MemoryContextSwitchTo(batch_cxt);
+	batch->count = SPI_processed;
+	batch->events = palloc0(Max(batch->count, 1) * sizeof(OutboxEvent));
+	for (int i = 0; i < batch->count; i++)
+	{
+		HeapTuple	tuple = SPI_tuptable->vals[i];
+		TupleDesc	tupdesc = SPI_tuptable->tupdesc;
+		OutboxEvent *ev = &batch->events[i];
+		bool		isnull;
+		Datum		d;
+		int			len;
+
+		ev->id = DatumGetInt64(SPI_getbinval(tuple, tupdesc, 1, &isnull));
+		d = SPI_getbinval(tuple, tupdesc, 2, &isnull);
+		strlcpy(ev->event_id,
+				DatumGetCString(DirectFunctionCall1(uuid_out, d)),
+				sizeof(ev->event_id));
+		ev->topic = utf8_copy(SPI_getbinval(tuple, tupdesc, 3, &isnull), &len);
+		d = SPI_getbinval(tuple, tupdesc, 4, &isnull);
+		if (!isnull)
+			ev->key = utf8_copy(d, &ev->key_len);
+		d = SPI_getbinval(tuple, tupdesc, 5, &isnull);
+		if (!isnull)
+		{
+			bytea	   *payload = DatumGetByteaPP(d);
+
+			ev->payload_len = VARSIZE_ANY_EXHDR(payload);
+			ev->payload = pnstrdup(VARDATA_ANY(payload), ev->payload_len);
+		}
+		d = SPI_getbinval(tuple, tupdesc, 6, &isnull);
+		if (!isnull)
+			unpack_headers(ev, DatumGetJsonbP(d));
+		ev->outcome = OUTBOX_IN_FLIGHT;
+	}
+	SPI_finish();
+	return batch;
+}
+
+/*
+ * Run one of the kept mark plans.
+ */
+static void
+run_mark_plan(int which, Datum *values)
+{
+	int			ret = SPI_execute_plan(plans[which], values, NULL, false, 0);
+
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "recording delivery outcomes failed: %s", SPI_result_code_string(ret));
+}
+
+/*
+ * Record the outcome of each event of the batch: delivered ones become
+ * published, refused ones failed or abandoned.  Released events are left
+ * as they were, due again once this transaction ends.
+ */
+void
+outbox_record_outcomes(OutboxBatch *batch)
+{
+	int			n = batch->count;
+	Datum	   *pub_ids = palloc(n * sizeof(Datum));
+	Datum	   *pub_partitions = palloc(n * sizeof(Datum));
+	Datum	   *pub_offsets = palloc(n * sizeof(Datum));
+	Datum	   *fail_ids = palloc(n * sizeof(Datum));
+	Datum	   *fail_errors = palloc(n * sizeof(Datum));
+	Datum	   *fail_permanent = palloc(n * sizeof(Datum));
+	int			npub = 0;
+	int			nfail = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		OutboxEvent *ev = &batch->events[i];
+
+		if (ev->outcome == OUTBOX_DELIVERED)
+		{
+			pub_ids[npub] = Int64GetDatum(ev->id);
+			pub_partitions[npub] = Int32GetDatum(ev->partition);
+			pub_offsets[npub] = Int64GetDatum(ev->offset);
+			npub++;
+		}
+		else if (ev->outcome == OUTBOX_REFUSED)
+		{
+			fail_ids[nfail] = Int64GetDatum(ev->id);
+			fail_errors[nfail] = CStringGetTextDatum(ev->error);
+			fail_permanent[nfail] = BoolGetDatum(ev->permanent);
+			nfail++;
+		}
+	}
+
+	SPI_connect();
+	if (npub > 0)
+	{
+		Datum		values[3];
+
+		values[0] = PointerGetDatum(construct_array(pub_ids, npub, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		values[1] = PointerGetDatum(construct_array(pub_partitions, npub, INT4OID, 4, true, TYPALIGN_INT));
+		values[2] = PointerGetDatum(construct_array(pub_offsets, npub, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		run_mark_plan(PUBLISHED_PLAN, values);
+	}
+	if (nfail > 0)
+	{
+		Datum		values[7];
+
+		values[0] = PointerGetDatum(construct_array(fail_ids, nfail, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		values[1] = PointerGetDatum(construct_array(fail_errors, nfail, TEXTOID, -1, false, TYPALIGN_INT));
+		values[2] = PointerGetDatum(construct_array(fail_permanent, nfail, BOOLOID, 1, true, TYPALIGN_CHAR));
+		values[3] = Int32GetDatum(outbox_max_attempts);
+		values[4] = DirectFunctionCall7(make_interval, 0, 0, 0, 0, 0, 0,
+										Float8GetDatum(outbox_retry_base_delay / 1000.0));
+		values[5] = DirectFunctionCall7(make_interval, 0, 0, 0, 0, 0, 0,
+										Float8GetDatum(outbox_retry_max_delay / 1000.0));
+		values[6] = Float8GetDatum(outbox_retry_jitter);
+		run_mark_plan(FAILED_PLAN, values);
+	}
+	SPI_finish();
+}

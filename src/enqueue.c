@@ -1,0 +1,258 @@
+/*-------------------------------------------------------------------------
+ *
+ * enqueue.c
+ *		outbox_enqueue(): store an event in the caller's transaction.
+ *
+ * The row is inserted through one kept SPI plan.  Validation happens before
+ * the insert, so bad input leaves nothing behind, and the worker is asked
+ * to wake up when the transaction commits.
+ *
+ * src/enqueue.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+
+#include "outbox.h"
+
+PG_FUNCTION_INFO_V1(outbox_enqueue);
+
+/* Kafka's own limit on topic names */
+#define KAFKA_TOPIC_MAX_LENGTH 249
+
+/* the insert plan, kept for the session, and the schema it was made for */
+static SPIPlanPtr insert_plan = NULL;
+static Oid	insert_plan_nspid = InvalidOid;
+
+/*
+ * Refuse a topic name that Kafka would refuse.
+ */
+static void
+check_topic(const char *topic, int len)
+{
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("topic must not be empty")));
+	if (len > KAFKA_TOPIC_MAX_LENGTH)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("topic name is too long"),
+				 errdetail("Kafka topic names are at most %d characters; this one has %d.",
+						   KAFKA_TOPIC_MAX_LENGTH, len)));
+	if ((len == 1 && topic[0] == '.') ||
+		(len == 2 && topic[0] == '.' && topic[1] == '.'))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid topic name \"%.*s\"", len, topic)));
+	for (int i = 0; i < len; i++)
+	{
+		char		c = topic[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			  (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid topic name \"%.*s\"", len, topic),
+					 errdetail("Kafka topic names may contain only ASCII letters, digits, \".\", \"_\" and \"-\".")));
+	}
+}
+
+/*
+ * Refuse headers that are not a JSON object of strings.  "event_id" is
+ * reserved: the worker adds it to every record.
+ */
+static void
+check_headers(Jsonb *headers)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken r;
+	char	   *name = NULL;
+
+	if (!JB_ROOT_IS_OBJECT(headers))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("headers must be a JSON object"),
+				 errdetail("Kafka headers are given as {\"name\": \"value\", ...}.")));
+
+	it = JsonbIteratorInit(&headers->root);
+	while ((r = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (r == WJB_KEY)
+		{
+			name = pnstrdup(v.val.string.val, v.val.string.len);
+			if (strcmp(name, "event_id") == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("header name \"event_id\" is reserved"),
+						 errdetail("Every record carries the event's id in the header \"event_id\".")));
+		}
+		else if (r == WJB_VALUE && v.type != jbvString)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("value of header \"%s\" must be a JSON string", name)));
+	}
+}
+
+/*
+ * The bytes that will be published: for text and jsonb their UTF-8 text,
+ * for bytea the bytes as given.
+ */
+static bytea *
+payload_bytes(FunctionCallInfo fcinfo, int argno)
+{
+	Oid			argtype = get_fn_expr_argtype(fcinfo->flinfo, argno);
+	char	   *str;
+	int			len;
+	bytea	   *result;
+
+	switch (argtype)
+	{
+		case BYTEAOID:
+			return PG_GETARG_BYTEA_PP(argno);
+		case TEXTOID:
+			{
+				text	   *t = PG_GETARG_TEXT_PP(argno);
+
+				str = VARDATA_ANY(t);
+				len = VARSIZE_ANY_EXHDR(t);
+				break;
+			}
+		case JSONBOID:
+			{
+				Jsonb	   *jb = PG_GETARG_JSONB_P(argno);
+
+				str = JsonbToCString(NULL, &jb->root, VARSIZE(jb));
+				len = strlen(str);
+				break;
+			}
+		default:
+			elog(ERROR, "outbox_enqueue called with payload of type %u", argtype);
+	}
+
+	str = pg_server_to_any(str, len, PG_UTF8);
+	len = strlen(str);
+	result = (bytea *) palloc(VARHDRSZ + len);
+	SET_VARSIZE(result, VARHDRSZ + len);
+	memcpy(VARDATA(result), str, len);
+	return result;
+}
+
+/*
+ * Insert the row through the kept plan; returns its id.  The plan names the
+ * table of the extension in schema nspid.
+ */
+static int64
+insert_event(Oid nspid, Datum *values, const char *nulls)
+{
+	int64		id;
+	bool		isnull;
+	int			ret;
+
+	if (insert_plan == NULL || insert_plan_nspid != nspid)
+	{
+		Oid			argtypes[5] = {UUIDOID, TEXTOID, TEXTOID, BYTEAOID, JSONBOID};
+		char	   *sql;
+		SPIPlanPtr	plan;
+
+		sql = psprintf("INSERT INTO %s.outbox_messages (event_id, topic, key, payload, headers) "
+					   "VALUES (coalesce($1, pg_catalog.gen_random_uuid()), $2, $3, $4, $5) "
+					   "RETURNING id",
+					   quote_identifier(get_namespace_name(nspid)));
+		plan = SPI_prepare(sql, 5, argtypes);
+		if (plan == NULL)
+			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+		if (insert_plan != NULL)
+			SPI_freeplan(insert_plan);
+		SPI_keepplan(plan);
+		insert_plan = plan;
+		insert_plan_nspid = nspid;
+	}
+
+	ret = SPI_execute_plan(insert_plan, values, nulls, false, 1);
+	if (ret != SPI_OK_INSERT_RETURNING || SPI_processed != 1)
+		elog(ERROR, "inserting into outbox_messages failed: %s", SPI_result_code_string(ret));
+	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	return id;
+}
+
+/*
+ * Validate an event and insert it into the outbox_messages table of schema
+ * nspid, in the current transaction; returns the new row's id.  A NULL
+ * payload is a tombstone; key and headers may be NULL.
+ */
+int64
+outbox_store_event(Oid nspid, text *topic, text *key, bytea *payload,
+				   Jsonb *headers, Datum event_id, bool event_id_isnull)
+{
+	Datum		values[5];
+	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+	int64		id;
+
+	check_topic(VARDATA_ANY(topic), VARSIZE_ANY_EXHDR(topic));
+	if (payload == NULL && key == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("an event without payload needs a key"),
+				 errdetail("A null payload is published as a tombstone, which deletes its key from a compacted topic.")));
+	if (payload != NULL && VARSIZE_ANY_EXHDR(payload) > outbox_max_message_bytes)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("event payload is too large"),
+				 errdetail("The payload has %zu bytes; outbox.max_message_bytes is %d.",
+						   (size_t) VARSIZE_ANY_EXHDR(payload), outbox_max_message_bytes)));
+	if (headers != NULL)
+		check_headers(headers);
+
+	values[0] = event_id;
+	nulls[0] = event_id_isnull ? 'n' : ' ';
+	values[1] = PointerGetDatum(topic);
+	values[2] = PointerGetDatum(key);
+	nulls[2] = key == NULL ? 'n' : ' ';
+	values[3] = PointerGetDatum(payload);
+	nulls[3] = payload == NULL ? 'n' : ' ';
+	values[4] = PointerGetDatum(headers);
+	nulls[4] = headers == NULL ? 'n' : ' ';
+
+	SPI_connect();
+	id = insert_event(nspid, values, nulls);
+	SPI_finish();
+
+	outbox_wake_worker_at_commit();
+	return id;
+}
+
+/*
+ * outbox_enqueue(topic text, payload {jsonb|text|bytea}, key text,
+ *				  headers jsonb, event_id uuid) RETURNS bigint
+ *
+ * One C function serves the three SQL signatures; the declared type of the
+ * payload argument says how to turn it into bytes.
+ */
+Datum
+outbox_enqueue(PG_FUNCTION_ARGS)
+{
+	int64		id;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("topic must not be null")));
+
+	id = outbox_store_event(get_func_namespace(fcinfo->flinfo->fn_oid),
+							PG_GETARG_TEXT_PP(0),
+							PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2),
+							PG_ARGISNULL(1) ? NULL : payload_bytes(fcinfo, 1),
+							PG_ARGISNULL(3) ? NULL : PG_GETARG_JSONB_P(3),
+							PG_GETARG_DATUM(4),
+							PG_ARGISNULL(4));
+	PG_RETURN_INT64(id);
+}

@@ -1,0 +1,182 @@
+/*-------------------------------------------------------------------------
+ *
+ * guc.c
+ *		The outbox.* settings: definitions, defaults and check hooks.
+ *
+ * Every setting but outbox.database and outbox.max_message_bytes is read by
+ * the worker only, which picks up changes on SIGHUP.
+ *
+ * src/guc.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <float.h>
+#include <limits.h>
+
+#include "utils/guc.h"
+
+#include "outbox.h"
+
+char	   *outbox_database = NULL;
+char	   *outbox_brokers = NULL;
+char	   *outbox_kafka_properties = NULL;
+int			outbox_max_message_bytes = 1000000;
+int			outbox_batch_size = 1000;
+int			outbox_poll_interval = 1000;
+int			outbox_max_attempts = 10;
+int			outbox_retry_base_delay = 1000;
+int			outbox_retry_max_delay = 300000;
+double		outbox_retry_jitter = 0.25;
+int			outbox_delivery_timeout = 30000;
+
+/*
+ * Refuse a bootstrap list that is empty: the worker could never connect.
+ */
+static bool
+check_brokers(char **newval, void **extra, GucSource source)
+{
+	if (*newval == NULL || (*newval)[strspn(*newval, " \t")] == '\0')
+	{
+		GUC_check_errdetail("At least one broker must be given, as host:port.");
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Let librdkafka judge each name=value pair, so that a typo is refused when
+ * the setting is made rather than when the worker next starts a producer.
+ */
+static bool
+check_kafka_properties(char **newval, void **extra, GucSource source)
+{
+	char		errbuf[512];
+
+	if (*newval == NULL)
+		return true;
+	if (!outbox_kafka_check_properties(*newval, errbuf, sizeof(errbuf)))
+	{
+		GUC_check_errdetail("%s", errbuf);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Define every outbox.* setting and reserve the prefix.  Called from
+ * _PG_init in every process that loads the library.
+ */
+void
+outbox_define_gucs(void)
+{
+	DefineCustomStringVariable("outbox.database",
+							   "Database the outbox worker publishes from.",
+							   NULL,
+							   &outbox_database,
+							   "postgres",
+							   PGC_POSTMASTER,
+							   0,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("outbox.brokers",
+							   "Kafka bootstrap servers, as a comma-separated host:port list.",
+							   NULL,
+							   &outbox_brokers,
+							   "localhost:9092",
+							   PGC_SIGHUP,
+							   0,
+							   check_brokers, NULL, NULL);
+
+	DefineCustomStringVariable("outbox.kafka_properties",
+							   "Extra librdkafka producer properties, as name=value pairs separated by semicolons.",
+							   NULL,
+							   &outbox_kafka_properties,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY,
+							   check_kafka_properties, NULL, NULL);
+
+	DefineCustomIntVariable("outbox.max_message_bytes",
+							"Largest payload outbox_enqueue accepts, in bytes.",
+							NULL,
+							&outbox_max_message_bytes,
+							1000000,
+							1, 1000000000,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("outbox.batch_size",
+							"Most events the worker claims and produces at once.",
+							NULL,
+							&outbox_batch_size,
+							1000,
+							1, 100000,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("outbox.poll_interval",
+							"Longest the idle worker sleeps before looking for due events.",
+							"Commits that enqueue events wake the worker at once; this timer is a fallback and paces retries.",
+							&outbox_poll_interval,
+							1000,
+							10, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("outbox.max_attempts",
+							"Delivery attempts after which an event is abandoned.",
+							NULL,
+							&outbox_max_attempts,
+							10,
+							1, INT_MAX,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("outbox.retry_base_delay",
+							"Delay before the first retry; doubled after each further failure.",
+							NULL,
+							&outbox_retry_base_delay,
+							1000,
+							0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("outbox.retry_max_delay",
+							"Longest delay between two attempts.",
+							NULL,
+							&outbox_retry_max_delay,
+							300000,
+							0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomRealVariable("outbox.retry_jitter",
+							 "Fraction by which each retry delay is randomly spread up or down.",
+							 NULL,
+							 &outbox_retry_jitter,
+							 0.25,
+							 0.0, 1.0,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("outbox.delivery_timeout",
+							"How long an event may stay in flight before the attempt counts as failed.",
+							"Time during which no broker is reachable does not count.",
+							&outbox_delivery_timeout,
+							30000,
+							100, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	MarkGUCPrefixReserved("outbox");
+}

@@ -1,0 +1,453 @@
+/*-------------------------------------------------------------------------
+ *
+ * kafka.c
+ *		The producer: configuration, producing a batch, delivery reports,
+ *		broker outages.
+ *
+ * The only file that talks to librdkafka.  librdkafka's own threads never
+ * call back into PostgreSQL: logs go to a queue (log.queue) and, like
+ * errors and delivery reports, are served by rd_kafka_poll()/flush() on the
+ * worker's main thread, in short slices with interrupt checks in between.
+ *
+ * A batch's outcome per event comes from its delivery report only.  While
+ * no broker is reachable the batch is purged after a short grace and its
+ * events released untouched: an outage costs no attempt.
+ *
+ * src/kafka.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <librdkafka/rdkafka.h>
+
+#include "miscadmin.h"
+#include "postmaster/interrupt.h"
+#include "utils/timestamp.h"
+
+#include "outbox.h"
+
+/* how long all brokers may be down before a batch in flight is released */
+#define OUTAGE_GRACE_MS 2000
+/* how long SIGTERM waits for deliveries in flight */
+#define SHUTDOWN_GRACE_MS 5000
+/* one slice of waiting for delivery reports */
+#define POLL_SLICE_MS 10
+/* how long a reachability probe may take */
+#define PROBE_TIMEOUT_MS 1000
+
+static rd_kafka_t *producer = NULL;
+
+/* the settings the producer was built with (malloc'd) */
+static char *producer_brokers = NULL;
+static char *producer_properties = NULL;
+static int	producer_delivery_timeout = 0;
+
+/* outage tracking, from ALL_BROKERS_DOWN errors and successful deliveries */
+static bool brokers_down = false;
+static TimestampTz brokers_down_since = 0;
+
+/*
+ * The batch awaiting delivery reports.  Each message's opaque is a sequence
+ * number, so a late report for an earlier batch is recognised and ignored.
+ */
+static OutboxBatch *current_batch = NULL;
+static int64 batch_first_seq = 0;
+static int64 next_seq = 1;
+static int	reports_pending = 0;
+
+/*
+ * Set each name=value pair of a ';'-separated list on conf.  On failure
+ * returns false with librdkafka's message in errbuf.
+ */
+static bool
+apply_properties(rd_kafka_conf_t *conf, const char *properties,
+				 char *errbuf, size_t errlen)
+{
+	char	   *list = pstrdup(properties);
+	char	   *saveptr = NULL;
+
+	for (char *item = strtok_r(list, ";", &saveptr); item != NULL;
+		 item = strtok_r(NULL, ";", &saveptr))
+	{
+		char	   *eq;
+		char	   *name;
+		char	   *value;
+
+		name = item + strspn(item, " \t\n");
+		if (*name == '\0')
+			continue;
+		eq = strchr(name, '=');
+		if (eq == NULL)
+		{
+			snprintf(errbuf, errlen, "Property \"%s\" has no value; expected name=value.", name);
+			return false;
+		}
+		*eq = '\0';
+		value = eq + 1 + strspn(eq + 1, " \t\n");
+		for (char *end = eq - 1; end >= name && strchr(" \t\n", *end); end--)
+			*end = '\0';
+		for (char *end = value + strlen(value) - 1; end >= value && strchr(" \t\n", *end); end--)
+			*end = '\0';
+		if (rd_kafka_conf_set(conf, name, value, errbuf, errlen) != RD_KAFKA_CONF_OK)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Check hook helper for outbox.kafka_properties: would librdkafka accept
+ * every property?  errbuf gets its message if not.
+ */
+bool
+outbox_kafka_check_properties(const char *properties, char *errbuf, size_t errlen)
+{
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	bool		ok = apply_properties(conf, properties, errbuf, errlen);
+
+	rd_kafka_conf_destroy(conf);
+	return ok;
+}
+
+/*
+ * Errors that another attempt cannot fix: the event is abandoned at once.
+ */
+static bool
+error_is_permanent(rd_kafka_resp_err_t err)
+{
+	switch (err)
+	{
+		case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
+		case RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION:
+		case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
+		case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
+		case RD_KAFKA_RESP_ERR_INVALID_RECORD:
+		case RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE:
+		case RD_KAFKA_RESP_ERR_UNSUPPORTED_FOR_MESSAGE_FORMAT:
+		case RD_KAFKA_RESP_ERR__INVALID_ARG:
+			return true;
+		default:
+			return false;
+	}
+}
+
+/*
+ * Set an event's outcome from a librdkafka error code (0: delivered).
+ */
+static void
+set_outcome(OutboxEvent *ev, rd_kafka_resp_err_t err)
+{
+	if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+		ev->outcome = OUTBOX_DELIVERED;
+	else if (err == RD_KAFKA_RESP_ERR__PURGE_QUEUE ||
+			 err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT ||
+			 (err == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT && brokers_down))
+		ev->outcome = OUTBOX_RELEASED;
+	else
+	{
+		ev->outcome = OUTBOX_REFUSED;
+		ev->error = rd_kafka_err2str(err);
+		ev->permanent = error_is_permanent(err);
+	}
+}
+
+/* Delivery report callback; runs inside rd_kafka_poll on the main thread. */
+static void
+delivery_report(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
+{
+	int64		seq = (int64) (intptr_t) msg->_private;
+	OutboxEvent *ev;
+
+	if (current_batch == NULL || seq < batch_first_seq ||
+		seq >= batch_first_seq + current_batch->count)
+		return;
+	ev = &current_batch->events[seq - batch_first_seq];
+	if (ev->outcome != OUTBOX_IN_FLIGHT)
+		return;
+	if (msg->err == RD_KAFKA_RESP_ERR_NO_ERROR)
+	{
+		ev->partition = msg->partition;
+		ev->offset = msg->offset;
+		brokers_down = false;
+	}
+	set_outcome(ev, msg->err);
+	reports_pending--;
+}
+
+/* Error callback; runs inside rd_kafka_poll on the main thread. */
+static void
+error_report(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+	if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN && !brokers_down)
+	{
+		brokers_down = true;
+		brokers_down_since = GetCurrentTimestamp();
+	}
+	ereport(LOG,
+			(errmsg("outbox: Kafka error: %s", rd_kafka_err2str(err)),
+			 errdetail("%s", reason)));
+}
+
+/* Log callback, served from the log queue on the main thread. */
+static void
+log_report(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+	ereport(level <= 4 ? LOG : DEBUG1,
+			(errmsg("outbox: librdkafka %s: %s", fac, buf)));
+}
+
+static void
+conf_set_or_error(rd_kafka_conf_t *conf, const char *name, const char *value)
+{
+	char		errbuf[512];
+
+	if (rd_kafka_conf_set(conf, name, value, errbuf, sizeof(errbuf)) != RD_KAFKA_CONF_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid Kafka producer property \"%s\"", name),
+				 errdetail("%s", errbuf)));
+}
+
+static char *
+malloc_strdup(const char *s)
+{
+	char	   *copy = strdup(s);
+
+	if (copy == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory")));
+	return copy;
+}
+
+/*
+ * Make sure a producer built from the current settings exists: build one
+ * if there is none, or if the settings changed since (SIGHUP).  Call only
+ * between batches, when nothing is in flight.
+ */
+void
+outbox_kafka_configure(void)
+{
+	rd_kafka_conf_t *conf;
+	char		errbuf[512];
+	char		timeout[32];
+
+	if (producer != NULL &&
+		strcmp(producer_brokers, outbox_brokers) == 0 &&
+		strcmp(producer_properties, outbox_kafka_properties) == 0 &&
+		producer_delivery_timeout == outbox_delivery_timeout)
+		return;
+
+	if (producer != NULL)
+		ereport(LOG,
+				(errmsg("outbox: Kafka settings changed, rebuilding the producer")));
+	outbox_kafka_shutdown();
+
+	/* our defaults first, so that outbox.kafka_properties can override them */
+	conf = rd_kafka_conf_new();
+	snprintf(timeout, sizeof(timeout), "%d", outbox_delivery_timeout);
+	conf_set_or_error(conf, "bootstrap.servers", outbox_brokers);
+	conf_set_or_error(conf, "client.id", "postgresql-outbox");
+	conf_set_or_error(conf, "enable.idempotence", "true");
+	conf_set_or_error(conf, "acks", "all");
+	conf_set_or_error(conf, "partitioner", "murmur2_random");
+	conf_set_or_error(conf, "message.timeout.ms", timeout);
+	conf_set_or_error(conf, "log.queue", "true");
+	if (!apply_properties(conf, outbox_kafka_properties, errbuf, sizeof(errbuf)))
+	{
+		rd_kafka_conf_destroy(conf);
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid value for outbox.kafka_properties"),
+				 errdetail("%s", errbuf)));
+	}
+	rd_kafka_conf_set_dr_msg_cb(conf, delivery_report);
+	rd_kafka_conf_set_error_cb(conf, error_report);
+	rd_kafka_conf_set_log_cb(conf, log_report);
+
+	/* on success rd_kafka_new owns conf */
+	producer = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errbuf, sizeof(errbuf));
+	if (producer == NULL)
+	{
+		rd_kafka_conf_destroy(conf);
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("could not create Kafka producer"),
+				 errdetail("%s", errbuf)));
+	}
+	rd_kafka_set_log_queue(producer, NULL);
+
+	producer_brokers = malloc_strdup(outbox_brokers);
+	producer_properties = malloc_strdup(outbox_kafka_properties);
+	producer_delivery_timeout = outbox_delivery_timeout;
+	brokers_down = false;
+}
+
+/*
+ * Destroy the producer, if any.  Nothing may be in flight.
+ */
+void
+outbox_kafka_shutdown(void)
+{
+	if (producer == NULL)
+		return;
+	rd_kafka_purge(producer, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+	rd_kafka_poll(producer, 0);
+	rd_kafka_destroy(producer);
+	producer = NULL;
+	free(producer_brokers);
+	free(producer_properties);
+	producer_brokers = producer_properties = NULL;
+}
+
+/*
+ * Serve logs and errors while idle.
+ */
+void
+outbox_kafka_serve(void)
+{
+	if (producer != NULL)
+		rd_kafka_poll(producer, 0);
+}
+
+/*
+ * False once every broker has been seen down, until a delivery or a probe
+ * succeeds.
+ */
+bool
+outbox_kafka_reachable(void)
+{
+	return producer != NULL && !brokers_down;
+}
+
+/*
+ * Ask the cluster for metadata; true (and reachable again) if any broker
+ * answered.  Blocks for at most PROBE_TIMEOUT_MS.
+ */
+bool
+outbox_kafka_probe(void)
+{
+	const struct rd_kafka_metadata *metadata;
+
+	if (rd_kafka_metadata(producer, 0, NULL, &metadata, PROBE_TIMEOUT_MS) != RD_KAFKA_RESP_ERR_NO_ERROR)
+	{
+		rd_kafka_poll(producer, 0);
+		return false;
+	}
+	rd_kafka_metadata_destroy(metadata);
+	brokers_down = false;
+	return true;
+}
+
+/*
+ * Hand one event to librdkafka; the outcome arrives in a delivery report,
+ * or is set here if librdkafka refuses it at once.
+ */
+static void
+produce_event(OutboxEvent *ev, int64 seq)
+{
+	rd_kafka_headers_t *headers = rd_kafka_headers_new(ev->nheaders + 1);
+	rd_kafka_resp_err_t err;
+
+	rd_kafka_header_add(headers, "event_id", -1, ev->event_id, -1);
+	for (int i = 0; i < ev->nheaders; i++)
+		rd_kafka_header_add(headers, ev->header_names[i], -1, ev->header_values[i], -1);
+
+	for (;;)
+	{
+		err = rd_kafka_producev(producer,
+								RD_KAFKA_V_TOPIC(ev->topic),
+								RD_KAFKA_V_KEY(ev->key, ev->key ? ev->key_len : 0),
+								RD_KAFKA_V_VALUE(ev->payload, ev->payload ? ev->payload_len : 0),
+								RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+								RD_KAFKA_V_HEADERS(headers),
+								RD_KAFKA_V_OPAQUE((void *) (intptr_t) seq),
+								RD_KAFKA_V_END);
+		if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL)
+			break;
+		/* librdkafka's queue is full: let deliveries drain it */
+		rd_kafka_poll(producer, POLL_SLICE_MS);
+		CHECK_FOR_INTERRUPTS();
+	}
+
+	if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+		reports_pending++;
+	else
+	{
+		rd_kafka_headers_destroy(headers);
+		set_outcome(ev, err);
+	}
+}
+
+/*
+ * Publish a batch: produce every event, then wait, in short slices, until
+ * each has a delivery report.  A batch that is stuck because no broker is
+ * reachable, or that SIGTERM cuts short, is purged: its remaining events
+ * are released.  A fatal producer error drops the producer, to be rebuilt
+ * before the next batch.
+ */
+void
+outbox_kafka_publish(OutboxBatch *batch)
+{
+	TimestampTz deadline;
+	bool		purged = false;
+	char		errbuf[512];
+
+	current_batch = batch;
+	batch_first_seq = next_seq;
+	next_seq += batch->count;
+	reports_pending = 0;
+
+	for (int i = 0; i < batch->count; i++)
+		produce_event(&batch->events[i], batch_first_seq + i);
+
+	/* librdkafka times messages out itself; this is only a safety net */
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										   outbox_delivery_timeout + SHUTDOWN_GRACE_MS);
+	while (reports_pending > 0)
+	{
+		TimestampTz now;
+
+		/* flush sends at once, ignoring linger.ms, and serves callbacks */
+		rd_kafka_flush(producer, POLL_SLICE_MS);
+		CHECK_FOR_INTERRUPTS();
+		if (reports_pending == 0 || purged)
+			continue;
+
+		now = GetCurrentTimestamp();
+		if (ShutdownRequestPending)
+			deadline = Min(deadline, TimestampTzPlusMilliseconds(now, SHUTDOWN_GRACE_MS));
+		if (now >= deadline ||
+			(brokers_down &&
+			 TimestampDifferenceExceeds(brokers_down_since, now, OUTAGE_GRACE_MS)))
+		{
+			rd_kafka_purge(producer, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+			purged = true;
+		}
+	}
+	current_batch = NULL;
+
+	if (rd_kafka_fatal_error(producer, errbuf, sizeof(errbuf)) != RD_KAFKA_RESP_ERR_NO_ERROR)
+	{
+		ereport(LOG,
+				(errmsg("outbox: fatal Kafka producer error, rebuilding the producer"),
+				 errdetail("%s", errbuf)));
+		outbox_kafka_shutdown();
+	}
+}
+
+/*
+ * Forget a batch whose transaction failed: purge whatever of it is still
+ * queued and ignore its remaining reports.
+ */
+void
+outbox_kafka_release(void)
+{
+	if (producer != NULL && current_batch != NULL)
+	{
+		rd_kafka_purge(producer, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+		rd_kafka_poll(producer, 0);
+	}
+	current_batch = NULL;
+	reports_pending = 0;
+}

@@ -1,0 +1,110 @@
+/*-------------------------------------------------------------------------
+ *
+ * outbox.h
+ *		Declarations shared by the source files of the outbox extension.
+ *
+ * src/outbox.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef OUTBOX_H
+#define OUTBOX_H
+
+#include "fmgr.h"
+#include "utils/jsonb.h"
+
+/* guc.c: the settings, see the README for what each one means */
+extern char *outbox_database;
+extern char *outbox_brokers;
+extern char *outbox_kafka_properties;
+extern int	outbox_max_message_bytes;
+extern int	outbox_batch_size;
+extern int	outbox_poll_interval;
+extern int	outbox_max_attempts;
+extern int	outbox_retry_base_delay;
+extern int	outbox_retry_max_delay;
+extern double outbox_retry_jitter;
+extern int	outbox_delivery_timeout;
+
+extern void outbox_define_gucs(void);
+
+/* enqueue.c: validate one event and insert it in the caller's transaction */
+extern int64 outbox_store_event(Oid nspid, text *topic, text *key,
+								bytea *payload, Jsonb *headers,
+								Datum event_id, bool event_id_isnull);
+
+/* shmem.c: shared state of the worker */
+typedef enum OutboxWorkerState
+{
+	OUTBOX_WORKER_STOPPED,
+	OUTBOX_WORKER_STARTING,
+	OUTBOX_WORKER_WAITING_FOR_EXTENSION,
+	OUTBOX_WORKER_STANDBY,
+	OUTBOX_WORKER_IDLE,
+	OUTBOX_WORKER_PUBLISHING,
+	OUTBOX_WORKER_BROKER_UNREACHABLE,
+	OUTBOX_WORKER_BACKING_OFF
+} OutboxWorkerState;
+
+extern void outbox_shmem_install_hooks(void);
+extern void outbox_shmem_attach_worker(void);
+extern void outbox_shmem_set_state(OutboxWorkerState state, const char *error);
+extern void outbox_wake_worker_at_commit(void);
+extern void outbox_register_xact_callback(void);
+
+/* One claimed event and, once librdkafka has said, its outcome */
+typedef enum OutboxOutcome
+{
+	OUTBOX_IN_FLIGHT,			/* no delivery report yet */
+	OUTBOX_DELIVERED,			/* acknowledged by the cluster */
+	OUTBOX_REFUSED,				/* failed: counts as an attempt */
+	OUTBOX_RELEASED				/* not sent (outage, shutdown): no attempt */
+} OutboxOutcome;
+
+typedef struct OutboxEvent
+{
+	int64		id;
+	char		event_id[37];	/* canonical uuid text */
+	char	   *topic;
+	char	   *key;			/* NULL: no key */
+	int			key_len;
+	char	   *payload;		/* NULL: tombstone */
+	int			payload_len;
+	int			nheaders;
+	char	  **header_names;
+	char	  **header_values;
+
+	OutboxOutcome outcome;
+	int32		partition;
+	int64		offset;
+	const char *error;			/* why it was refused */
+	bool		permanent;		/* retrying cannot help */
+} OutboxEvent;
+
+typedef struct OutboxBatch
+{
+	int			count;
+	OutboxEvent *events;
+} OutboxBatch;
+
+/* claim.c: the SQL side of publishing; callers hold a transaction */
+extern bool outbox_extension_ready(void);
+extern OutboxBatch *outbox_claim_batch(int batch_size);
+extern void outbox_record_outcomes(OutboxBatch *batch);
+
+/* kafka.c: the producer; no SPI, no transaction needed */
+extern bool outbox_kafka_check_properties(const char *properties,
+										  char *errbuf, size_t errlen);
+extern void outbox_kafka_configure(void);
+extern void outbox_kafka_shutdown(void);
+extern void outbox_kafka_serve(void);
+extern bool outbox_kafka_reachable(void);
+extern bool outbox_kafka_probe(void);
+extern void outbox_kafka_publish(OutboxBatch *batch);
+extern void outbox_kafka_release(void);
+
+/* worker.c */
+extern PGDLLEXPORT void outbox_worker_main(Datum main_arg);
+extern void outbox_register_worker(void);
+
+#endif							/* OUTBOX_H */
