@@ -14,7 +14,7 @@ EXTENSION = outbox
 DATA = outbox--1.0.sql
 PGFILEDESC = "outbox - transactional outbox publishing to Kafka"
 
-REGRESS = enqueue
+REGRESS = enqueue state_machine privileges settings
 ISOLATION = claim
 
 RDKAFKA_CFLAGS := $(shell pkg-config --cflags rdkafka)

@@ -116,9 +116,9 @@ RETURNS interval
 LANGUAGE sql VOLATILE
 AS $$
 	SELECT pg_catalog.make_interval(secs =>
-		pg_catalog.least(pg_catalog.date_part('epoch', base_delay)
+		LEAST(pg_catalog.date_part('epoch', base_delay)
 							* pg_catalog.power(2::double precision,
-											   pg_catalog.least(pg_catalog.greatest(attempts - 1, 0), 60)),
+											   LEAST(GREATEST(attempts - 1, 0), 60)),
 						 pg_catalog.date_part('epoch', max_delay))
 		* (1 + jitter * (2 * pg_catalog.random() - 1)))
 $$;

@@ -128,8 +128,11 @@ utf8_copy(Datum d, int *len)
 	text	   *t = DatumGetTextPP(d);
 	char	   *s = pg_server_to_any(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), PG_UTF8);
 
+	/* a converted copy is NUL-terminated; the unconverted text is not */
+	if (s == VARDATA_ANY(t))
+		s = pnstrdup(s, VARSIZE_ANY_EXHDR(t));
 	*len = strlen(s);
-	return s == VARDATA_ANY(t) ? pnstrdup(s, *len) : s;
+	return s;
 }
 
 /*
@@ -203,7 +206,8 @@ outbox_claim_batch(int batch_size)
 			bytea	   *payload = DatumGetByteaPP(d);
 
 			ev->payload_len = VARSIZE_ANY_EXHDR(payload);
-			ev->payload = pnstrdup(VARDATA_ANY(payload), ev->payload_len);
+			ev->payload = palloc(ev->payload_len);
+			memcpy(ev->payload, VARDATA_ANY(payload), ev->payload_len);
 		}
 		d = SPI_getbinval(tuple, tupdesc, 6, &isnull);
 		if (!isnull)

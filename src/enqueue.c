@@ -138,8 +138,16 @@ payload_bytes(FunctionCallInfo fcinfo, int argno)
 			elog(ERROR, "outbox_enqueue called with payload of type %u", argtype);
 	}
 
-	str = pg_server_to_any(str, len, PG_UTF8);
-	len = strlen(str);
+	{
+		char	   *utf8 = pg_server_to_any(str, len, PG_UTF8);
+
+		/* a converted copy is NUL-terminated; the unconverted text is not */
+		if (utf8 != str)
+		{
+			str = utf8;
+			len = strlen(utf8);
+		}
+	}
 	result = (bytea *) palloc(VARHDRSZ + len);
 	SET_VARSIZE(result, VARHDRSZ + len);
 	memcpy(VARDATA(result), str, len);

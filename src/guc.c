@@ -3,8 +3,9 @@
  * guc.c
  *		The outbox.* settings: definitions, defaults and check hooks.
  *
- * Every setting but outbox.database and outbox.max_message_bytes is read by
- * the worker only, which picks up changes on SIGHUP.
+ * Every setting but outbox.max_message_bytes is read by the worker only,
+ * which picks up changes on SIGHUP.  outbox.database exists only where the
+ * library is preloaded.
  *
  * src/guc.c
  *
@@ -15,6 +16,7 @@
 #include <float.h>
 #include <limits.h>
 
+#include "miscadmin.h"
 #include "utils/guc.h"
 
 #include "outbox.h"
@@ -71,14 +73,16 @@ check_kafka_properties(char **newval, void **extra, GucSource source)
 void
 outbox_define_gucs(void)
 {
-	DefineCustomStringVariable("outbox.database",
-							   "Database the outbox worker publishes from.",
-							   NULL,
-							   &outbox_database,
-							   "postgres",
-							   PGC_POSTMASTER,
-							   0,
-							   NULL, NULL, NULL);
+	/* only the worker needs it, and it can be defined only at startup */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomStringVariable("outbox.database",
+								   "Database the outbox worker publishes from.",
+								   NULL,
+								   &outbox_database,
+								   "postgres",
+								   PGC_POSTMASTER,
+								   0,
+								   NULL, NULL, NULL);
 
 	DefineCustomStringVariable("outbox.brokers",
 							   "Kafka bootstrap servers, as a comma-separated host:port list.",

@@ -23,6 +23,7 @@
 
 #include "miscadmin.h"
 #include "postmaster/interrupt.h"
+#include "utils/hsearch.h"
 #include "utils/timestamp.h"
 
 #include "outbox.h"
@@ -31,6 +32,8 @@
 #define OUTAGE_GRACE_MS 2000
 /* how long SIGTERM waits for deliveries in flight */
 #define SHUTDOWN_GRACE_MS 5000
+/* how long past delivery_timeout an event may stay without a report */
+#define DEADLINE_SLACK_MS 1000
 /* one slice of waiting for delivery reports */
 #define POLL_SLICE_MS 10
 /* how long a reachability probe may take */
@@ -55,6 +58,17 @@ static OutboxBatch *current_batch = NULL;
 static int64 batch_first_seq = 0;
 static int64 next_seq = 1;
 static int	reports_pending = 0;
+
+/* whether the batch's purged events count as a failed attempt */
+static bool purge_is_timeout = false;
+
+/*
+ * Topics this producer has asked metadata for.  librdkafka looks up a new
+ * topic on a timer, up to a second after its first message; asking at once
+ * costs one round trip instead.
+ */
+#define TOPIC_KEY_SIZE 256		/* Kafka topic names have at most 249 bytes */
+static HTAB *known_topics = NULL;
 
 /*
  * Set each name=value pair of a ';'-separated list on conf.  On failure
@@ -139,10 +153,14 @@ set_outcome(OutboxEvent *ev, rd_kafka_resp_err_t err)
 {
 	if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
 		ev->outcome = OUTBOX_DELIVERED;
-	else if (err == RD_KAFKA_RESP_ERR__PURGE_QUEUE ||
-			 err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT ||
-			 (err == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT && brokers_down))
+	else if ((err == RD_KAFKA_RESP_ERR__PURGE_QUEUE ||
+			  err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) && !purge_is_timeout)
 		ev->outcome = OUTBOX_RELEASED;
+	else if (err == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT && brokers_down)
+		ev->outcome = OUTBOX_RELEASED;
+	else if (err == RD_KAFKA_RESP_ERR__PURGE_QUEUE ||
+			 err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT)
+		set_outcome(ev, RD_KAFKA_RESP_ERR__MSG_TIMED_OUT);
 	else
 	{
 		ev->outcome = OUTBOX_REFUSED;
@@ -192,7 +210,7 @@ error_report(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 static void
 log_report(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
-	ereport(level <= 4 ? LOG : DEBUG1,
+	ereport(level <= 3 ? LOG : DEBUG1,
 			(errmsg("outbox: librdkafka %s: %s", fac, buf)));
 }
 
@@ -295,6 +313,9 @@ outbox_kafka_shutdown(void)
 	rd_kafka_poll(producer, 0);
 	rd_kafka_destroy(producer);
 	producer = NULL;
+	if (known_topics != NULL)
+		hash_destroy(known_topics);
+	known_topics = NULL;
 	free(producer_brokers);
 	free(producer_properties);
 	producer_brokers = producer_properties = NULL;
@@ -380,6 +401,73 @@ produce_event(OutboxEvent *ev, int64 seq)
 }
 
 /*
+ * Ask the cluster for a topic's metadata now; waits for at most
+ * PROBE_TIMEOUT_MS.
+ */
+static void
+refresh_topic_metadata(const char *name)
+{
+	rd_kafka_topic_t *topic = rd_kafka_topic_new(producer, name, NULL);
+	const struct rd_kafka_metadata *metadata;
+
+	if (topic == NULL)
+		return;
+	if (rd_kafka_metadata(producer, 0, topic, &metadata, PROBE_TIMEOUT_MS) == RD_KAFKA_RESP_ERR_NO_ERROR)
+		rd_kafka_metadata_destroy(metadata);
+	rd_kafka_topic_destroy(topic);
+}
+
+/*
+ * Fetch the metadata of the batch's topics that this producer has not
+ * published to yet.
+ */
+static void
+learn_new_topics(OutboxBatch *batch)
+{
+	if (known_topics == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = TOPIC_KEY_SIZE;
+		ctl.entrysize = TOPIC_KEY_SIZE;
+		known_topics = hash_create("outbox known topics", 64, &ctl,
+								   HASH_ELEM | HASH_STRINGS);
+	}
+	for (int i = 0; i < batch->count; i++)
+	{
+		bool		found;
+
+		hash_search(known_topics, batch->events[i].topic, HASH_ENTER, &found);
+		if (!found)
+			refresh_topic_metadata(batch->events[i].topic);
+	}
+}
+
+/*
+ * librdkafka keeps a topic that was refused for good (authorization, say)
+ * in an error state until its next metadata refresh, minutes away; later
+ * events of that topic would hang meanwhile.  Refresh those topics now.
+ */
+static void
+refresh_refused_topics(OutboxBatch *batch)
+{
+	for (int i = 0; i < batch->count; i++)
+	{
+		OutboxEvent *ev = &batch->events[i];
+		bool		done = false;
+
+		if (ev->outcome != OUTBOX_REFUSED || !ev->permanent)
+			continue;
+		for (int j = 0; j < i && !done; j++)
+			done = batch->events[j].outcome == OUTBOX_REFUSED &&
+				batch->events[j].permanent &&
+				strcmp(batch->events[j].topic, ev->topic) == 0;
+		if (!done)
+			refresh_topic_metadata(ev->topic);
+	}
+}
+
+/*
  * Publish a batch: produce every event, then wait, in short slices, until
  * each has a delivery report.  A batch that is stuck because no broker is
  * reachable, or that SIGTERM cuts short, is purged: its remaining events
@@ -390,6 +478,7 @@ void
 outbox_kafka_publish(OutboxBatch *batch)
 {
 	TimestampTz deadline;
+	TimestampTz shutdown_deadline;
 	bool		purged = false;
 	char		errbuf[512];
 
@@ -398,12 +487,18 @@ outbox_kafka_publish(OutboxBatch *batch)
 	next_seq += batch->count;
 	reports_pending = 0;
 
+	learn_new_topics(batch);
 	for (int i = 0; i < batch->count; i++)
 		produce_event(&batch->events[i], batch_first_seq + i);
 
-	/* librdkafka times messages out itself; this is only a safety net */
+	/*
+	 * librdkafka times messages out itself, but not always (a topic in error
+	 * state keeps them queued until its next metadata refresh): past the
+	 * deadline, what is still in flight is purged and counts as timed out.
+	 */
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-										   outbox_delivery_timeout + SHUTDOWN_GRACE_MS);
+										   outbox_delivery_timeout + DEADLINE_SLACK_MS);
+	shutdown_deadline = 0;
 	while (reports_pending > 0)
 	{
 		TimestampTz now;
@@ -415,17 +510,21 @@ outbox_kafka_publish(OutboxBatch *batch)
 			continue;
 
 		now = GetCurrentTimestamp();
-		if (ShutdownRequestPending)
-			deadline = Min(deadline, TimestampTzPlusMilliseconds(now, SHUTDOWN_GRACE_MS));
-		if (now >= deadline ||
+		if (ShutdownRequestPending && shutdown_deadline == 0)
+			shutdown_deadline = TimestampTzPlusMilliseconds(now, SHUTDOWN_GRACE_MS);
+		if ((shutdown_deadline != 0 && now >= shutdown_deadline) ||
 			(brokers_down &&
 			 TimestampDifferenceExceeds(brokers_down_since, now, OUTAGE_GRACE_MS)))
-		{
-			rd_kafka_purge(producer, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
 			purged = true;
-		}
+		else if (now >= deadline)
+			purged = purge_is_timeout = true;
+		if (purged)
+			rd_kafka_purge(producer, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
 	}
 	current_batch = NULL;
+	purge_is_timeout = false;
+
+	refresh_refused_topics(batch);
 
 	if (rd_kafka_fatal_error(producer, errbuf, sizeof(errbuf)) != RD_KAFKA_RESP_ERR_NO_ERROR)
 	{

@@ -1,0 +1,115 @@
+--
+-- outbox_enqueue: signatures, payload bytes, transactions, bad input,
+-- settings.  Runs without shared_preload_libraries: enqueue must not need it.
+--
+CREATE EXTENSION outbox;
+
+-- the objects, all named outbox_*
+SELECT pg_describe_object(classid, objid, objsubid) AS object
+  FROM pg_depend
+ WHERE refobjid = (SELECT oid FROM pg_extension WHERE extname = 'outbox')
+   AND deptype = 'e'
+ ORDER BY 1;
+
+\df outbox_enqueue
+\d outbox_messages
+
+-- payload types: what will be published is stored as bytes
+SELECT outbox_enqueue('orders', '{"b": 2, "a": [1, 2.50, "x"]}'::jsonb, key => '1') AS id \gset
+SELECT id = :id AS same_id, topic, key, convert_from(payload, 'UTF8') AS payload, headers,
+	   status, attempts, next_attempt_at, last_error, published_at, kafka_partition,
+	   kafka_offset, event_id IS NOT NULL AS has_event_id, created_at <= now() AS created_before_now
+  FROM outbox_messages WHERE id = :id;
+
+SELECT outbox_enqueue('orders', 'plain text é'::text, key => '2');
+SELECT outbox_enqueue('orders', '\x00ff10'::bytea, key => '3');
+-- an untyped literal resolves to the text variant
+SELECT outbox_enqueue('orders', 'untyped');
+SELECT outbox_enqueue('orders', payload => '{"named": true}'::jsonb,
+					  headers => '{"trace": "abc", "source": "test"}');
+SELECT id, key, payload, headers FROM outbox_messages ORDER BY id;
+
+-- a NULL payload is a tombstone, which needs a key
+SELECT outbox_enqueue('orders', NULL::jsonb, key => '1') AS tombstone \gset
+SELECT key, payload IS NULL AS is_tombstone FROM outbox_messages WHERE id = :tombstone;
+SELECT outbox_enqueue('orders', NULL::text);
+\echo :LAST_ERROR_SQLSTATE
+
+-- a caller-given event_id is kept, and is unique
+SELECT outbox_enqueue('orders', '{}'::jsonb,
+					  event_id => 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11') AS given \gset
+SELECT event_id FROM outbox_messages WHERE id = :given;
+SELECT outbox_enqueue('orders', '{}'::jsonb,
+					  event_id => 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11');
+\echo :LAST_ERROR_SQLSTATE
+-- generated ids differ
+SELECT count(DISTINCT event_id) = count(*) AS all_distinct FROM outbox_messages;
+
+-- the row exists only if the transaction commits
+TRUNCATE outbox_messages;
+BEGIN;
+SELECT outbox_enqueue('tx', 'rolled back'::text) > 0 AS enqueued;
+ROLLBACK;
+BEGIN;
+SELECT outbox_enqueue('tx', 'kept 1'::text) > 0 AS enqueued;
+SAVEPOINT s;
+SELECT outbox_enqueue('tx', 'rolled back to savepoint'::text) > 0 AS enqueued;
+ROLLBACK TO SAVEPOINT s;
+SELECT outbox_enqueue('tx', 'kept 2'::text) > 0 AS enqueued;
+COMMIT;
+SELECT convert_from(payload, 'UTF8') AS payload FROM outbox_messages ORDER BY id;
+
+-- bad topics: 22023, nothing stored
+TRUNCATE outbox_messages;
+SELECT outbox_enqueue(NULL, 'x'::text);
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('', 'x'::text);
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue(repeat('t', 250), 'x'::text);
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('orders/eu', 'x'::text);
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('ordérs', 'x'::text);
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('with space', 'x'::text);
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('..', 'x'::text);
+\echo :LAST_ERROR_SQLSTATE
+-- the longest name and every allowed character are fine
+SELECT outbox_enqueue(repeat('t', 249), 'x'::text) > 0 AS ok;
+SELECT outbox_enqueue('Orders.EU_v2-x', 'x'::text) > 0 AS ok;
+
+-- bad headers: 22023
+SELECT outbox_enqueue('orders', 'x'::text, headers => '["a", "b"]');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('orders', 'x'::text, headers => '"a"');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('orders', 'x'::text, headers => '{"n": 1}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('orders', 'x'::text, headers => '{"ok": "yes", "nested": {"a": "b"}}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('orders', 'x'::text, headers => '{"n": null}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('orders', 'x'::text, headers => '{"event_id": "mine"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('orders', 'x'::text, headers => '{}') > 0 AS empty_headers_ok;
+
+-- payload size limit: 54000
+SET outbox.max_message_bytes = 10;
+SELECT outbox_enqueue('orders', '0123456789'::text) > 0 AS at_limit_ok;
+SELECT outbox_enqueue('orders', '0123456789A'::text);
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('orders', '"12345678"'::jsonb) > 0 AS at_limit_ok;
+SELECT outbox_enqueue('orders', '"123456789"'::jsonb);
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('orders', '\x0102030405060708090a0b'::bytea);
+\echo :LAST_ERROR_SQLSTATE
+-- é is two bytes in UTF-8: the limit counts bytes
+SELECT outbox_enqueue('orders', 'ééééé'::text) > 0 AS at_limit_ok;
+SELECT outbox_enqueue('orders', 'éééééx'::text);
+\echo :LAST_ERROR_SQLSTATE
+RESET outbox.max_message_bytes;
+
+-- only the valid events were stored
+SELECT left(topic, 20) AS topic, length(topic), convert_from(payload, 'UTF8') AS payload
+  FROM outbox_messages ORDER BY id;

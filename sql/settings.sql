@@ -1,0 +1,45 @@
+--
+-- The outbox.* settings: defaults, units, limits, the reserved prefix and
+-- librdkafka's judgement of outbox.kafka_properties.
+--
+LOAD 'outbox';
+SELECT name, setting, unit, context, vartype, min_val, max_val
+  FROM pg_settings WHERE name LIKE 'outbox.%' ORDER BY name;
+
+SHOW outbox.poll_interval;
+SHOW outbox.retry_max_delay;
+
+-- the prefix is reserved: a typo is an error, not a silent placeholder
+SET outbox.batchsize = 10;
+\echo :LAST_ERROR_SQLSTATE
+
+-- limits
+SET outbox.max_message_bytes = 0;
+\echo :LAST_ERROR_SQLSTATE
+SET outbox.max_message_bytes = '2MB';
+\echo :LAST_ERROR_SQLSTATE
+-- worker settings are for postgresql.conf (SIGHUP), not sessions
+SET outbox.batch_size = 10;
+\echo :LAST_ERROR_SQLSTATE
+
+-- librdkafka checks each property when the setting is made
+ALTER SYSTEM SET outbox.kafka_properties = 'no.such.property=1';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET outbox.kafka_properties = 'acks=sometimes';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET outbox.kafka_properties = 'linger.ms';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET outbox.kafka_properties = ' linger.ms = 2 ; compression.type=lz4;';
+ALTER SYSTEM RESET outbox.kafka_properties;
+ALTER SYSTEM SET outbox.brokers = ' ';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET outbox.retry_jitter = 1.5;
+\echo :LAST_ERROR_SQLSTATE
+
+-- outbox.kafka_properties may hold secrets
+CREATE ROLE outbox_reader;
+SET ROLE outbox_reader;
+SHOW outbox.kafka_properties;
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+DROP ROLE outbox_reader;

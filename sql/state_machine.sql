@@ -1,0 +1,59 @@
+--
+-- The worker's state machine in SQL, driven by hand: claim, mark published,
+-- mark failed with backoff, abandon, and the order-per-key rule.
+--
+CREATE EXTENSION IF NOT EXISTS outbox;
+TRUNCATE outbox_messages;
+ALTER TABLE outbox_messages ALTER COLUMN id RESTART WITH 1;
+
+-- the retry delay: base * 2^(attempts-1), capped, no jitter
+SELECT a, outbox_retry_delay(a, '1s', '5min', 0) AS delay
+  FROM generate_series(0, 10) a;
+SELECT outbox_retry_delay(1000000, '1s', '5min', 0) AS huge_attempts;
+-- jitter spreads the delay within +/- the fraction
+SELECT min(d) >= '7.5s' AND max(d) <= '12.5s' AND min(d) < max(d) AS within_jitter
+  FROM (SELECT outbox_retry_delay(1, '10s', '1min', 0.25) AS d
+		  FROM generate_series(1, 200)) s;
+
+-- claim takes due events in id order, up to the batch size
+SELECT outbox_enqueue('t', ('e' || i)::text, key => 'k' || (i % 3)) FROM generate_series(1, 6) i;
+SELECT outbox_enqueue('t', 'no key'::text);
+BEGIN;
+SELECT id, key, convert_from(payload, 'UTF8') AS payload FROM outbox_claim(4);
+SELECT outbox_mark_published('{1,2}', '{0,3}', '{10,11}');
+COMMIT;
+SELECT id, status, attempts, kafka_partition, kafka_offset, published_at IS NOT NULL AS has_published_at
+  FROM outbox_messages ORDER BY id;
+
+-- a refused delivery: failed, attempts + 1, error text, retry after the delay
+BEGIN;
+SELECT id FROM outbox_claim(1);
+SELECT outbox_mark_failed('{3}', '{"Broker: Not enough in-sync replicas"}', '{f}',
+						  3, '10s', '5min', 0);
+COMMIT;
+SELECT id, status, attempts, last_error,
+	   next_attempt_at - clock_timestamp() BETWEEN '9s' AND '10s' AS retry_in_10s
+  FROM outbox_messages WHERE id = 3;
+
+-- event 6 has the same key (k0) as failed event 3: it waits for 3's retry,
+-- while events of other keys and without key go on
+SELECT id, key FROM outbox_claim(100);
+
+-- once 3 is due again, 3 and 6 are claimed together, in order
+UPDATE outbox_messages SET next_attempt_at = now() - interval '1s' WHERE id = 3;
+SELECT id, key FROM outbox_claim(100);
+
+-- the last attempt abandons; so does an error that retrying cannot fix
+SELECT outbox_mark_failed('{3}', '{"Local: Message timed out"}', '{f}', 3, '10s', '5min', 0);
+SELECT outbox_mark_failed('{3}', '{"Local: Message timed out"}', '{f}', 3, '10s', '5min', 0);
+SELECT outbox_mark_failed('{4}', '{"Broker: Topic authorization failed"}', '{t}', 3, '10s', '5min', 0);
+SELECT id, status, attempts, last_error, next_attempt_at
+  FROM outbox_messages WHERE id IN (3, 4) ORDER BY id;
+
+-- an abandoned event no longer holds its key back
+SELECT id, key FROM outbox_claim(100);
+
+-- nothing due: nothing claimed
+SELECT outbox_mark_published('{5,6,7}', '{0,0,0}', '{1,2,3}');
+SELECT count(*) AS claimed FROM outbox_claim(100);
+SELECT status, count(*) FROM outbox_messages GROUP BY status ORDER BY status;

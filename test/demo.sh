@@ -1,0 +1,87 @@
+#!/bin/bash
+#
+# A local demo: a PostgreSQL server with the outbox worker, a local
+# Kafka-protocol broker (test/mock_broker), events enqueued in transactions,
+# and what arrived in Kafka printed with kcat.  Everything is torn down at
+# the end; pass --keep to leave the server and the broker running.
+#
+# As root it first runs test/setup.sh (packages, build, install), then runs
+# itself again as the postgres user.
+
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+
+if [ "$(id -u)" = 0 ]; then
+	"$ROOT/test/setup.sh"
+	WORK=$(mktemp -d /tmp/outbox-demo.XXXXXX)
+	cp -a "$ROOT" "$WORK/repo"
+	chown -R postgres "$WORK"
+	exec runuser -u postgres -- env OUTBOX_DEMO_WORK="$WORK" "$WORK/repo/test/demo.sh" "$@"
+fi
+
+WORK=${OUTBOX_DEMO_WORK:-$(mktemp -d /tmp/outbox-demo.XXXXXX)}
+KEEP=${1:-}
+PORT=54329
+export PATH="/usr/lib/postgresql/15/bin:$PATH"
+export PGHOST="$WORK" PGPORT=$PORT PGDATABASE=postgres
+
+psql_demo() {
+	echo "postgres=# $1"
+	psql -X -q -v ON_ERROR_STOP=1 -c "$1"
+}
+
+echo "--- starting a local Kafka-protocol broker"
+mkfifo "$WORK/broker.in"
+"$ROOT/test/mock_broker" 1 < "$WORK/broker.in" > "$WORK/broker.out" 2>&1 &
+BROKER_PID=$!
+exec 3> "$WORK/broker.in"	# keep its input open
+until [ -s "$WORK/broker.out" ]; do sleep 0.1; done
+BROKERS=$(head -1 "$WORK/broker.out")
+echo "brokers: $BROKERS"
+
+echo "--- starting PostgreSQL with shared_preload_libraries = 'outbox'"
+initdb -D "$WORK/data" -A trust >/dev/null
+cat >> "$WORK/data/postgresql.conf" <<EOF
+shared_preload_libraries = 'outbox'
+outbox.brokers = '$BROKERS'
+port = $PORT
+unix_socket_directories = '$WORK'
+listen_addresses = ''
+EOF
+pg_ctl -D "$WORK/data" -l "$WORK/server.log" -w start >/dev/null
+
+cleanup() {
+	if [ "$KEEP" != "--keep" ]; then
+		pg_ctl -D "$WORK/data" -m fast -w stop >/dev/null || true
+		kill "$BROKER_PID" 2>/dev/null || true
+	else
+		echo "--- left running: psql -h $WORK -p $PORT; broker $BROKERS (pid $BROKER_PID)"
+	fi
+}
+trap cleanup EXIT
+
+psql_demo "CREATE EXTENSION outbox"
+psql_demo "CREATE TABLE orders (id int PRIMARY KEY, total numeric)"
+psql_demo "BEGIN;
+INSERT INTO orders VALUES (1, 9.99);
+SELECT outbox_enqueue('orders', '{\"id\": 1, \"total\": 9.99}'::jsonb, key => '1',
+                      headers => '{\"source\": \"demo\"}');
+COMMIT;"
+psql_demo "BEGIN;
+INSERT INTO orders VALUES (2, 5.00);
+SELECT outbox_enqueue('orders', '{\"id\": 2, \"total\": 5.00}'::jsonb, key => '2');
+ROLLBACK;"
+psql_demo "SELECT outbox_enqueue('orders', '{\"id\": 1, \"status\": \"shipped\"}'::jsonb, key => '1')"
+
+echo "--- waiting for the worker"
+for _ in $(seq 1 100); do
+	[ "$(psql -X -At -c "SELECT count(*) FROM outbox_messages WHERE status <> 'published'")" = 0 ] && break
+	sleep 0.1
+done
+psql_demo "SELECT id, topic, key, status, attempts, kafka_partition, kafka_offset,
+       published_at - created_at AS latency FROM outbox_messages ORDER BY id"
+
+echo "--- what arrived in Kafka (kcat -C -t orders): partition, offset, key, headers, payload"
+kcat -C -q -e -b "$BROKERS" -t orders -f 'partition %p offset %o key %k headers %h\n  %s\n'
+echo "--- the rolled-back order 2 never existed, so it never arrived"

@@ -1,0 +1,158 @@
+
+# Helpers for the outbox TAP tests: a mock Kafka cluster (test/mock_broker),
+# a server with the worker, and reading what arrived in Kafka with kcat.
+
+package OutboxTest;
+
+use strict;
+use warnings;
+
+use Exporter 'import';
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+our @EXPORT = qw(start_broker outbox_node kafka_read wait_for_records
+  wait_for_sql worker_pid);
+
+my $root = $ENV{OUTBOX_ROOT} or die "OUTBOX_ROOT is not set";
+
+# Start a mock cluster of $count brokers; returns an OutboxTest::Broker.
+sub start_broker
+{
+	my ($count) = @_;
+	my ($in, $out, $err) = ('', '', '');
+	my $h = IPC::Run::start([ "$root/test/mock_broker", $count // 1 ],
+		\$in, \$out, \$err);
+	$h->pump until $out =~ /\n/;
+	my ($bootstrap) = $out =~ /^(\S+)\n/;
+	$out = '';
+	return bless {
+		h => $h,
+		in => \$in,
+		out => \$out,
+		bootstrap => $bootstrap
+	}, 'OutboxTest::Broker';
+}
+
+# A server with the library preloaded, the worker pointed at $broker and
+# the extension created.  %conf adds postgresql.conf settings.
+sub outbox_node
+{
+	my ($name, $broker, %conf) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	my $settings = "shared_preload_libraries = 'outbox'\n"
+	  . "outbox.brokers = '$broker->{bootstrap}'\n"
+	  . "log_min_messages = 'log'\n";
+	$settings .= "$_ = '$conf{$_}'\n" for sort keys %conf;
+	$node->append_conf('postgresql.conf', $settings);
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION outbox');
+	return $node;
+}
+
+# Every record of $topic, in (partition, offset) order: hashes with
+# partition, offset, key, payload (undef for a tombstone) and headers.
+sub kafka_read
+{
+	my ($broker, $topic) = @_;
+	my ($out, $err) = ('', '');
+	IPC::Run::run(
+		[
+			'kcat', '-C', '-q', '-e', '-Z',
+			'-b', $broker->{bootstrap},
+			'-t', $topic,
+			'-f', "%p\x1f%o\x1f%k\x1f%S\x1f%h\x1f%s\x1e"
+		],
+		'>', \$out, '2>', \$err);
+	my @records;
+	for my $raw (split /\x1e/, $out)
+	{
+		my ($p, $o, $k, $len, $h, $s) = split /\x1f/, $raw, 6;
+		my %headers = map { split /=/, $_, 2 } split /,/, $h;
+		push @records,
+		  {
+			partition => $p,
+			offset => $o,
+			key => $k eq 'NULL' ? undef : $k,
+			payload => $len == -1 ? undef : $s,
+			headers => \%headers
+		  };
+	}
+	return [ sort { $a->{partition} <=> $b->{partition}
+			  || $a->{offset} <=> $b->{offset} } @records ];
+}
+
+# Poll $topic until at least $count records arrived (or time is up);
+# returns the records.
+sub wait_for_records
+{
+	my ($broker, $topic, $count, $seconds) = @_;
+	my $deadline = time + ($seconds // 60);
+	my $records;
+	while (1)
+	{
+		$records = kafka_read($broker, $topic);
+		last if @$records >= $count || time > $deadline;
+		usleep(100_000);
+	}
+	return $records;
+}
+
+# Poll until $sql returns 't', with a 10ms step; false on timeout.  A
+# server that is restarting is waited for.
+sub wait_for_sql
+{
+	my ($node, $sql, $seconds) = @_;
+	my $deadline = time + ($seconds // 60);
+	while (time < $deadline)
+	{
+		my ($ret, $out) = $node->psql('postgres', $sql);
+		return 1 if $ret == 0 && $out eq 't';
+		usleep(10_000);
+	}
+	return 0;
+}
+
+# The pid of the running outbox worker, once it shows in pg_stat_activity.
+sub worker_pid
+{
+	my ($node) = @_;
+	my $pid = '';
+	for (1 .. 600)
+	{
+		$pid = $node->safe_psql('postgres',
+			"SELECT pid FROM pg_stat_activity WHERE backend_type = 'outbox worker'");
+		last if $pid ne '';
+		usleep(50_000);
+	}
+	return $pid;
+}
+
+package OutboxTest::Broker;
+
+# Send one control command (see test/mock_broker.c); dies unless "ok".
+sub command
+{
+	my ($self, $cmd) = @_;
+	${ $self->{in} } .= "$cmd\n";
+	$self->{h}->pump until ${ $self->{out} } =~ /\n/;
+	my $reply = ${ $self->{out} };
+	${ $self->{out} } = '';
+	chomp $reply;
+	die "mock_broker: $cmd: $reply" unless $reply eq 'ok';
+	return;
+}
+
+sub stop
+{
+	my ($self) = @_;
+	$self->{h}->signal('TERM');
+	$self->{h}->finish;
+	return;
+}
+
+1;

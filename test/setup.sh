@@ -1,0 +1,27 @@
+#!/bin/bash
+#
+# Prepare a Debian bookworm machine, as root: install the packages the
+# extension and its tests need, then build (warnings are errors) and
+# install the extension.  Used by test/run.sh, test/demo.sh and CI.
+
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PACKAGES="postgresql-15 postgresql-server-dev-15 librdkafka-dev kcat pkg-config
+	make gcc libipc-run-perl python3-confluent-kafka python3-psycopg2"
+
+if [ "$(id -u)" != 0 ]; then
+	echo "test/setup.sh: run as root (it installs packages)" >&2
+	exit 1
+fi
+
+# shellcheck disable=SC2086
+if ! dpkg -s $PACKAGES >/dev/null 2>&1; then
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q
+	apt-get install -y -q $PACKAGES
+fi
+
+export PATH="/usr/lib/postgresql/15/bin:$PATH"
+make -C "$ROOT" -s COPT=-Werror
+make -C "$ROOT" -s install

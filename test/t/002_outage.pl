@@ -1,0 +1,120 @@
+
+# Broker outages and reconfiguration: an outage abandons nothing and costs
+# no attempt; SIGHUP moves the worker to other brokers; a bad property is
+# refused with librdkafka's message.
+
+use strict;
+use warnings;
+
+use OutboxTest;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $broker = start_broker(1);
+my $node = outbox_node(
+	'outage', $broker,
+	'outbox.delivery_timeout' => '3s',
+	'outbox.max_attempts' => '2');
+
+sub enqueue
+{
+	my ($topic, $from, $to) = @_;
+	$node->safe_psql('postgres',
+		"SELECT outbox_enqueue('$topic', ('{\"n\": ' || i || '}')::jsonb, key => (i % 7)::text) FROM generate_series($from, $to) i"
+	);
+}
+
+sub event_ids
+{
+	my ($topic) = @_;
+	return [ sort split /\n/,
+		  $node->safe_psql('postgres',
+			"SELECT event_id FROM outbox_messages WHERE topic = '$topic'") ];
+}
+
+# --- broker down, then up: nothing lost, nothing failed or abandoned
+enqueue('outage', 1, 100);
+ok(wait_for_sql($node, "SELECT bool_and(status = 'published') FROM outbox_messages"),
+	'events published while the broker is up');
+
+$broker->command('down -1');
+enqueue('outage', 101, 400);
+ok( wait_for_sql(
+		$node,
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'outbox worker' AND query LIKE 'no Kafka broker reachable%'"
+	),
+	'the worker says no broker is reachable');
+
+# well past delivery_timeout and max_attempts' worth of attempts
+sleep 8;
+is( $node->safe_psql(
+		'postgres',
+		"SELECT count(*) FROM outbox_messages WHERE status IN ('failed', 'abandoned') OR (status = 'pending' AND attempts > 0)"
+	),
+	'0',
+	'during the outage no event failed, was abandoned or spent an attempt');
+ok( $node->safe_psql('postgres',
+		"SELECT count(*) FROM outbox_messages WHERE status = 'pending'") > 0,
+	'events wait as pending');
+
+$broker->command('up -1');
+ok( wait_for_sql(
+		$node,
+		"SELECT bool_and(status = 'published') FROM outbox_messages WHERE topic = 'outage'"
+	),
+	'once the broker is back every event is published');
+my %arrived = map { $_->{headers}{event_id} => 1 } @{ kafka_read($broker, 'outage') };
+is(scalar(grep { !$arrived{$_} } @{ event_ids('outage') }),
+	0, 'every committed event arrived');
+ok($node->log_contains('Kafka brokers reachable again'),
+	'the resumption is logged');
+
+# --- SIGHUP to other brokers: the producer is rebuilt, nothing is lost
+my $broker2 = start_broker(2);
+enqueue('moved', 1, 200);
+$node->safe_psql('postgres',
+	"ALTER SYSTEM SET outbox.brokers = '$broker2->{bootstrap}'; SELECT pg_reload_conf()");
+enqueue('moved', 201, 400);
+ok( wait_for_sql(
+		$node,
+		"SELECT bool_and(status = 'published') FROM outbox_messages WHERE topic = 'moved'"
+	),
+	'events enqueued around the reload are published');
+%arrived = map { $_->{headers}{event_id} => 1 }
+  (@{ kafka_read($broker, 'moved') }, @{ kafka_read($broker2, 'moved') });
+is(scalar(grep { !$arrived{$_} } @{ event_ids('moved') }),
+	0, 'every event arrived at the old or the new cluster');
+enqueue('after-reload', 1, 10);
+ok( wait_for_sql(
+		$node,
+		"SELECT bool_and(status = 'published') FROM outbox_messages WHERE topic = 'after-reload'"
+	),
+	'events after the reload are published');
+is(scalar @{ kafka_read($broker2, 'after-reload') }, 10, 'to the new cluster');
+ok($node->log_contains('Kafka settings changed, rebuilding the producer'),
+	'the rebuild is logged');
+
+# --- a bad outbox.kafka_properties is refused with librdkafka's message
+my ($ret, $stdout, $stderr) = $node->psql('postgres',
+	"ALTER SYSTEM SET outbox.kafka_properties = 'linger.ms=2;no.such.thing=1'");
+isnt($ret, 0, 'ALTER SYSTEM refuses an unknown property');
+like($stderr, qr/No such configuration property: "no.such.thing"/,
+	'with librdkafka\'s message');
+
+# a bad value in postgresql.conf is refused at reload; the worker goes on
+$node->append_conf('postgresql.conf', "outbox.kafka_properties = 'acks=maybe'\n");
+$node->reload;
+enqueue('after-bad-reload', 1, 10);
+ok( wait_for_sql(
+		$node,
+		"SELECT bool_and(status = 'published') FROM outbox_messages WHERE topic = 'after-bad-reload'"
+	),
+	'the worker keeps publishing with the previous settings');
+ok( $node->wait_for_log(
+		qr/invalid value for parameter "outbox.kafka_properties": "acks=maybe"/),
+	'the bad value is reported in the log');
+
+$node->stop;
+$broker->stop;
+$broker2->stop;
+done_testing();
