@@ -8,13 +8,14 @@ OBJS = \
 	src/kafka.o \
 	src/outbox.o \
 	src/shmem.o \
+	src/trigger.o \
 	src/worker.o
 
 EXTENSION = outbox
 DATA = outbox--1.0.sql
 PGFILEDESC = "outbox - transactional outbox publishing to Kafka"
 
-REGRESS = enqueue state_machine privileges settings
+REGRESS = enqueue state_machine privileges settings capture retry stats
 ISOLATION = claim
 
 RDKAFKA_CFLAGS := $(shell pkg-config --cflags rdkafka)

@@ -20,7 +20,7 @@ SELECT outbox_enqueue('t', ('e' || i)::text, key => 'k' || (i % 3)) FROM generat
 SELECT outbox_enqueue('t', 'no key'::text);
 BEGIN;
 SELECT id, key, convert_from(payload, 'UTF8') AS payload FROM outbox_claim(4);
-SELECT outbox_mark_published('{1,2}', '{0,3}', '{10,11}');
+SELECT outbox_mark_published('{1,2}', '{0,3}', '{10,11}', true);
 COMMIT;
 SELECT id, status, attempts, kafka_partition, kafka_offset, published_at IS NOT NULL AS has_published_at
   FROM outbox_messages ORDER BY id;
@@ -29,7 +29,7 @@ SELECT id, status, attempts, kafka_partition, kafka_offset, published_at IS NOT 
 BEGIN;
 SELECT id FROM outbox_claim(1);
 SELECT outbox_mark_failed('{3}', '{"Broker: Not enough in-sync replicas"}', '{f}',
-						  3, '10s', '5min', 0);
+						  3, '10s', '5min', 0, '');
 COMMIT;
 SELECT id, status, attempts, last_error,
 	   next_attempt_at - clock_timestamp() BETWEEN '9s' AND '10s' AS retry_in_10s
@@ -44,16 +44,24 @@ UPDATE outbox_messages SET next_attempt_at = now() - interval '1s' WHERE id = 3;
 SELECT id, key FROM outbox_claim(100);
 
 -- the last attempt abandons; so does an error that retrying cannot fix
-SELECT outbox_mark_failed('{3}', '{"Local: Message timed out"}', '{f}', 3, '10s', '5min', 0);
-SELECT outbox_mark_failed('{3}', '{"Local: Message timed out"}', '{f}', 3, '10s', '5min', 0);
-SELECT outbox_mark_failed('{4}', '{"Broker: Topic authorization failed"}', '{t}', 3, '10s', '5min', 0);
+SELECT outbox_mark_failed('{3}', '{"Local: Message timed out"}', '{f}', 3, '10s', '5min', 0, '');
+SELECT outbox_mark_failed('{3}', '{"Local: Message timed out"}', '{f}', 3, '10s', '5min', 0, '');
+SELECT outbox_mark_failed('{4}', '{"Broker: Topic authorization failed"}', '{t}', 3, '10s', '5min', 0, '');
 SELECT id, status, attempts, last_error, next_attempt_at
   FROM outbox_messages WHERE id IN (3, 4) ORDER BY id;
 
 -- an abandoned event no longer holds its key back
 SELECT id, key FROM outbox_claim(100);
 
+-- with outbox.published_retention = 0 delivered events are deleted
+SELECT outbox_mark_published('{5,6}', '{0,0}', '{1,2}', true);
+SELECT outbox_mark_published('{7}', '{0}', '{3}', false);
+SELECT NOT EXISTS (SELECT FROM outbox_messages WHERE id = 7) AS deleted_on_delivery;
+
 -- nothing due: nothing claimed
-SELECT outbox_mark_published('{5,6,7}', '{0,0,0}', '{1,2,3}');
 SELECT count(*) AS claimed FROM outbox_claim(100);
 SELECT status, count(*) FROM outbox_messages GROUP BY status ORDER BY status;
+
+-- every outcome was counted in the statistics
+SELECT topic, sum(published) AS published, sum(failed) AS failed, sum(abandoned) AS abandoned
+  FROM outbox_publish_stats GROUP BY topic;

@@ -36,10 +36,11 @@
 
 #include "outbox.h"
 
-#define NUM_PLANS 3
+#define NUM_PLANS 4
 #define CLAIM_PLAN 0
 #define PUBLISHED_PLAN 1
 #define FAILED_PLAN 2
+#define PURGE_PLAN 3
 
 /* kept plans, valid for the extension whose oid is plans_extension */
 static SPIPlanPtr plans[NUM_PLANS];
@@ -83,13 +84,15 @@ outbox_extension_ready(void)
 	{
 		const char *sql;
 		int			nargs;
-		Oid			argtypes[7];
+		Oid			argtypes[8];
 	}			plan_sources[NUM_PLANS] = {
 		{"SELECT * FROM %s.outbox_claim($1)", 1, {INT4OID}},
-		{"SELECT %s.outbox_mark_published($1, $2, $3)", 3,
-		{INT8ARRAYOID, INT4ARRAYOID, INT8ARRAYOID}},
-		{"SELECT %s.outbox_mark_failed($1, $2, $3, $4, $5, $6, $7)", 7,
-		{INT8ARRAYOID, TEXTARRAYOID, BOOLARRAYOID, INT4OID, INTERVALOID, INTERVALOID, FLOAT8OID}},
+		{"SELECT %s.outbox_mark_published($1, $2, $3, $4)", 4,
+		{INT8ARRAYOID, INT4ARRAYOID, INT8ARRAYOID, BOOLOID}},
+		{"SELECT %s.outbox_mark_failed($1, $2, $3, $4, $5, $6, $7, $8)", 8,
+		{INT8ARRAYOID, TEXTARRAYOID, BOOLARRAYOID, INT4OID, INTERVALOID, INTERVALOID, FLOAT8OID, TEXTOID}},
+		{"SELECT %s.outbox_purge_batch($1, $2, $3)", 3,
+		{INTERVALOID, INTERVALOID, INT4OID}},
 	};
 
 	if (!OidIsValid(extension))
@@ -219,15 +222,24 @@ outbox_claim_batch(int batch_size)
 }
 
 /*
- * Run one of the kept mark plans.
+ * Run one of the kept plans that return one bigint; returns it.
  */
-static void
-run_mark_plan(int which, Datum *values)
+static int64
+run_count_plan(int which, Datum *values)
 {
 	int			ret = SPI_execute_plan(plans[which], values, NULL, false, 0);
+	bool		isnull;
 
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "recording delivery outcomes failed: %s", SPI_result_code_string(ret));
+	if (ret != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "outbox statement failed: %s", SPI_result_code_string(ret));
+	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/* A setting in milliseconds or seconds, as an interval Datum. */
+static Datum
+interval_datum(double seconds)
+{
+	return DirectFunctionCall7(make_interval, 0, 0, 0, 0, 0, 0, Float8GetDatum(seconds));
 }
 
 /*
@@ -271,27 +283,46 @@ outbox_record_outcomes(OutboxBatch *batch)
 	SPI_connect();
 	if (npub > 0)
 	{
-		Datum		values[3];
+		Datum		values[4];
 
 		values[0] = PointerGetDatum(construct_array(pub_ids, npub, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 		values[1] = PointerGetDatum(construct_array(pub_partitions, npub, INT4OID, 4, true, TYPALIGN_INT));
 		values[2] = PointerGetDatum(construct_array(pub_offsets, npub, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-		run_mark_plan(PUBLISHED_PLAN, values);
+		values[3] = BoolGetDatum(outbox_published_retention != 0);
+		run_count_plan(PUBLISHED_PLAN, values);
 	}
 	if (nfail > 0)
 	{
-		Datum		values[7];
+		Datum		values[8];
 
 		values[0] = PointerGetDatum(construct_array(fail_ids, nfail, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 		values[1] = PointerGetDatum(construct_array(fail_errors, nfail, TEXTOID, -1, false, TYPALIGN_INT));
 		values[2] = PointerGetDatum(construct_array(fail_permanent, nfail, BOOLOID, 1, true, TYPALIGN_CHAR));
 		values[3] = Int32GetDatum(outbox_max_attempts);
-		values[4] = DirectFunctionCall7(make_interval, 0, 0, 0, 0, 0, 0,
-										Float8GetDatum(outbox_retry_base_delay / 1000.0));
-		values[5] = DirectFunctionCall7(make_interval, 0, 0, 0, 0, 0, 0,
-										Float8GetDatum(outbox_retry_max_delay / 1000.0));
+		values[4] = interval_datum(outbox_retry_base_delay / 1000.0);
+		values[5] = interval_datum(outbox_retry_max_delay / 1000.0);
 		values[6] = Float8GetDatum(outbox_retry_jitter);
-		run_mark_plan(FAILED_PLAN, values);
+		values[7] = CStringGetTextDatum(outbox_dead_letter_topic);
+		run_count_plan(FAILED_PLAN, values);
 	}
 	SPI_finish();
+}
+
+/*
+ * Delete up to batch_size published and batch_size abandoned events past
+ * their retention; returns how many were deleted.
+ */
+int64
+outbox_purge_expired(int batch_size)
+{
+	Datum		values[3];
+	int64		removed;
+
+	values[0] = interval_datum(outbox_published_retention);
+	values[1] = interval_datum(outbox_abandoned_retention);
+	values[2] = Int32GetDatum(batch_size);
+	SPI_connect();
+	removed = run_count_plan(PURGE_PLAN, values);
+	SPI_finish();
+	return removed;
 }

@@ -32,37 +32,43 @@ static SPIPlanPtr insert_plan = NULL;
 static Oid	insert_plan_nspid = InvalidOid;
 
 /*
- * Refuse a topic name that Kafka would refuse.
+ * What is wrong with a topic name, or NULL if Kafka would take it.  Also
+ * the check hook of outbox.dead_letter_topic.
  */
-static void
-check_topic(const char *topic, int len)
+const char *
+outbox_topic_problem(const char *topic, int len)
 {
 	if (len == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("topic must not be empty")));
+		return "A topic name must not be empty.";
 	if (len > KAFKA_TOPIC_MAX_LENGTH)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("topic name is too long"),
-				 errdetail("Kafka topic names are at most %d characters; this one has %d.",
-						   KAFKA_TOPIC_MAX_LENGTH, len)));
+		return "Kafka topic names are at most 249 characters.";
 	if ((len == 1 && topic[0] == '.') ||
 		(len == 2 && topic[0] == '.' && topic[1] == '.'))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid topic name \"%.*s\"", len, topic)));
+		return "\".\" and \"..\" are not valid topic names.";
 	for (int i = 0; i < len; i++)
 	{
 		char		c = topic[i];
 
 		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
 			  (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid topic name \"%.*s\"", len, topic),
-					 errdetail("Kafka topic names may contain only ASCII letters, digits, \".\", \"_\" and \"-\".")));
+			return "Kafka topic names may contain only ASCII letters, digits, \".\", \"_\" and \"-\".";
 	}
+	return NULL;
+}
+
+/*
+ * Refuse a topic name that Kafka would refuse.
+ */
+void
+outbox_check_topic(const char *topic, int len)
+{
+	const char *problem = outbox_topic_problem(topic, len);
+
+	if (problem != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid topic name \"%.*s\"", Min(len, 64), topic),
+				 errdetail("%s", problem)));
 }
 
 /*
@@ -103,6 +109,24 @@ check_headers(Jsonb *headers)
 }
 
 /*
+ * Text in the server encoding as the UTF-8 bytes that will be published.
+ */
+bytea *
+outbox_utf8_bytes(const char *str, int len)
+{
+	char	   *utf8 = pg_server_to_any(str, len, PG_UTF8);
+	bytea	   *result;
+
+	/* a converted copy is NUL-terminated; the unconverted text is not */
+	if (utf8 != str)
+		len = strlen(utf8);
+	result = (bytea *) palloc(VARHDRSZ + len);
+	SET_VARSIZE(result, VARHDRSZ + len);
+	memcpy(VARDATA(result), utf8, len);
+	return result;
+}
+
+/*
  * The bytes that will be published: for text and jsonb their UTF-8 text,
  * for bytea the bytes as given.
  */
@@ -110,9 +134,6 @@ static bytea *
 payload_bytes(FunctionCallInfo fcinfo, int argno)
 {
 	Oid			argtype = get_fn_expr_argtype(fcinfo->flinfo, argno);
-	char	   *str;
-	int			len;
-	bytea	   *result;
 
 	switch (argtype)
 	{
@@ -122,36 +143,19 @@ payload_bytes(FunctionCallInfo fcinfo, int argno)
 			{
 				text	   *t = PG_GETARG_TEXT_PP(argno);
 
-				str = VARDATA_ANY(t);
-				len = VARSIZE_ANY_EXHDR(t);
-				break;
+				return outbox_utf8_bytes(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
 			}
 		case JSONBOID:
 			{
 				Jsonb	   *jb = PG_GETARG_JSONB_P(argno);
+				char	   *str = JsonbToCString(NULL, &jb->root, VARSIZE(jb));
 
-				str = JsonbToCString(NULL, &jb->root, VARSIZE(jb));
-				len = strlen(str);
-				break;
+				return outbox_utf8_bytes(str, strlen(str));
 			}
 		default:
 			elog(ERROR, "outbox_enqueue called with payload of type %u", argtype);
+			return NULL;		/* keep compiler quiet */
 	}
-
-	{
-		char	   *utf8 = pg_server_to_any(str, len, PG_UTF8);
-
-		/* a converted copy is NUL-terminated; the unconverted text is not */
-		if (utf8 != str)
-		{
-			str = utf8;
-			len = strlen(utf8);
-		}
-	}
-	result = (bytea *) palloc(VARHDRSZ + len);
-	SET_VARSIZE(result, VARHDRSZ + len);
-	memcpy(VARDATA(result), str, len);
-	return result;
 }
 
 /*
@@ -205,7 +209,7 @@ outbox_store_event(Oid nspid, text *topic, text *key, bytea *payload,
 	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
 	int64		id;
 
-	check_topic(VARDATA_ANY(topic), VARSIZE_ANY_EXHDR(topic));
+	outbox_check_topic(VARDATA_ANY(topic), VARSIZE_ANY_EXHDR(topic));
 	if (payload == NULL && key == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

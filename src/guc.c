@@ -32,6 +32,9 @@ int			outbox_retry_base_delay = 1000;
 int			outbox_retry_max_delay = 300000;
 double		outbox_retry_jitter = 0.25;
 int			outbox_delivery_timeout = 30000;
+int			outbox_published_retention = 7 * 24 * 3600;
+int			outbox_abandoned_retention = 30 * 24 * 3600;
+char	   *outbox_dead_letter_topic = NULL;
 
 /*
  * Refuse a bootstrap list that is empty: the worker could never connect.
@@ -61,6 +64,25 @@ check_kafka_properties(char **newval, void **extra, GucSource source)
 	if (!outbox_kafka_check_properties(*newval, errbuf, sizeof(errbuf)))
 	{
 		GUC_check_errdetail("%s", errbuf);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * The dead-letter topic must be a valid topic name, or empty (none).
+ */
+static bool
+check_dead_letter_topic(char **newval, void **extra, GucSource source)
+{
+	const char *problem;
+
+	if (*newval == NULL || **newval == '\0')
+		return true;
+	problem = outbox_topic_problem(*newval, strlen(*newval));
+	if (problem != NULL)
+	{
+		GUC_check_errdetail("%s", problem);
 		return false;
 	}
 	return true;
@@ -181,6 +203,35 @@ outbox_define_gucs(void)
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("outbox.published_retention",
+							"How long published events are kept; 0 deletes them on delivery.",
+							NULL,
+							&outbox_published_retention,
+							7 * 24 * 3600,
+							0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("outbox.abandoned_retention",
+							"How long abandoned events are kept, counted from their creation.",
+							NULL,
+							&outbox_abandoned_retention,
+							30 * 24 * 3600,
+							0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("outbox.dead_letter_topic",
+							   "Topic that abandoned events are also published to; empty for none.",
+							   NULL,
+							   &outbox_dead_letter_topic,
+							   "",
+							   PGC_SIGHUP,
+							   0,
+							   check_dead_letter_topic, NULL, NULL);
 
 	MarkGUCPrefixReserved("outbox");
 }

@@ -206,6 +206,21 @@ error_report(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 			 errdetail("%s", reason)));
 }
 
+/*
+ * Statistics callback (every second, inside rd_kafka_poll): count the
+ * brokers whose connection is up, for outbox_worker_status().
+ */
+static int
+stats_report(rd_kafka_t *rk, char *json, size_t json_len, void *opaque)
+{
+	int			brokers_up = 0;
+
+	for (const char *p = json; (p = strstr(p, "\"state\":\"UP\"")) != NULL; p++)
+		brokers_up++;
+	outbox_shmem_set_brokers_up(brokers_up);
+	return 0;					/* librdkafka frees json */
+}
+
 /* Log callback, served from the log queue on the main thread. */
 static void
 log_report(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
@@ -271,6 +286,7 @@ outbox_kafka_configure(void)
 	conf_set_or_error(conf, "partitioner", "murmur2_random");
 	conf_set_or_error(conf, "message.timeout.ms", timeout);
 	conf_set_or_error(conf, "log.queue", "true");
+	conf_set_or_error(conf, "statistics.interval.ms", "1000");
 	if (!apply_properties(conf, outbox_kafka_properties, errbuf, sizeof(errbuf)))
 	{
 		rd_kafka_conf_destroy(conf);
@@ -282,6 +298,7 @@ outbox_kafka_configure(void)
 	rd_kafka_conf_set_dr_msg_cb(conf, delivery_report);
 	rd_kafka_conf_set_error_cb(conf, error_report);
 	rd_kafka_conf_set_log_cb(conf, log_report);
+	rd_kafka_conf_set_stats_cb(conf, stats_report);
 
 	/* on success rd_kafka_new owns conf */
 	producer = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errbuf, sizeof(errbuf));

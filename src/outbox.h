@@ -25,10 +25,16 @@ extern int	outbox_retry_base_delay;
 extern int	outbox_retry_max_delay;
 extern double outbox_retry_jitter;
 extern int	outbox_delivery_timeout;
+extern int	outbox_published_retention;
+extern int	outbox_abandoned_retention;
+extern char *outbox_dead_letter_topic;
 
 extern void outbox_define_gucs(void);
 
 /* enqueue.c: validate one event and insert it in the caller's transaction */
+extern const char *outbox_topic_problem(const char *topic, int len);
+extern void outbox_check_topic(const char *topic, int len);
+extern bytea *outbox_utf8_bytes(const char *str, int len);
 extern int64 outbox_store_event(Oid nspid, text *topic, text *key,
 								bytea *payload, Jsonb *headers,
 								Datum event_id, bool event_id_isnull);
@@ -49,6 +55,8 @@ typedef enum OutboxWorkerState
 extern void outbox_shmem_install_hooks(void);
 extern void outbox_shmem_attach_worker(void);
 extern void outbox_shmem_set_state(OutboxWorkerState state, const char *error);
+extern void outbox_shmem_count_batch(int published, int failed);
+extern void outbox_shmem_set_brokers_up(int brokers_up);
 extern void outbox_wake_worker_at_commit(void);
 extern void outbox_register_xact_callback(void);
 
@@ -91,6 +99,7 @@ typedef struct OutboxBatch
 extern bool outbox_extension_ready(void);
 extern OutboxBatch *outbox_claim_batch(int batch_size);
 extern void outbox_record_outcomes(OutboxBatch *batch);
+extern int64 outbox_purge_expired(int batch_size);
 
 /* kafka.c: the producer; no SPI, no transaction needed */
 extern bool outbox_kafka_check_properties(const char *properties,

@@ -9,6 +9,9 @@
  * report, record the outcomes, commit.  An error anywhere in a batch
  * aborts it, its rows stay due, and the worker carries on after a pause.
  *
+ * Between batches, every 10 s, it deletes events past their retention, a
+ * thousand per transaction.
+ *
  * SIGTERM is a request, not an interrupt: the worker stops claiming, gives
  * the batch in flight a bounded time (kafka.c), records it and exits.
  *
@@ -29,6 +32,7 @@
 #include "tcop/tcopprot.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 
 #include "outbox.h"
 
@@ -37,10 +41,14 @@
 #define ERROR_PAUSE_MAX_MS 60000
 /* pause between checks while the extension is missing */
 #define EXTENSION_CHECK_MS 5000
+/* how often expired events are looked for, and how many go per transaction */
+#define CLEANUP_INTERVAL_MS 10000
+#define PURGE_BATCH_SIZE 1000
 
 /* the batch of the current transaction, for error recovery */
 static OutboxBatch *batch_in_progress = NULL;
 static int	consecutive_errors = 0;
+static TimestampTz next_cleanup = 0;
 
 /*
  * Register the worker.  Called from _PG_init in the postmaster.
@@ -75,6 +83,25 @@ report_state(OutboxWorkerState state, const char *activity)
 {
 	outbox_shmem_set_state(state, NULL);
 	pgstat_report_activity(STATE_RUNNING, activity);
+}
+
+/*
+ * Count a recorded batch's outcomes in shared memory.
+ */
+static void
+count_outcomes(OutboxBatch *batch)
+{
+	int			published = 0;
+	int			failed = 0;
+
+	for (int i = 0; i < batch->count; i++)
+	{
+		if (batch->events[i].outcome == OUTBOX_DELIVERED)
+			published++;
+		else if (batch->events[i].outcome == OUTBOX_REFUSED)
+			failed++;
+	}
+	outbox_shmem_count_batch(published, failed);
 }
 
 /*
@@ -132,7 +159,10 @@ recover_from_error(MemoryContext cxt)
 	pgstat_report_activity(STATE_IDLE, NULL);
 
 	if (batch != NULL)
+	{
 		record_failed_batch(batch, edata->message);
+		count_outcomes(batch);
+	}
 	MemoryContextSwitchTo(cxt);
 
 	consecutive_errors = Min(consecutive_errors + 1, 7);
@@ -207,10 +237,45 @@ run_batch(MemoryContext cxt)
 	MemoryContextSwitchTo(cxt);
 	batch_in_progress = NULL;
 	consecutive_errors = 0;
+	if (batch->count > 0)
+		count_outcomes(batch);
 
 	outbox_shmem_set_state(OUTBOX_WORKER_IDLE, NULL);
 	pgstat_report_activity(STATE_IDLE, NULL);
 	return delay;
+}
+
+/*
+ * Delete one batch of expired events, in a transaction of its own, if it
+ * is time to.  Returns true if there may be more to delete right away.
+ * Deletes take no lock that enqueue or publishing waits for.
+ */
+static bool
+run_cleanup(MemoryContext cxt)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	int64		removed = 0;
+
+	if (now < next_cleanup)
+		return false;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (outbox_extension_ready())
+	{
+		pgstat_report_activity(STATE_RUNNING, "removing expired events");
+		removed = outbox_purge_expired(PURGE_BATCH_SIZE);
+	}
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(cxt);
+	pgstat_report_activity(STATE_IDLE, NULL);
+
+	if (removed >= PURGE_BATCH_SIZE)
+		return true;
+	next_cleanup = TimestampTzPlusMilliseconds(now, CLEANUP_INTERVAL_MS);
+	return false;
 }
 
 /*
@@ -254,6 +319,8 @@ outbox_worker_main(Datum main_arg)
 		PG_TRY();
 		{
 			delay = run_batch(loop_cxt);
+			if (run_cleanup(loop_cxt))
+				delay = 0;
 		}
 		PG_CATCH();
 		{
