@@ -40,10 +40,8 @@ COMMENT ON TABLE @extschema@.outbox_messages IS
 CREATE INDEX outbox_messages_due ON @extschema@.outbox_messages (id)
 	WHERE status IN ('pending', 'failed');
 
--- Retention: published rows by age; abandoned rows (few) for cleanup and
--- monitoring.
-CREATE INDEX outbox_messages_published_at ON @extschema@.outbox_messages (published_at)
-	WHERE status = 'published';
+-- Abandoned rows (few), for cleanup and monitoring.  Published rows have no
+-- index of their own: the cleanup finds old ones through the primary key.
 CREATE INDEX outbox_messages_abandoned ON @extschema@.outbox_messages (topic)
 	WHERE status = 'abandoned';
 
@@ -95,8 +93,12 @@ REVOKE ALL ON FUNCTION @extschema@.outbox_enqueue(text, bytea, text, jsonb, uuid
 CREATE FUNCTION @extschema@.outbox_claim(batch_size integer)
 RETURNS TABLE (id bigint, event_id uuid, topic text, key text,
 			   payload bytea, headers jsonb)
-LANGUAGE sql VOLATILE
+LANGUAGE plpgsql VOLATILE
 AS $$
+#variable_conflict use_column
+BEGIN
+	-- plpgsql keeps the plan: the worker runs this for every batch
+	RETURN QUERY
 	SELECT m.id, m.event_id, m.topic, m.key, m.payload, m.headers
 	  FROM @extschema@.outbox_messages m
 	 WHERE m.status IN ('pending', 'failed')
@@ -112,7 +114,8 @@ AS $$
 					'@extschema@.outbox_messages'::pg_catalog.regclass::pg_catalog.oid::integer))
 	 ORDER BY m.id
 	 LIMIT batch_size
-	   FOR UPDATE OF m SKIP LOCKED
+	   FOR UPDATE OF m SKIP LOCKED;
+END
 $$;
 
 -- The delay before attempt number attempts + 1: base * 2^(attempts - 1),
@@ -157,7 +160,7 @@ LANGUAGE sql IMMUTABLE
 AS $$
 	SELECT pg_catalog.array_agg(coalesce(h.n, 0) ORDER BY b.b)
 	  FROM pg_catalog.generate_series(0, 127) AS b(b)
-	  LEFT JOIN (SELECT LEAST(127, pg_catalog.floor(4 * pg_catalog.log(2.0, (GREATEST(ms, 0) + 1)::numeric)))::integer AS b,
+	  LEFT JOIN (SELECT LEAST(127, pg_catalog.floor(4 * pg_catalog.ln(GREATEST(ms, 0) + 1) / pg_catalog.ln(2)))::integer AS b,
 						pg_catalog.count(*) AS n
 				   FROM pg_catalog.unnest(latencies_ms) AS l(ms)
 				  GROUP BY 1) AS h ON h.b = b.b
@@ -226,8 +229,11 @@ $$;
 CREATE FUNCTION @extschema@.outbox_mark_published(ids bigint[], partitions integer[],
 	offsets bigint[], keep boolean)
 RETURNS bigint
-LANGUAGE sql VOLATILE
+LANGUAGE plpgsql VOLATILE
 AS $$
+DECLARE
+	marked bigint;
+BEGIN
 	WITH kept AS (
 		UPDATE @extschema@.outbox_messages m
 		   SET status = 'published',
@@ -245,24 +251,26 @@ AS $$
 		 WHERE NOT keep AND m.id = ANY (ids)
 		RETURNING m.topic, m.created_at
 	), done AS (
-		SELECT topic,
-			   1000 * pg_catalog.date_part('epoch', pg_catalog.clock_timestamp() - created_at) AS ms
+		SELECT d.topic,
+			   1000 * pg_catalog.date_part('epoch', pg_catalog.clock_timestamp() - d.created_at) AS ms
 		  FROM (SELECT * FROM kept UNION ALL SELECT * FROM deleted) AS d
 	), counted AS (
 		INSERT INTO @extschema@.outbox_publish_stats AS s
 			(topic, bucket, published, latency_ms_sum, latency_histogram)
-		SELECT topic, pg_catalog.date_bin('10 seconds', pg_catalog.now(), 'epoch'),
-			   pg_catalog.count(*), pg_catalog.sum(ms),
-			   @extschema@.outbox_latency_histogram(pg_catalog.array_agg(ms))
+		SELECT done.topic, pg_catalog.date_bin('10 seconds', pg_catalog.now(), 'epoch'),
+			   pg_catalog.count(*), pg_catalog.sum(done.ms),
+			   @extschema@.outbox_latency_histogram(pg_catalog.array_agg(done.ms))
 		  FROM done
-		 GROUP BY topic
+		 GROUP BY done.topic
 		ON CONFLICT (topic, bucket) DO UPDATE
 		   SET published = s.published + excluded.published,
 			   latency_ms_sum = s.latency_ms_sum + excluded.latency_ms_sum,
 			   latency_histogram = @extschema@.outbox_histogram_add(s.latency_histogram,
 																	excluded.latency_histogram)
 	)
-	SELECT pg_catalog.count(*) FROM done
+	SELECT pg_catalog.count(*) INTO marked FROM done;
+	RETURN marked;
+END
 $$;
 
 -- Record refused deliveries: failed with a backoff, or abandoned after the
@@ -322,6 +330,11 @@ $$;
 -- Returns how many events it removed.  The worker calls it in a transaction
 -- of its own until it removes less than a batch.
 --
+-- Published rows are found through the primary key, oldest first, without
+-- an index of their own (one less index entry to write per delivery): ids
+-- follow created_at, and a row created after the cutoff cannot have been
+-- published before it, so the scan stops at the first such row.
+--
 CREATE FUNCTION @extschema@.outbox_purge_batch(published_retention interval,
 	abandoned_retention interval, batch_size integer)
 RETURNS bigint
@@ -329,10 +342,14 @@ LANGUAGE sql VOLATILE
 AS $$
 	WITH published AS (
 		DELETE FROM @extschema@.outbox_messages
-		 WHERE id IN (SELECT id FROM @extschema@.outbox_messages
-					   WHERE status = 'published'
-						 AND published_at < pg_catalog.now() - published_retention
-					   ORDER BY published_at
+		 WHERE id IN (SELECT m.id FROM @extschema@.outbox_messages m
+					   WHERE m.id < coalesce((SELECT y.id FROM @extschema@.outbox_messages y
+											   WHERE y.created_at >= pg_catalog.now() - published_retention
+											   ORDER BY y.id LIMIT 1),
+											 9223372036854775807)
+						 AND m.status = 'published'
+						 AND m.published_at < pg_catalog.now() - published_retention
+					   ORDER BY m.id
 					   LIMIT batch_size
 						 FOR UPDATE SKIP LOCKED)
 		RETURNING 1

@@ -284,6 +284,8 @@ outbox_kafka_configure(void)
 	conf_set_or_error(conf, "enable.idempotence", "true");
 	conf_set_or_error(conf, "acks", "all");
 	conf_set_or_error(conf, "partitioner", "murmur2_random");
+	/* Nagle's algorithm holds small produce requests back by up to 40 ms */
+	conf_set_or_error(conf, "socket.nagle.disable", "true");
 	conf_set_or_error(conf, "message.timeout.ms", timeout);
 	conf_set_or_error(conf, "log.queue", "true");
 	conf_set_or_error(conf, "statistics.interval.ms", "1000");

@@ -8,9 +8,9 @@
  * The struct exists only when the library is in shared_preload_libraries;
  * elsewhere outbox_shared stays NULL and nobody is woken.
  *
- * Locking: worker_latch is a single pointer-sized word written only by the
- * worker itself, so backends read it without a lock; setting a latch that
- * a dead worker left behind is harmless.  The counters are atomics.
+ * Locking: worker_latch and worker_database are single words written only
+ * by the worker itself, so backends read them without a lock; setting a
+ * latch that a dead worker left behind is harmless.  The counters are atomics.
  * Everything else is protected by the spinlock.
  *
  * src/shmem.c
@@ -38,6 +38,7 @@
 typedef struct OutboxShared
 {
 	Latch	   *volatile worker_latch;
+	volatile Oid worker_database;	/* the database it publishes from */
 	pg_atomic_uint64 published; /* since the worker started */
 	pg_atomic_uint64 failed;
 	slock_t		mutex;
@@ -140,6 +141,7 @@ outbox_shmem_attach_worker(void)
 	outbox_shared->brokers_up = 0;
 	outbox_shared->last_error[0] = '\0';
 	SpinLockRelease(&outbox_shared->mutex);
+	outbox_shared->worker_database = MyDatabaseId;
 	outbox_shared->worker_latch = MyLatch;
 	before_shmem_exit(outbox_shmem_detach_worker, (Datum) 0);
 }
@@ -254,7 +256,8 @@ outbox_xact_callback(XactEvent event, void *arg)
 	switch (event)
 	{
 		case XACT_EVENT_COMMIT:
-			if (wake_at_commit && outbox_shared != NULL)
+			if (wake_at_commit && outbox_shared != NULL &&
+				outbox_shared->worker_database == MyDatabaseId)
 			{
 				latch = outbox_shared->worker_latch;
 				if (latch != NULL)

@@ -290,11 +290,10 @@ outbox_worker_main(Datum main_arg)
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
 	BackgroundWorkerUnblockSignals();
 
+	before_shmem_exit(outbox_worker_exit, (Datum) 0);
+	BackgroundWorkerInitializeConnection(outbox_database, NULL, 0);
 	outbox_shmem_attach_worker();
 	outbox_shmem_set_state(OUTBOX_WORKER_STARTING, NULL);
-	before_shmem_exit(outbox_worker_exit, (Datum) 0);
-
-	BackgroundWorkerInitializeConnection(outbox_database, NULL, 0);
 	pgstat_report_appname("outbox worker");
 	ereport(LOG,
 			(errmsg("outbox worker started for database \"%s\"", outbox_database)));

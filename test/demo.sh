@@ -12,18 +12,11 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
-if [ "$(id -u)" = 0 ]; then
-	"$ROOT/test/setup.sh"
-	WORK=$(mktemp -d /tmp/outbox-demo.XXXXXX)
-	cp -a "$ROOT" "$WORK/repo"
-	chown -R postgres "$WORK"
-	exec runuser -u postgres -- env OUTBOX_DEMO_WORK="$WORK" "$WORK/repo/test/demo.sh" "$@"
-fi
-
-WORK=${OUTBOX_DEMO_WORK:-$(mktemp -d /tmp/outbox-demo.XXXXXX)}
+. "$ROOT/test/common.sh"
+become_postgres "$ROOT" test/demo.sh "$@"
+WORK=$OUTBOX_WORK
 KEEP=${1:-}
 PORT=54329
-export PATH="/usr/lib/postgresql/15/bin:$PATH"
 export PGHOST="$WORK" PGPORT=$PORT PGDATABASE=postgres
 
 psql_demo() {

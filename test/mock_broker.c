@@ -94,7 +94,9 @@ main(int argc, char **argv)
 	 * The mock cluster needs a handle to run in; a producer that never
 	 * produces is the lightest one.
 	 */
-	if (rd_kafka_conf_set(conf, "log_level", "3", errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK)
+	/* like a real broker, answer without Nagle's delay */
+	if (rd_kafka_conf_set(conf, "log_level", "3", errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK ||
+		rd_kafka_conf_set(conf, "socket.nagle.disable", "true", errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK)
 	{
 		fprintf(stderr, "mock_broker: %s\n", errstr);
 		return 1;

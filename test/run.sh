@@ -22,17 +22,9 @@ for t in "$@"; do
 done
 set -- "${TESTS[@]}"
 
-if [ "$(id -u)" = 0 ]; then
-	"$ROOT/test/setup.sh" || { echo "0 passed, 1 failed"; exit 1; }
-	# a copy the postgres user can read, wherever the checkout lives
-	WORK=$(mktemp -d /tmp/outbox-test.XXXXXX)
-	cp -a "$ROOT" "$WORK/repo"
-	chown -R postgres "$WORK"
-	exec runuser -u postgres -- env OUTBOX_TEST_WORK="$WORK" "$WORK/repo/test/run.sh" "$@"
-fi
-
-WORK=${OUTBOX_TEST_WORK:-$(mktemp -d /tmp/outbox-test.XXXXXX)}
-export PATH="/usr/lib/postgresql/15/bin:$PATH"
+. "$ROOT/test/common.sh"
+become_postgres "$ROOT" test/run.sh "$@" || { echo "0 passed, 1 failed"; exit 1; }
+WORK=$OUTBOX_WORK
 BINDIR=$(pg_config --bindir)
 PGXS_DIR=$(cd "$(dirname "$(pg_config --pgxs)")/../.." && pwd)
 REGRESS_TESTS=$(sed -n 's/^REGRESS = //p' "$ROOT/Makefile")

@@ -1,0 +1,223 @@
+#!/bin/bash
+#
+# The benchmark suite: starts its own server and local broker, runs every
+# benchmark with its baseline in the same run, and prints one table:
+# benchmark, our figure, baseline figure, ratio, target, pass/miss.
+#
+# Usage: test/bench/run.sh [--large]
+#	default: about 6 minutes on 2 cores; --large: the sizes of the issue
+#	(1,000,000 events to drain, 5,000,000 kept rows, 5 minutes of load).
+#
+# As root it first prepares the machine, then runs as the postgres user.
+
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+. "$ROOT/test/common.sh"
+become_postgres "$ROOT" test/bench/run.sh "$@"
+WORK=$OUTBOX_WORK
+BENCH=$ROOT/test/bench
+
+if [ "${1:-}" = "--large" ]; then
+	DRAIN_N=1000000 HISTORY_N=5000000 FLAT_N=200000 SUSTAIN_S=300 PGBENCH_S=20
+else
+	DRAIN_N=200000 HISTORY_N=1000000 FLAT_N=100000 SUSTAIN_S=90 PGBENCH_S=8
+fi
+LATENCY_S=30
+LATENCY_RATE=500
+PORT=54339
+export PGHOST="$WORK" PGPORT=$PORT
+RESULTS=$WORK/results.txt
+: > "$RESULTS"
+
+log() { echo "[$(date +%T)] $*" >&2; }
+sql() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$1" -c "$2"; }
+now() { date +%s.%N; }
+# a table row: name, ours, baseline, ratio, target ("> 0.95"), unit
+result() {
+	local verdict
+	verdict=$(awk -v r="$4" -v t="$5" 'BEGIN { split(t, a, " "); print ((a[1] == ">=" && r >= a[2]) || (a[1] == "<=" && r <= a[2])) ? "pass" : "MISS" }')
+	printf '%-44s %12s %12s %8s %8s  %s\n' "$1" "$2" "$3" "$4" "$5" "$verdict" | tee -a "$RESULTS" >&2
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b == 0 ? 0 : a / b) }'; }
+
+# --- a broker and a server; the worker publishes from database "bench",
+# baselines run in database "baseline" where no worker looks
+mkfifo "$WORK/broker.in"
+"$ROOT/test/mock_broker" 1 < "$WORK/broker.in" > "$WORK/broker.out" 2>&1 &
+BROKER_PID=$!
+exec 3> "$WORK/broker.in"
+until [ -s "$WORK/broker.out" ]; do sleep 0.1; done
+BROKERS=$(head -1 "$WORK/broker.out")
+
+initdb -D "$WORK/data" -A trust >/dev/null
+cat >> "$WORK/data/postgresql.conf" <<CONF
+shared_preload_libraries = 'outbox'
+outbox.database = 'bench'
+outbox.brokers = '$BROKERS'
+port = $PORT
+unix_socket_directories = '$WORK'
+listen_addresses = ''
+shared_buffers = '2GB'
+max_wal_size = '16GB'
+checkpoint_timeout = '30min'
+max_connections = 50
+CONF
+pg_ctl -D "$WORK/data" -l "$WORK/server.log" -w start >/dev/null
+trap 'pg_ctl -D "$WORK/data" -m immediate -w stop >/dev/null 2>&1; kill $BROKER_PID 2>/dev/null' EXIT
+for db in bench baseline; do
+	createdb "$db"
+	psql -X -q -v ON_ERROR_STOP=1 -d "$db" -f "$BENCH/setup.sql"
+done
+
+set_retention() {
+	sql bench "ALTER SYSTEM SET outbox.published_retention = '$1'"
+	sql bench "SELECT pg_reload_conf()" >/dev/null
+	sleep 2
+}
+reset_tables() {
+	sql "$1" "TRUNCATE orders, outbox_copy, outbox_messages, outbox_publish_stats, relay_outbox"
+	sql "$1" "VACUUM ANALYZE"
+	sql "$1" "CHECKPOINT"
+}
+fill_outbox() {
+	sql "$1" "SELECT count(outbox_enqueue('bench', bench_payload(i), key => (i % 10000)::text)) FROM generate_series(1, $2) i" >/dev/null
+}
+wait_drained() {
+	until [ "$(sql "$1" "SELECT NOT EXISTS (SELECT FROM outbox_messages WHERE status IN ('pending', 'failed'))")" = t ]; do
+		sleep 0.05
+	done
+}
+# events per second for the worker to drain $2 events from database $1
+drain_worker() {
+	local start
+	reset_tables bench
+	fill_outbox bench "$1"
+	start=$(now)
+	wait_drained bench
+	awk -v n="$1" -v s="$start" -v e="$(now)" 'BEGIN { printf "%.0f", n / (e - s) }'
+}
+pgbench_tps() {
+	pgbench -n -M prepared -T "$PGBENCH_S" -c "$2" -j "$(( $2 < 2 ? 1 : 2 ))" -f "$BENCH/$1" baseline 2>"$WORK/pgbench.err" |
+		sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | cut -d. -f1
+}
+
+echo "benchmark                                            ours     baseline    ratio   target" | tee "$RESULTS" >&2
+
+# --- 1. enqueue cost: pgbench; one statement per transaction in each
+# variant, so that only the outbox row makes the difference.  No worker runs
+# on this database.  Three interleaved rounds; the median of each counts.
+log "enqueue cost (pgbench, 3 rounds of ${PGBENCH_S}s per variant)"
+declare -A tps
+VARIANTS="business.sql:4 plain.sql:4 enqueue.sql:4 plain.sql:1 enqueue.sql:1 plain.sql:8 enqueue.sql:8"
+for round in 1 2 3; do
+	for variant in $VARIANTS; do
+		reset_tables baseline
+		tps[$variant]="${tps[$variant]:-} $(pgbench_tps "${variant%:*}" "${variant#*:}")" ||
+			{ log "pgbench failed: $(cat "$WORK/pgbench.err")"; exit 1; }
+	done
+done
+for variant in $VARIANTS; do
+	tps[$variant]=$(echo ${tps[$variant]} | tr ' ' '\n' | sort -n | sed -n 2p)
+	log "  ${variant%:*}, ${variant#*:} clients: ${tps[$variant]} tps (median)"
+done
+result "enqueue vs plain INSERT (tps, 4 clients)" "${tps[enqueue.sql:4]}" "${tps[plain.sql:4]}" \
+	"$(ratio "${tps[enqueue.sql:4]}" "${tps[plain.sql:4]}")" ">= 0.95"
+result "enqueue vs business tx alone (tps, 4 cl.)" "${tps[enqueue.sql:4]}" "${tps[business.sql:4]}" \
+	"$(ratio "${tps[enqueue.sql:4]}" "${tps[business.sql:4]}")" ">= 0.90"
+ours_scale=$(ratio "${tps[enqueue.sql:8]}" "${tps[enqueue.sql:1]}")
+plain_scale=$(ratio "${tps[plain.sql:8]}" "${tps[plain.sql:1]}")
+result "scaling 1->8 clients (x), vs plain INSERT" "$ours_scale" "$plain_scale" \
+	"$(ratio "$ours_scale" "$plain_scale")" ">= 0.95"
+
+# --- 2. drain rate
+log "drain rate, $DRAIN_N events"
+set_retention 7d
+ours=$(drain_worker "$DRAIN_N")
+log "  worker: $ours events/s"
+reset_tables baseline
+sql baseline "INSERT INTO relay_outbox (topic, key, payload) SELECT 'relay', (i % 10000)::text, convert_to(bench_payload(i)::text, 'UTF8') FROM generate_series(1, $DRAIN_N) i"
+start=$(now)
+/usr/bin/python3 "$BENCH/relay.py" "host=$WORK port=$PORT dbname=baseline" "$BROKERS" 100 drain
+relay=$(awk -v n="$DRAIN_N" -v s="$start" -v e="$(now)" 'BEGIN { printf "%.0f", n / (e - s) }')
+log "  external relay: $relay events/s"
+sqlonly() {
+	local start
+	reset_tables baseline
+	fill_outbox baseline "$DRAIN_N"
+	start=$(now)
+	sql baseline "CALL drain_sql($1)"
+	awk -v n="$DRAIN_N" -v s="$start" -v e="$(now)" 'BEGIN { printf "%.0f", n / (e - s) }'
+}
+sql_keep=$(sqlonly true)
+log "  SQL alone: $sql_keep events/s"
+result "drain (events/s) vs external relay" "$ours" "$relay" "$(ratio "$ours" "$relay")" ">= 4"
+result "drain (events/s) vs SQL alone, no Kafka" "$ours" "$sql_keep" "$(ratio "$ours" "$sql_keep")" ">= 0.8"
+set_retention 0
+ours0=$(drain_worker "$DRAIN_N")
+sql_delete=$(sqlonly false)
+log "  retention 0: worker $ours0, SQL alone $sql_delete events/s"
+result "drain, retention 0 (events/s) vs relay" "$ours0" "$relay" "$(ratio "$ours0" "$relay")" ">= 4"
+result "drain, retention 0, vs SQL alone" "$ours0" "$sql_delete" "$(ratio "$ours0" "$sql_delete")" ">= 0.8"
+
+# --- 3. latency: a steady LATENCY_RATE events/s, each its own transaction
+log "latency, $LATENCY_RATE events/s for ${LATENCY_S}s"
+set_retention 7d
+reset_tables bench
+pgbench -n -M prepared -R "$LATENCY_RATE" -T "$LATENCY_S" -c 4 -j 2 -f "$BENCH/enqueue_only.sql" bench >/dev/null 2>&1
+wait_drained bench
+read -r p50 p99 <<<"$(sql bench "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY l)::numeric, 1), round(percentile_cont(0.99) WITHIN GROUP (ORDER BY l)::numeric, 1) FROM (SELECT 1000 * extract(epoch FROM published_at - created_at) AS l FROM outbox_messages) s" | tr '|' ' ')"
+reset_tables baseline
+/usr/bin/python3 "$BENCH/relay.py" "host=$WORK port=$PORT dbname=baseline" "$BROKERS" 100 run $((LATENCY_S + 2)) &
+RELAY_PID=$!
+pgbench -n -M prepared -R "$LATENCY_RATE" -T "$LATENCY_S" -c 4 -j 2 -f "$BENCH/relay_insert.sql" baseline >/dev/null 2>&1
+wait $RELAY_PID
+read -r r50 r99 <<<"$(sql baseline "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY l)::numeric, 1), round(percentile_cont(0.99) WITHIN GROUP (ORDER BY l)::numeric, 1) FROM (SELECT 1000 * extract(epoch FROM published_at - created_at) AS l FROM relay_outbox WHERE published_at IS NOT NULL) s" | tr '|' ' ')"
+log "  worker p50 $p50 ms, p99 $p99 ms; relay (100 ms poll) p50 $r50 ms, p99 $r99 ms"
+result "latency p50 (ms) vs relay polling 100ms" "$p50" "$r50" "$p50" "<= 5"
+result "latency p99 (ms) vs relay polling 100ms" "$p99" "$r99" "$p99" "<= 25"
+
+# --- 4. flat cost: drain rate with HISTORY_N published rows kept
+log "flat cost, $FLAT_N events with and without $HISTORY_N published rows kept"
+empty=$(drain_worker "$FLAT_N")
+reset_tables bench
+sql bench "INSERT INTO outbox_messages (topic, key, payload, status, attempts, published_at, kafka_partition, kafka_offset)
+		   SELECT 'history', (i % 10000)::text, convert_to(bench_payload(i)::text, 'UTF8'), 'published', 1, now(), 0, i
+			 FROM generate_series(1, $HISTORY_N) i"
+sql bench "VACUUM ANALYZE outbox_messages"
+sql bench "CHECKPOINT"
+fill_outbox bench "$FLAT_N"
+start=$(now)
+wait_drained bench
+kept=$(awk -v n="$FLAT_N" -v s="$start" -v e="$(now)" 'BEGIN { printf "%.0f", n / (e - s) }')
+log "  empty table $empty, with history $kept events/s"
+result "drain with history kept vs empty (ev/s)" "$kept" "$empty" "$(ratio "$kept" "$empty")" ">= 0.8"
+
+# --- 5. sustained load: 4 clients enqueue as fast as they can, retention 0
+log "sustained load, 4 clients for ${SUSTAIN_S}s"
+set_retention 0
+reset_tables bench
+worker=$(sql bench "SELECT pid FROM outbox_worker_status()")
+rss() { awk '/VmRSS/ { print $2 }' "/proc/$worker/status"; }
+size() { sql bench "SELECT pg_total_relation_size('outbox_messages')"; }
+backlog() { sql bench "SELECT count(*) FROM outbox_messages WHERE status IN ('pending', 'failed')"; }
+published() { sql bench "SELECT published FROM outbox_worker_status()"; }
+rss_start=$(rss)
+published_start=$(published)
+pgbench -n -M prepared -T "$SUSTAIN_S" -c 4 -j 2 -f "$BENCH/enqueue_only.sql" bench > "$WORK/sustain.out" 2>&1 &
+PGBENCH_PID=$!
+minute=$(( SUSTAIN_S < 300 ? SUSTAIN_S / 3 : 60 ))
+sleep "$minute"
+size_minute=$(size); backlog_minute=$(backlog); rss_minute=$(rss)
+wait $PGBENCH_PID
+size_end=$(size); backlog_end=$(backlog); rss_end=$(rss)
+enqueued=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$WORK/sustain.out")
+publish_rate=$(awk -v a="$(published)" -v b="$published_start" -v t="$SUSTAIN_S" 'BEGIN { printf "%.0f", (a - b) / t }')
+enqueue_rate=$(awk -v n="$enqueued" -v t="$SUSTAIN_S" 'BEGIN { printf "%.0f", n / t }')
+log "  enqueued $enqueue_rate/s, published $publish_rate/s; backlog ${backlog_minute} -> ${backlog_end}; size ${size_minute} -> ${size_end} bytes; worker RSS ${rss_start} -> ${rss_minute} -> ${rss_end} kB"
+result "sustained: published vs enqueued (ev/s)" "$publish_rate" "$enqueue_rate" "$(ratio "$publish_rate" "$enqueue_rate")" ">= 1.0"
+result "sustained: table+index size end vs ${minute}s (B)" "$size_end" "$size_minute" "$(ratio "$size_end" "$size_minute")" "<= 2.0"
+result "sustained: worker RSS end vs ${minute}s (kB)" "$rss_end" "$rss_minute" "$(ratio "$rss_end" "$rss_minute")" "<= 1.1"
+
+echo
+cat "$RESULTS"

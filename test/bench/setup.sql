@@ -1,0 +1,45 @@
+-- Objects the benchmarks use, in each benchmark database.
+CREATE EXTENSION outbox;
+
+-- about 200 bytes of JSON
+CREATE FUNCTION bench_payload(i bigint) RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
+	SELECT jsonb_build_object('order_id', i, 'customer', 'customer-' || (i % 1000),
+							  'items', jsonb_build_array(jsonb_build_object('sku', 'sku-' || (i % 97),
+																			'qty', 2, 'price', 19.99)),
+							  'total', 39.98, 'currency', 'EUR', 'status', 'paid',
+							  'note', repeat('x', 40))
+$$;
+
+-- the business table of the enqueue benchmark
+CREATE TABLE orders (id bigint PRIMARY KEY, customer text, total numeric,
+					 created_at timestamptz DEFAULT now());
+
+-- a plain copy of the outbox table, for the plain INSERT baseline
+CREATE TABLE outbox_copy (LIKE outbox_messages INCLUDING ALL);
+
+-- the table of the baseline relay, as users write it
+CREATE TABLE relay_outbox (
+	id bigserial PRIMARY KEY,
+	event_id uuid NOT NULL DEFAULT gen_random_uuid(),
+	topic text NOT NULL,
+	key text,
+	payload bytea,
+	created_at timestamptz NOT NULL DEFAULT now(),
+	published_at timestamptz
+);
+CREATE INDEX relay_outbox_unpublished ON relay_outbox (id) WHERE published_at IS NULL;
+
+-- the worker's claim and mark statements alone, without Kafka: the
+-- database's own limit for this design
+CREATE PROCEDURE drain_sql(keep boolean) LANGUAGE plpgsql AS $$
+DECLARE
+	ids bigint[];
+BEGIN
+	LOOP
+		SELECT array_agg(id) INTO ids FROM outbox_claim(1000);
+		EXIT WHEN ids IS NULL;
+		PERFORM outbox_mark_published(ids, array_fill(0, ARRAY[cardinality(ids)]), ids, keep);
+		COMMIT;
+	END LOOP;
+END
+$$;

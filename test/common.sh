@@ -1,0 +1,25 @@
+# Sourced by the test, demo and benchmark scripts.
+#
+# become_postgres ROOT SCRIPT [ARGS...]
+#	PostgreSQL refuses to run as root.  As root: prepare the machine
+#	(test/setup.sh), copy the repository ROOT to a scratch directory the
+#	postgres user owns, and run ROOT/SCRIPT again from the copy as that user,
+#	with OUTBOX_WORK set to the scratch directory; does not return.
+#	Otherwise: make sure OUTBOX_WORK names a scratch directory, put
+#	PostgreSQL's programs first in PATH, and return.
+
+become_postgres() {
+	local root=$1 script=$2
+	shift 2
+	if [ "$(id -u)" = 0 ]; then
+		"$root/test/setup.sh" || return 1
+		OUTBOX_WORK=$(mktemp -d /tmp/outbox.XXXXXX)
+		cp -a "$root" "$OUTBOX_WORK/repo"
+		chown -R postgres "$OUTBOX_WORK"
+		exec runuser -u postgres -- env OUTBOX_WORK="$OUTBOX_WORK" \
+			"$OUTBOX_WORK/repo/$script" "$@"
+	fi
+	OUTBOX_WORK=${OUTBOX_WORK:-$(mktemp -d /tmp/outbox.XXXXXX)}
+	export OUTBOX_WORK
+	export PATH="/usr/lib/postgresql/15/bin:$PATH"
+}
