@@ -8,6 +8,7 @@ OBJS = \
 	src/kafka.o \
 	src/outbox.o \
 	src/shmem.o \
+	src/stats.o \
 	src/trigger.o \
 	src/worker.o
 

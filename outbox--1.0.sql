@@ -93,12 +93,8 @@ REVOKE ALL ON FUNCTION @extschema@.outbox_enqueue(text, bytea, text, jsonb, uuid
 CREATE FUNCTION @extschema@.outbox_claim(batch_size integer)
 RETURNS TABLE (id bigint, event_id uuid, topic text, key text,
 			   payload bytea, headers jsonb)
-LANGUAGE plpgsql VOLATILE
+LANGUAGE sql VOLATILE
 AS $$
-#variable_conflict use_column
-BEGIN
-	-- plpgsql keeps the plan: the worker runs this for every batch
-	RETURN QUERY
 	SELECT m.id, m.event_id, m.topic, m.key, m.payload, m.headers
 	  FROM @extschema@.outbox_messages m
 	 WHERE m.status IN ('pending', 'failed')
@@ -114,8 +110,7 @@ BEGIN
 					'@extschema@.outbox_messages'::pg_catalog.regclass::pg_catalog.oid::integer))
 	 ORDER BY m.id
 	 LIMIT batch_size
-	   FOR UPDATE OF m SKIP LOCKED;
-END
+	   FOR UPDATE OF m SKIP LOCKED
 $$;
 
 -- The delay before attempt number attempts + 1: base * 2^(attempts - 1),
@@ -153,27 +148,17 @@ CREATE TABLE @extschema@.outbox_publish_stats (
 COMMENT ON TABLE @extschema@.outbox_publish_stats IS
 	'Delivery outcomes and latencies per topic and 10-second bucket, kept 2 hours';
 
--- The histogram of a set of latencies, in milliseconds.
+-- The histogram of a set of latencies, in milliseconds, and the sum of two
+-- histograms (src/stats.c).
 CREATE FUNCTION @extschema@.outbox_latency_histogram(latencies_ms double precision[])
 RETURNS bigint[]
-LANGUAGE sql IMMUTABLE
-AS $$
-	SELECT pg_catalog.array_agg(coalesce(h.n, 0) ORDER BY b.b)
-	  FROM pg_catalog.generate_series(0, 127) AS b(b)
-	  LEFT JOIN (SELECT LEAST(127, pg_catalog.floor(4 * pg_catalog.ln(GREATEST(ms, 0) + 1) / pg_catalog.ln(2)))::integer AS b,
-						pg_catalog.count(*) AS n
-				   FROM pg_catalog.unnest(latencies_ms) AS l(ms)
-				  GROUP BY 1) AS h ON h.b = b.b
-$$;
+AS 'MODULE_PATHNAME', 'outbox_latency_histogram'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
--- Two histograms added up.
 CREATE FUNCTION @extschema@.outbox_histogram_add(a bigint[], b bigint[])
 RETURNS bigint[]
-LANGUAGE sql IMMUTABLE
-AS $$
-	SELECT coalesce(pg_catalog.array_agg(coalesce(x, 0) + coalesce(y, 0) ORDER BY i), '{}')
-	  FROM ROWS FROM (pg_catalog.unnest(a), pg_catalog.unnest(b)) WITH ORDINALITY AS u(x, y, i)
-$$;
+AS 'MODULE_PATHNAME', 'outbox_histogram_add'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
 CREATE AGGREGATE @extschema@.outbox_histogram_sum(bigint[]) (
 	SFUNC = @extschema@.outbox_histogram_add,

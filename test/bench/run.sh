@@ -163,7 +163,9 @@ result "drain, retention 0, vs SQL alone" "$ours0" "$sql_delete" "$(ratio "$ours
 # --- 3. latency: a steady LATENCY_RATE events/s, each its own transaction
 log "latency, $LATENCY_RATE events/s for ${LATENCY_S}s"
 set_retention 7d
+reset_tables baseline	# let autovacuum of the drain runs settle first
 reset_tables bench
+sleep 5
 pgbench -n -M prepared -R "$LATENCY_RATE" -T "$LATENCY_S" -c 4 -j 2 -f "$BENCH/enqueue_only.sql" bench >/dev/null 2>&1
 wait_drained bench
 read -r p50 p99 <<<"$(sql bench "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY l)::numeric, 1), round(percentile_cont(0.99) WITHIN GROUP (ORDER BY l)::numeric, 1) FROM (SELECT 1000 * extract(epoch FROM published_at - created_at) AS l FROM outbox_messages) s" | tr '|' ' ')"

@@ -1,0 +1,89 @@
+/*-------------------------------------------------------------------------
+ *
+ * stats.c
+ *		The latency histograms of outbox_publish_stats.
+ *
+ * A histogram is a bigint[] of HISTOGRAM_BUCKETS counts; a latency of ms
+ * milliseconds falls in bucket floor(4 * log2(1 + ms)), so each bucket is
+ * 19% wider than the one before and 128 of them reach past a month.  The
+ * worker adds one to the statistics with every batch, so these run in C.
+ *
+ * src/stats.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "catalog/pg_type.h"
+#include "utils/array.h"
+
+#define HISTOGRAM_BUCKETS 128
+
+PG_FUNCTION_INFO_V1(outbox_latency_histogram);
+PG_FUNCTION_INFO_V1(outbox_histogram_add);
+
+static ArrayType *
+make_histogram(int64 *counts, int n)
+{
+	Datum	   *datums = palloc(n * sizeof(Datum));
+
+	for (int i = 0; i < n; i++)
+		datums[i] = Int64GetDatum(counts[i]);
+	return construct_array(datums, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+}
+
+/*
+ * outbox_latency_histogram(latencies_ms float8[]) RETURNS bigint[]
+ */
+Datum
+outbox_latency_histogram(PG_FUNCTION_ARGS)
+{
+	int64		counts[HISTOGRAM_BUCKETS] = {0};
+	Datum	   *latencies;
+	bool	   *nulls;
+	int			n;
+
+	deconstruct_array(PG_GETARG_ARRAYTYPE_P(0), FLOAT8OID, 8, FLOAT8PASSBYVAL,
+					  TYPALIGN_DOUBLE, &latencies, &nulls, &n);
+	for (int i = 0; i < n; i++)
+	{
+		double		ms;
+		double		bucket;
+
+		if (nulls[i])
+			continue;
+		ms = Max(DatumGetFloat8(latencies[i]), 0.0);
+		bucket = floor(4.0 * log2(1.0 + ms));
+		counts[(int) Min(bucket, HISTOGRAM_BUCKETS - 1)]++;
+	}
+	PG_RETURN_ARRAYTYPE_P(make_histogram(counts, HISTOGRAM_BUCKETS));
+}
+
+/*
+ * outbox_histogram_add(a bigint[], b bigint[]) RETURNS bigint[]: the
+ * bucket-wise sum; the shorter one counts as zeros where it ends.
+ */
+Datum
+outbox_histogram_add(PG_FUNCTION_ARGS)
+{
+	Datum	   *a;
+	Datum	   *b;
+	bool	   *anulls;
+	bool	   *bnulls;
+	int			na;
+	int			nb;
+	int64	   *sum;
+
+	deconstruct_array(PG_GETARG_ARRAYTYPE_P(0), INT8OID, 8, FLOAT8PASSBYVAL,
+					  TYPALIGN_DOUBLE, &a, &anulls, &na);
+	deconstruct_array(PG_GETARG_ARRAYTYPE_P(1), INT8OID, 8, FLOAT8PASSBYVAL,
+					  TYPALIGN_DOUBLE, &b, &bnulls, &nb);
+	sum = palloc0(Max(Max(na, nb), 1) * sizeof(int64));
+	for (int i = 0; i < na; i++)
+		sum[i] += anulls[i] ? 0 : DatumGetInt64(a[i]);
+	for (int i = 0; i < nb; i++)
+		sum[i] += bnulls[i] ? 0 : DatumGetInt64(b[i]);
+	PG_RETURN_ARRAYTYPE_P(make_histogram(sum, Max(na, nb)));
+}
