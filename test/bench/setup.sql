@@ -28,18 +28,3 @@ CREATE TABLE relay_outbox (
 	published_at timestamptz
 );
 CREATE INDEX relay_outbox_unpublished ON relay_outbox (id) WHERE published_at IS NULL;
-
--- the worker's claim and mark statements alone, without Kafka: the
--- database's own limit for this design
-CREATE PROCEDURE drain_sql(keep boolean) LANGUAGE plpgsql AS $$
-DECLARE
-	ids bigint[];
-BEGIN
-	LOOP
-		SELECT array_agg(id) INTO ids FROM outbox_claim(1000);
-		EXIT WHEN ids IS NULL;
-		PERFORM outbox_mark_published(ids, array_fill(0, ARRAY[cardinality(ids)]), ids, keep);
-		COMMIT;
-	END LOOP;
-END
-$$;
