@@ -25,12 +25,12 @@ SELECT id, topic, key, envelope(payload) FROM outbox_messages ORDER BY id;
 -- source.txid is the changing transaction's, ts_ms the time of the change
 BEGIN;
 INSERT INTO orders VALUES (4, 'cy', 1, NULL), (5, 'di', 2, NULL);
-SELECT txid_current() AS tx, (extract(epoch FROM now()) * 1000)::bigint AS started_ms \gset
+SELECT txid_current() AS tx, floor(extract(epoch FROM now()) * 1000)::bigint AS started_ms \gset
 COMMIT;
 SELECT count(*) AS events,
 	   bool_and((convert_from(payload, 'UTF8')::jsonb #>> '{source,txid}')::bigint = :tx) AS same_txid,
 	   bool_and((convert_from(payload, 'UTF8')::jsonb #>> '{source,ts_ms}')::bigint
-				BETWEEN :started_ms AND (extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS ts_ms_now
+				BETWEEN :started_ms AND ceil(extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS ts_ms_now
   FROM outbox_messages WHERE key IN ('4', '5');
 
 -- TRUNCATE is published, not ignored
