@@ -15,7 +15,7 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 
 our @EXPORT = qw(start_broker outbox_node kafka_read wait_for_records
-  wait_for_sql worker_pid);
+  wait_for_sql wait_for_activity worker_pid);
 
 my $root = $ENV{OUTBOX_ROOT} or die "OUTBOX_ROOT is not set";
 
@@ -115,6 +115,16 @@ sub wait_for_sql
 		usleep(10_000);
 	}
 	return 0;
+}
+
+# Wait until the worker's activity in pg_stat_activity starts with $prefix;
+# false on timeout.
+sub wait_for_activity
+{
+	my ($node, $prefix) = @_;
+	return wait_for_sql($node,
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'outbox worker' AND query LIKE '$prefix%'"
+	);
 }
 
 # The pid of the running outbox worker, once it shows in pg_stat_activity.

@@ -39,10 +39,7 @@ ok(wait_for_sql($node, "SELECT bool_and(status = 'published') FROM outbox_messag
 
 $broker->command('down -1');
 enqueue('outage', 101, 400);
-ok( wait_for_sql(
-		$node,
-		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'outbox worker' AND query LIKE 'no Kafka broker reachable%'"
-	),
+ok( wait_for_activity($node, 'no Kafka broker reachable'),
 	'the worker says no broker is reachable');
 
 # well past delivery_timeout and max_attempts' worth of attempts

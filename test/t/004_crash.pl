@@ -49,8 +49,7 @@ my $pid = worker_pid($node);
 ok( wait_for_sql($node,
 		"SELECT count(*) > 0 FROM outbox_messages WHERE topic = 'killed' AND status = 'published'"),
 	'publishing has begun');
-ok( wait_for_sql($node,
-		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'outbox worker' AND query LIKE 'publishing%'"),
+ok( wait_for_activity($node, 'publishing'),
 	'a batch is in flight');
 kill 'KILL', $pid;
 $broker->command('rtt 1 0');
@@ -77,8 +76,7 @@ $broker->command('rtt 1 300');
 $node->safe_psql('postgres',
 	"SELECT outbox_enqueue('stopped', ('{\"n\": ' || i || '}')::jsonb) FROM generate_series(1, 2000) i"
 );
-ok( wait_for_sql($node,
-		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'outbox worker' AND query LIKE 'publishing%'"),
+ok( wait_for_activity($node, 'publishing'),
 	'a batch is in flight');
 $node->stop('fast');
 ok($node->log_contains('outbox worker shutting down'), 'the worker stopped cleanly');
@@ -104,8 +102,7 @@ worker_pid($node);
 $broker->command('rtt 1 4000');
 $node->safe_psql('postgres',
 	"SET synchronous_commit = off; SELECT outbox_enqueue('ghost', 'async commit'::text)");
-ok( wait_for_sql($node,
-		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'outbox worker' AND query LIKE 'publishing%'"),
+ok( wait_for_activity($node, 'publishing'),
 	'the event is being published');
 sleep 6;
 $node->stop('immediate');
