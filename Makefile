@@ -4,20 +4,24 @@ MODULE_big = outbox
 OBJS = \
 	src/claim.o \
 	src/enqueue.o \
+	src/event.o \
 	src/guc.o \
+	src/histogram.o \
 	src/kafka.o \
+	src/launcher.o \
 	src/outbox.o \
 	src/shmem.o \
-	src/stats.o \
+	src/status.o \
 	src/trigger.o \
+	src/wakeup.o \
 	src/worker.o
 
 EXTENSION = outbox
-DATA = outbox--1.0.sql
+DATA = outbox--1.0.sql outbox--1.0--1.1.sql
 PGFILEDESC = "outbox - transactional outbox publishing to Kafka"
 
-REGRESS = enqueue state_machine privileges settings capture retry stats
-ISOLATION = claim
+REGRESS = enqueue state_machine privileges settings capture retry stats security upgrade
+ISOLATION = claim order
 
 RDKAFKA_CFLAGS := $(shell pkg-config --cflags rdkafka)
 RDKAFKA_LIBS := $(shell pkg-config --libs rdkafka)

@@ -108,6 +108,14 @@ SELECT outbox_enqueue('orders', '\x0102030405060708090a0b'::bytea);
 SELECT outbox_enqueue('orders', 'ééééé'::text) > 0 AS at_limit_ok;
 SELECT outbox_enqueue('orders', 'éééééx'::text);
 \echo :LAST_ERROR_SQLSTATE
+-- key and headers count too (a header costs 10 bytes beside name and value)
+SELECT outbox_enqueue('orders', '01234'::text, key => '56789') > 0 AS at_limit_ok;
+SELECT outbox_enqueue('orders', '01234'::text, key => '567890');
+\echo :LAST_ERROR_SQLSTATE
+SET outbox.max_message_bytes = 30;
+SELECT outbox_enqueue('orders', '0123456789'::text, headers => '{"h": "123456789"}') > 0 AS at_limit_ok;
+SELECT outbox_enqueue('orders', '0123456789'::text, headers => '{"h": "1234567890"}');
+\echo :LAST_ERROR_SQLSTATE
 RESET outbox.max_message_bytes;
 
 -- only the valid events were stored

@@ -29,7 +29,29 @@ ALTER SYSTEM SET outbox.kafka_properties = 'acks=sometimes';
 \echo :LAST_ERROR_SQLSTATE
 ALTER SYSTEM SET outbox.kafka_properties = 'linger.ms';
 \echo :LAST_ERROR_SQLSTATE
-ALTER SYSTEM SET outbox.kafka_properties = ' linger.ms = 2 ; compression.type=lz4;';
+-- what the guarantees depend on cannot be switched off: 22023, naming the
+-- property; nor can a library be loaded or a signal taken
+ALTER SYSTEM SET outbox.kafka_properties = 'compression.type=lz4;enable.idempotence=false';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET outbox.kafka_properties = 'request.required.acks=1';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET outbox.kafka_properties = 'linger.ms=0';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET outbox.kafka_properties = 'batch.num.messages=1';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET outbox.kafka_properties = 'log.queue=false';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET outbox.kafka_properties = 'plugin.library.paths=/tmp/evil.so';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET outbox.kafka_properties = 'internal.termination.signal=15';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET outbox.kafka_properties = 'message.timeout.ms=1000';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET outbox.kafka_properties = 'message.max.bytes=2000';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET outbox.kafka_properties = 'metadata.broker.list=elsewhere:9092';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET outbox.kafka_properties = ' client.id = app-outbox ; compression.type=lz4;';
 ALTER SYSTEM RESET outbox.kafka_properties;
 ALTER SYSTEM SET outbox.brokers = ' ';
 \echo :LAST_ERROR_SQLSTATE

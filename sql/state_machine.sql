@@ -65,3 +65,8 @@ SELECT status, count(*) FROM outbox_messages GROUP BY status ORDER BY status;
 -- every outcome was counted in the statistics
 SELECT topic, sum(published) AS published, sum(failed) AS failed, sum(abandoned) AS abandoned
   FROM outbox_publish_stats GROUP BY topic;
+
+-- a batch is bounded by bytes too, but holds at least one event
+SELECT count(outbox_enqueue('big', repeat('x', 100), key => 'b' || i)) FROM generate_series(1, 3) i;
+SELECT count(*) AS claimed FROM outbox_claim(100, 200);
+SELECT count(*) AS claimed FROM outbox_claim(100, 1);

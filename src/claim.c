@@ -27,6 +27,7 @@
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
 #include "mb/pg_wchar.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -42,21 +43,26 @@
 #define FAILED_PLAN 2
 #define PURGE_PLAN 3
 
+/*
+ * A batch's payloads are held three times at once (SPI's result, the
+ * batch, librdkafka's copies): bound them.
+ */
+#define BATCH_MAX_BYTES (16 * 1024 * 1024)
+
 /* kept plans, valid for the extension whose oid is plans_extension */
 static SPIPlanPtr plans[NUM_PLANS];
 static Oid	plans_extension = InvalidOid;
 
 /*
- * The schema the extension was created in.
+ * The schema and the owner of the extension whose oid is given.
  */
-static Oid
-extension_schema(Oid extension)
+static void
+extension_schema_and_owner(Oid extension, Oid *schema, Oid *owner)
 {
 	Relation	rel;
 	SysScanDesc scan;
 	ScanKeyData key;
 	HeapTuple	tuple;
-	Oid			schema;
 
 	rel = table_open(ExtensionRelationId, AccessShareLock);
 	ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ,
@@ -65,28 +71,48 @@ extension_schema(Oid extension)
 	tuple = systable_getnext(scan);
 	if (!HeapTupleIsValid(tuple))
 		elog(ERROR, "extension with oid %u does not exist", extension);
-	schema = ((Form_pg_extension) GETSTRUCT(tuple))->extnamespace;
+	*schema = ((Form_pg_extension) GETSTRUCT(tuple))->extnamespace;
+	*owner = ((Form_pg_extension) GETSTRUCT(tuple))->extowner;
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
-	return schema;
 }
 
 /*
- * Is the extension installed in this database?  If so, make sure the kept
- * plans point into its schema.
+ * The role that owns the extension in this database, or InvalidOid if it
+ * is not installed.  Reads the catalogs only, and runs no user code.
+ */
+Oid
+outbox_extension_owner(void)
+{
+	Oid			extension = get_extension_oid("outbox", true);
+	Oid			schema;
+	Oid			owner;
+
+	if (!OidIsValid(extension))
+		return InvalidOid;
+	extension_schema_and_owner(extension, &schema, &owner);
+	return owner;
+}
+
+/*
+ * Is the extension installed in this database, and owned by the current
+ * user (the role the worker runs as)?  If so, make sure the kept plans
+ * point into its schema.
  */
 bool
 outbox_extension_ready(void)
 {
 	Oid			extension = get_extension_oid("outbox", true);
-	const char *schema;
+	Oid			schema;
+	Oid			owner;
+	const char *schema_name;
 	static const struct
 	{
 		const char *sql;
 		int			nargs;
 		Oid			argtypes[8];
 	}			plan_sources[NUM_PLANS] = {
-		{"SELECT * FROM %s.outbox_claim($1)", 1, {INT4OID}},
+		{"SELECT * FROM %s.outbox_claim($1, $2)", 2, {INT4OID, INT8OID}},
 		{"SELECT %s.outbox_mark_published($1, $2, $3, $4)", 4,
 		{INT8ARRAYOID, INT4ARRAYOID, INT8ARRAYOID, BOOLOID}},
 		{"SELECT %s.outbox_mark_failed($1, $2, $3, $4, $5, $6, $7, $8)", 8,
@@ -97,16 +123,19 @@ outbox_extension_ready(void)
 
 	if (!OidIsValid(extension))
 		return false;
+	extension_schema_and_owner(extension, &schema, &owner);
+	if (owner != GetUserId())
+		return false;
 	if (extension == plans_extension)
 		return true;
 
-	schema = quote_identifier(get_namespace_name(extension_schema(extension)));
+	schema_name = quote_identifier(get_namespace_name(schema));
 	SPI_connect();
 	for (int i = 0; i < NUM_PLANS; i++)
 	{
 		SPIPlanPtr	plan;
 
-		plan = SPI_prepare(psprintf(plan_sources[i].sql, schema),
+		plan = SPI_prepare(psprintf(plan_sources[i].sql, schema_name),
 						   plan_sources[i].nargs,
 						   (Oid *) plan_sources[i].argtypes);
 		if (plan == NULL)
@@ -122,63 +151,81 @@ outbox_extension_ready(void)
 }
 
 /*
- * Copy a text datum out of SPI memory, as UTF-8 (what Kafka clients expect);
- * sets *len.
+ * Copy a text datum out of SPI memory as UTF-8 (what Kafka clients
+ * expect); NULL if it cannot be converted.
  */
 static char *
 utf8_copy(Datum d, int *len)
 {
 	text	   *t = DatumGetTextPP(d);
-	char	   *s = pg_server_to_any(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), PG_UTF8);
 
-	/* a converted copy is NUL-terminated; the unconverted text is not */
-	if (s == VARDATA_ANY(t))
-		s = pnstrdup(s, VARSIZE_ANY_EXHDR(t));
-	*len = strlen(s);
-	return s;
+	return outbox_to_utf8(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), len);
 }
 
 /*
- * Unpack a headers object into name and value arrays.
+ * Copy one claimed row into ev.  An event that cannot go on the wire (a
+ * row stored before enqueue checked the encoding) is refused for good
+ * here, so that it fails alone instead of failing its batch.
  */
 static void
-unpack_headers(OutboxEvent *ev, Jsonb *headers)
+copy_event(OutboxEvent *ev, HeapTuple tuple, TupleDesc tupdesc)
 {
-	JsonbIterator *it = JsonbIteratorInit(&headers->root);
-	JsonbValue	v;
-	JsonbIteratorToken r;
-	int			n = JB_ROOT_COUNT(headers);
+	bool		isnull;
+	bool		not_utf8;
+	Datum		d;
+	int			len;
+	const char *problem = NULL;
 
-	ev->header_names = palloc(n * sizeof(char *));
-	ev->header_values = palloc(n * sizeof(char *));
-	ev->nheaders = 0;
-	while ((r = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	ev->outcome = OUTBOX_IN_FLIGHT;
+	ev->id = DatumGetInt64(SPI_getbinval(tuple, tupdesc, 1, &isnull));
+	d = SPI_getbinval(tuple, tupdesc, 2, &isnull);
+	strlcpy(ev->event_id,
+			DatumGetCString(DirectFunctionCall1(uuid_out, d)),
+			sizeof(ev->event_id));
+	ev->topic = utf8_copy(SPI_getbinval(tuple, tupdesc, 3, &isnull), &len);
+	d = SPI_getbinval(tuple, tupdesc, 4, &isnull);
+	if (!isnull && (ev->key = utf8_copy(d, &ev->key_len)) == NULL)
+		problem = "The key cannot be converted to UTF-8.";
+	d = SPI_getbinval(tuple, tupdesc, 5, &isnull);
+	if (!isnull)
 	{
-		if (r == WJB_KEY)
-			ev->header_names[ev->nheaders] =
-				pg_server_to_any(pnstrdup(v.val.string.val, v.val.string.len),
-								 v.val.string.len, PG_UTF8);
-		else if (r == WJB_VALUE && v.type == jbvString)
-			ev->header_values[ev->nheaders++] =
-				pg_server_to_any(pnstrdup(v.val.string.val, v.val.string.len),
-								 v.val.string.len, PG_UTF8);
+		bytea	   *payload = DatumGetByteaPP(d);
+
+		ev->payload_len = VARSIZE_ANY_EXHDR(payload);
+		ev->payload = palloc(ev->payload_len);
+		memcpy(ev->payload, VARDATA_ANY(payload), ev->payload_len);
+	}
+	d = SPI_getbinval(tuple, tupdesc, 6, &isnull);
+	if (!isnull && problem == NULL)
+		problem = outbox_unpack_headers(DatumGetJsonbP(d), ev, &not_utf8);
+	if (ev->topic == NULL)
+		problem = "The topic cannot be converted to UTF-8.";
+
+	if (problem != NULL)
+	{
+		ev->outcome = OUTBOX_REFUSED;
+		ev->error = problem;
+		ev->permanent = true;
 	}
 }
 
 /*
- * Claim up to batch_size due events and lock them for this transaction.
- * The batch is allocated in the caller's memory context.
+ * Claim up to batch_size due events, of about BATCH_MAX_BYTES at most, and
+ * lock them for this transaction.  The batch is allocated in the caller's
+ * memory context.
  */
 OutboxBatch *
 outbox_claim_batch(int batch_size)
 {
 	MemoryContext batch_cxt = CurrentMemoryContext;
 	OutboxBatch *batch = palloc0(sizeof(OutboxBatch));
-	Datum		arg = Int32GetDatum(batch_size);
+	Datum		args[2];
 	int			ret;
 
+	args[0] = Int32GetDatum(batch_size);
+	args[1] = Int64GetDatum(BATCH_MAX_BYTES);
 	SPI_connect();
-	ret = SPI_execute_plan(plans[CLAIM_PLAN], &arg, NULL, false, 0);
+	ret = SPI_execute_plan(plans[CLAIM_PLAN], args, NULL, false, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "outbox_claim failed: %s", SPI_result_code_string(ret));
 
@@ -186,37 +233,7 @@ outbox_claim_batch(int batch_size)
 	batch->count = SPI_processed;
 	batch->events = palloc0(Max(batch->count, 1) * sizeof(OutboxEvent));
 	for (int i = 0; i < batch->count; i++)
-	{
-		HeapTuple	tuple = SPI_tuptable->vals[i];
-		TupleDesc	tupdesc = SPI_tuptable->tupdesc;
-		OutboxEvent *ev = &batch->events[i];
-		bool		isnull;
-		Datum		d;
-		int			len;
-
-		ev->id = DatumGetInt64(SPI_getbinval(tuple, tupdesc, 1, &isnull));
-		d = SPI_getbinval(tuple, tupdesc, 2, &isnull);
-		strlcpy(ev->event_id,
-				DatumGetCString(DirectFunctionCall1(uuid_out, d)),
-				sizeof(ev->event_id));
-		ev->topic = utf8_copy(SPI_getbinval(tuple, tupdesc, 3, &isnull), &len);
-		d = SPI_getbinval(tuple, tupdesc, 4, &isnull);
-		if (!isnull)
-			ev->key = utf8_copy(d, &ev->key_len);
-		d = SPI_getbinval(tuple, tupdesc, 5, &isnull);
-		if (!isnull)
-		{
-			bytea	   *payload = DatumGetByteaPP(d);
-
-			ev->payload_len = VARSIZE_ANY_EXHDR(payload);
-			ev->payload = palloc(ev->payload_len);
-			memcpy(ev->payload, VARDATA_ANY(payload), ev->payload_len);
-		}
-		d = SPI_getbinval(tuple, tupdesc, 6, &isnull);
-		if (!isnull)
-			unpack_headers(ev, DatumGetJsonbP(d));
-		ev->outcome = OUTBOX_IN_FLIGHT;
-	}
+		copy_event(&batch->events[i], SPI_tuptable->vals[i], SPI_tuptable->tupdesc);
 	SPI_finish();
 	return batch;
 }

@@ -72,54 +72,35 @@ outbox_check_topic(const char *topic, int len)
 }
 
 /*
- * Refuse headers that are not a JSON object of strings.  "event_id" is
- * reserved: the worker adds it to every record.
+ * Refuse text that cannot be published as UTF-8.
  */
 static void
-check_headers(Jsonb *headers)
+refuse_not_utf8(const char *what)
 {
-	JsonbIterator *it;
-	JsonbValue	v;
-	JsonbIteratorToken r;
-	char	   *name = NULL;
-
-	if (!JB_ROOT_IS_OBJECT(headers))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("headers must be a JSON object"),
-				 errdetail("Kafka headers are given as {\"name\": \"value\", ...}.")));
-
-	it = JsonbIteratorInit(&headers->root);
-	while ((r = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-	{
-		if (r == WJB_KEY)
-		{
-			name = pnstrdup(v.val.string.val, v.val.string.len);
-			if (strcmp(name, "event_id") == 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("header name \"event_id\" is reserved"),
-						 errdetail("Every record carries the event's id in the header \"event_id\".")));
-		}
-		else if (r == WJB_VALUE && v.type != jbvString)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("value of header \"%s\" must be a JSON string", name)));
-	}
+	ereport(ERROR,
+			(errcode(GetDatabaseEncoding() == PG_SQL_ASCII ?
+					 ERRCODE_CHARACTER_NOT_IN_REPERTOIRE :
+					 ERRCODE_UNTRANSLATABLE_CHARACTER),
+			 errmsg("event %s cannot be converted to UTF-8", what),
+			 errdetail("Kafka clients read keys, headers and text payloads as UTF-8.")));
 }
 
 /*
  * Text in the server encoding as the UTF-8 bytes that will be published.
+ * In a UTF-8 database that is the text itself.
  */
 bytea *
-outbox_utf8_bytes(const char *str, int len)
+outbox_utf8_payload(text *t)
 {
-	char	   *utf8 = pg_server_to_any(str, len, PG_UTF8);
+	char	   *utf8;
+	int			len;
 	bytea	   *result;
 
-	/* a converted copy is NUL-terminated; the unconverted text is not */
-	if (utf8 != str)
-		len = strlen(utf8);
+	if (GetDatabaseEncoding() == PG_UTF8)
+		return (bytea *) t;		/* text and bytea share their layout */
+	utf8 = outbox_to_utf8(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), &len);
+	if (utf8 == NULL)
+		refuse_not_utf8("payload");
 	result = (bytea *) palloc(VARHDRSZ + len);
 	SET_VARSIZE(result, VARHDRSZ + len);
 	memcpy(VARDATA(result), utf8, len);
@@ -140,22 +121,59 @@ payload_bytes(FunctionCallInfo fcinfo, int argno)
 		case BYTEAOID:
 			return PG_GETARG_BYTEA_PP(argno);
 		case TEXTOID:
-			{
-				text	   *t = PG_GETARG_TEXT_PP(argno);
-
-				return outbox_utf8_bytes(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
-			}
+			return outbox_utf8_payload(PG_GETARG_TEXT_PP(argno));
 		case JSONBOID:
 			{
 				Jsonb	   *jb = PG_GETARG_JSONB_P(argno);
-				char	   *str = JsonbToCString(NULL, &jb->root, VARSIZE(jb));
 
-				return outbox_utf8_bytes(str, strlen(str));
+				return outbox_utf8_payload(cstring_to_text(JsonbToCString(NULL, &jb->root,
+																		  VARSIZE(jb))));
 			}
 		default:
 			elog(ERROR, "outbox_enqueue called with payload of type %u", argtype);
 			return NULL;		/* keep compiler quiet */
 	}
+}
+
+/*
+ * Refuse an event that the worker could not publish: a bad topic, a
+ * tombstone without key, a key or headers that are not UTF-8, headers that
+ * are not an object of strings, a record over outbox.max_message_bytes.
+ */
+static void
+check_event(text *topic, text *key, bytea *payload, Jsonb *headers)
+{
+	OutboxEvent ev = {0};
+	const char *problem;
+	bool		not_utf8;
+
+	outbox_check_topic(VARDATA_ANY(topic), VARSIZE_ANY_EXHDR(topic));
+	if (payload == NULL && key == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("an event without payload needs a key"),
+				 errdetail("A null payload is published as a tombstone, which deletes its key from a compacted topic.")));
+	if (payload != NULL)
+		ev.payload_len = VARSIZE_ANY_EXHDR(payload);
+	if (key != NULL &&
+		outbox_to_utf8(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), &ev.key_len) == NULL)
+		refuse_not_utf8("key");
+	if (headers != NULL &&
+		(problem = outbox_unpack_headers(headers, &ev, &not_utf8)) != NULL)
+	{
+		if (not_utf8)
+			refuse_not_utf8("header");
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid event headers"),
+				 errdetail("%s", problem)));
+	}
+	if (outbox_record_bytes(&ev) > outbox_max_message_bytes)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("event is too large"),
+				 errdetail("Payload, key and headers have " INT64_FORMAT " bytes; outbox.max_message_bytes is %d.",
+						   outbox_record_bytes(&ev), outbox_max_message_bytes)));
 }
 
 /*
@@ -209,20 +227,7 @@ outbox_store_event(Oid nspid, text *topic, text *key, bytea *payload,
 	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
 	int64		id;
 
-	outbox_check_topic(VARDATA_ANY(topic), VARSIZE_ANY_EXHDR(topic));
-	if (payload == NULL && key == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("an event without payload needs a key"),
-				 errdetail("A null payload is published as a tombstone, which deletes its key from a compacted topic.")));
-	if (payload != NULL && VARSIZE_ANY_EXHDR(payload) > outbox_max_message_bytes)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("event payload is too large"),
-				 errdetail("The payload has %zu bytes; outbox.max_message_bytes is %d.",
-						   (size_t) VARSIZE_ANY_EXHDR(payload), outbox_max_message_bytes)));
-	if (headers != NULL)
-		check_headers(headers);
+	check_event(topic, key, payload, headers);
 
 	values[0] = event_id;
 	nulls[0] = event_id_isnull ? 'n' : ' ';

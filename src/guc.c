@@ -5,7 +5,8 @@
  *
  * Every setting but outbox.max_message_bytes is read by the worker only,
  * which picks up changes on SIGHUP.  outbox.database exists only where the
- * library is preloaded.
+ * library is preloaded.  outbox.kafka_properties cannot set what the
+ * guarantees depend on (kafka.c).
  *
  * src/guc.c
  *
@@ -125,7 +126,7 @@ outbox_define_gucs(void)
 							   check_kafka_properties, NULL, NULL);
 
 	DefineCustomIntVariable("outbox.max_message_bytes",
-							"Largest payload outbox_enqueue accepts, in bytes.",
+							"Largest event outbox_enqueue accepts: payload, key and headers, in bytes.",
 							NULL,
 							&outbox_max_message_bytes,
 							1000000,

@@ -13,6 +13,10 @@
  * no broker is reachable the batch is purged after a short grace and its
  * events released untouched: an outage costs no attempt.
  *
+ * Order per key rests on how a batch is sent (outbox_kafka_publish) and on
+ * settings that outbox.kafka_properties cannot change (protected_properties):
+ * the idempotent producer, and librdkafka's batching left to the worker.
+ *
  * src/kafka.c
  *
  *-------------------------------------------------------------------------
@@ -23,6 +27,7 @@
 
 #include "miscadmin.h"
 #include "postmaster/interrupt.h"
+#include "common/hashfn.h"
 #include "utils/hsearch.h"
 #include "utils/timestamp.h"
 
@@ -38,6 +43,18 @@
 #define POLL_SLICE_MS 10
 /* how long a reachability probe may take */
 #define PROBE_TIMEOUT_MS 1000
+/* a metadata request is waited for in slices this long */
+#define METADATA_SLICE_MS 100
+
+/*
+ * What a record costs in a request beside what outbox.max_message_bytes
+ * counts (the event_id header, the record's framing), and what a request
+ * costs beside its records.  A wave of events fits in
+ * outbox.max_message_bytes counted that way, and the producer's
+ * message.max.bytes leaves room for the request around it.
+ */
+#define RECORD_OVERHEAD_BYTES 100
+#define REQUEST_FRAMING_BYTES 1024
 
 static rd_kafka_t *producer = NULL;
 
@@ -45,6 +62,7 @@ static rd_kafka_t *producer = NULL;
 static char *producer_brokers = NULL;
 static char *producer_properties = NULL;
 static int	producer_delivery_timeout = 0;
+static int	producer_max_message_bytes = 0;
 
 /* outage tracking, from ALL_BROKERS_DOWN errors and successful deliveries */
 static bool brokers_down = false;
@@ -71,8 +89,37 @@ static bool purge_is_timeout = false;
 static HTAB *known_topics = NULL;
 
 /*
+ * Properties that outbox.kafka_properties may not set, and why: the
+ * guarantees depend on them, another setting owns them, or they would load
+ * code or take a signal in every server process.  Aliases are listed too.
+ */
+static const struct
+{
+	const char *name;
+	const char *reason;
+}			protected_properties[] = {
+	{"enable.idempotence", "order per key and exactly one copy per retry depend on it"},
+	{"linger.ms", "the worker sends each wave of a batch in one request per partition"},
+	{"queue.buffering.max.ms", "the worker sends each wave of a batch in one request per partition"},
+	{"batch.num.messages", "the worker sends each wave of a batch in one request per partition"},
+	{"batch.size", "the worker sends each wave of a batch in one request per partition"},
+	{"acks", "durability depends on it"},
+	{"request.required.acks", "durability depends on it"},
+	{"log.queue", "librdkafka's threads must not call into the server"},
+	{"statistics.interval.ms", "outbox_worker_status() depends on it"},
+	{"bootstrap.servers", "set outbox.brokers instead"},
+	{"metadata.broker.list", "set outbox.brokers instead"},
+	{"message.timeout.ms", "set outbox.delivery_timeout instead"},
+	{"delivery.timeout.ms", "set outbox.delivery_timeout instead"},
+	{"message.max.bytes", "set outbox.max_message_bytes instead"},
+	{"plugin.library.paths", "it would load a library into every server process"},
+	{"ssl.engine.location", "it would load a library into the server"},
+	{"internal.termination.signal", "the server's processes use their signals themselves"},
+};
+
+/*
  * Set each name=value pair of a ';'-separated list on conf.  On failure
- * returns false with librdkafka's message in errbuf.
+ * returns false with the reason in errbuf.
  */
 static bool
 apply_properties(rd_kafka_conf_t *conf, const char *properties,
@@ -103,6 +150,15 @@ apply_properties(rd_kafka_conf_t *conf, const char *properties,
 			*end = '\0';
 		for (char *end = value + strlen(value) - 1; end >= value && strchr(" \t\n", *end); end--)
 			*end = '\0';
+		for (int i = 0; i < lengthof(protected_properties); i++)
+		{
+			if (strcmp(name, protected_properties[i].name) == 0)
+			{
+				snprintf(errbuf, errlen, "Property \"%s\" cannot be set here: %s.",
+						 name, protected_properties[i].reason);
+				return false;
+			}
+		}
 		if (rd_kafka_conf_set(conf, name, value, errbuf, errlen) != RD_KAFKA_CONF_OK)
 			return false;
 	}
@@ -124,7 +180,10 @@ outbox_kafka_check_properties(const char *properties, char *errbuf, size_t errle
 }
 
 /*
- * Errors that another attempt cannot fix: the event is abandoned at once.
+ * Errors about the event itself, which another attempt cannot fix: the
+ * event is abandoned at once.  Errors about the topic or the cluster
+ * (authorization, an invalid topic) may be mended by an operator, so they
+ * are retried with backoff like any other.
  */
 static bool
 error_is_permanent(rd_kafka_resp_err_t err)
@@ -132,9 +191,6 @@ error_is_permanent(rd_kafka_resp_err_t err)
 	switch (err)
 	{
 		case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
-		case RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION:
-		case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
-		case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
 		case RD_KAFKA_RESP_ERR_INVALID_RECORD:
 		case RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE:
 		case RD_KAFKA_RESP_ERR_UNSUPPORTED_FOR_MESSAGE_FORMAT:
@@ -229,16 +285,73 @@ log_report(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 			(errmsg("outbox: librdkafka %s: %s", fac, buf)));
 }
 
+/*
+ * Set one property the extension owns; destroys conf on failure.
+ */
 static void
 conf_set_or_error(rd_kafka_conf_t *conf, const char *name, const char *value)
 {
 	char		errbuf[512];
 
 	if (rd_kafka_conf_set(conf, name, value, errbuf, sizeof(errbuf)) != RD_KAFKA_CONF_OK)
+	{
+		rd_kafka_conf_destroy(conf);
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid Kafka producer property \"%s\"", name),
 				 errdetail("%s", errbuf)));
+	}
+}
+
+/*
+ * A producer configuration from the settings: defaults, then
+ * outbox.kafka_properties, then what the guarantees depend on.
+ */
+static rd_kafka_conf_t *
+make_conf(void)
+{
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	char		errbuf[512];
+	char		value[32];
+
+	conf_set_or_error(conf, "client.id", "postgresql-outbox");
+	conf_set_or_error(conf, "partitioner", "murmur2_random");
+	/* Nagle's algorithm holds small produce requests back by up to 40 ms */
+	conf_set_or_error(conf, "socket.nagle.disable", "true");
+	if (!apply_properties(conf, outbox_kafka_properties, errbuf, sizeof(errbuf)))
+	{
+		rd_kafka_conf_destroy(conf);
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid value for outbox.kafka_properties"),
+				 errdetail("%s", errbuf)));
+	}
+
+	conf_set_or_error(conf, "bootstrap.servers", outbox_brokers);
+	conf_set_or_error(conf, "enable.idempotence", "true");
+	conf_set_or_error(conf, "acks", "all");
+	/*
+	 * A wave is queued whole before the flush sends it, in one request per
+	 * partition; linger.ms only has to outlast the queuing, and must stay
+	 * below message.timeout.ms.
+	 */
+	snprintf(value, sizeof(value), "%d", Min(outbox_delivery_timeout / 2, 1000));
+	conf_set_or_error(conf, "linger.ms", value);
+	conf_set_or_error(conf, "batch.num.messages", "1000000");
+	conf_set_or_error(conf, "log.queue", "true");
+	conf_set_or_error(conf, "statistics.interval.ms", "1000");
+	snprintf(value, sizeof(value), "%d", outbox_delivery_timeout);
+	conf_set_or_error(conf, "message.timeout.ms", value);
+	snprintf(value, sizeof(value), "%d",
+			 Min(outbox_max_message_bytes + REQUEST_FRAMING_BYTES, 1000000000));
+	conf_set_or_error(conf, "message.max.bytes", value);
+	conf_set_or_error(conf, "batch.size", value);
+
+	rd_kafka_conf_set_dr_msg_cb(conf, delivery_report);
+	rd_kafka_conf_set_error_cb(conf, error_report);
+	rd_kafka_conf_set_log_cb(conf, log_report);
+	rd_kafka_conf_set_stats_cb(conf, stats_report);
+	return conf;
 }
 
 static char *
@@ -263,12 +376,12 @@ outbox_kafka_configure(void)
 {
 	rd_kafka_conf_t *conf;
 	char		errbuf[512];
-	char		timeout[32];
 
 	if (producer != NULL &&
 		strcmp(producer_brokers, outbox_brokers) == 0 &&
 		strcmp(producer_properties, outbox_kafka_properties) == 0 &&
-		producer_delivery_timeout == outbox_delivery_timeout)
+		producer_delivery_timeout == outbox_delivery_timeout &&
+		producer_max_message_bytes == outbox_max_message_bytes)
 		return;
 
 	if (producer != NULL)
@@ -276,31 +389,7 @@ outbox_kafka_configure(void)
 				(errmsg("outbox: Kafka settings changed, rebuilding the producer")));
 	outbox_kafka_shutdown();
 
-	/* our defaults first, so that outbox.kafka_properties can override them */
-	conf = rd_kafka_conf_new();
-	snprintf(timeout, sizeof(timeout), "%d", outbox_delivery_timeout);
-	conf_set_or_error(conf, "bootstrap.servers", outbox_brokers);
-	conf_set_or_error(conf, "client.id", "postgresql-outbox");
-	conf_set_or_error(conf, "enable.idempotence", "true");
-	conf_set_or_error(conf, "acks", "all");
-	conf_set_or_error(conf, "partitioner", "murmur2_random");
-	/* Nagle's algorithm holds small produce requests back by up to 40 ms */
-	conf_set_or_error(conf, "socket.nagle.disable", "true");
-	conf_set_or_error(conf, "message.timeout.ms", timeout);
-	conf_set_or_error(conf, "log.queue", "true");
-	conf_set_or_error(conf, "statistics.interval.ms", "1000");
-	if (!apply_properties(conf, outbox_kafka_properties, errbuf, sizeof(errbuf)))
-	{
-		rd_kafka_conf_destroy(conf);
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid value for outbox.kafka_properties"),
-				 errdetail("%s", errbuf)));
-	}
-	rd_kafka_conf_set_dr_msg_cb(conf, delivery_report);
-	rd_kafka_conf_set_error_cb(conf, error_report);
-	rd_kafka_conf_set_log_cb(conf, log_report);
-	rd_kafka_conf_set_stats_cb(conf, stats_report);
+	conf = make_conf();
 
 	/* on success rd_kafka_new owns conf */
 	producer = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errbuf, sizeof(errbuf));
@@ -317,6 +406,7 @@ outbox_kafka_configure(void)
 	producer_brokers = malloc_strdup(outbox_brokers);
 	producer_properties = malloc_strdup(outbox_kafka_properties);
 	producer_delivery_timeout = outbox_delivery_timeout;
+	producer_max_message_bytes = outbox_max_message_bytes;
 	brokers_down = false;
 }
 
@@ -421,7 +511,7 @@ produce_event(OutboxEvent *ev, int64 seq)
 
 /*
  * Ask the cluster for a topic's metadata now; waits for at most
- * PROBE_TIMEOUT_MS.
+ * PROBE_TIMEOUT_MS, in slices with interrupt checks between them.
  */
 static void
 refresh_topic_metadata(const char *name)
@@ -431,8 +521,18 @@ refresh_topic_metadata(const char *name)
 
 	if (topic == NULL)
 		return;
-	if (rd_kafka_metadata(producer, 0, topic, &metadata, PROBE_TIMEOUT_MS) == RD_KAFKA_RESP_ERR_NO_ERROR)
-		rd_kafka_metadata_destroy(metadata);
+	for (int waited = 0; waited < PROBE_TIMEOUT_MS; waited += METADATA_SLICE_MS)
+	{
+		rd_kafka_resp_err_t err = rd_kafka_metadata(producer, 0, topic, &metadata,
+													METADATA_SLICE_MS);
+
+		if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+		{
+			rd_kafka_metadata_destroy(metadata);
+			break;
+		}
+		CHECK_FOR_INTERRUPTS();
+	}
 	rd_kafka_topic_destroy(topic);
 }
 
@@ -487,28 +587,81 @@ refresh_refused_topics(OutboxBatch *batch)
 }
 
 /*
- * Publish a batch: produce every event, then wait, in short slices, until
- * each has a delivery report.  A batch that is stuck because no broker is
- * reachable, or that SIGTERM cuts short, is purged: its remaining events
- * are released.  A fatal producer error drops the producer, to be rebuilt
- * before the next batch.
+ * A key hashed with its topic, to remember which keys stopped in a batch.
+ * Two keys that collide only hold each other back until the next batch.
  */
-void
-outbox_kafka_publish(OutboxBatch *batch)
+static uint64
+key_hash(const OutboxEvent *ev)
+{
+	uint64		h = hash_bytes_extended((const unsigned char *) ev->topic,
+										strlen(ev->topic), 0);
+
+	return hash_bytes_extended((const unsigned char *) ev->key, ev->key_len, h);
+}
+
+/*
+ * The end of the wave of events that starts at first: as many as fit in
+ * one request to each partition, whatever partitions they go to.
+ */
+static int
+wave_end(OutboxBatch *batch, int first)
+{
+	int64		bytes = 0;
+	int			i;
+
+	for (i = first; i < batch->count; i++)
+	{
+		bytes += outbox_record_bytes(&batch->events[i]) + RECORD_OVERHEAD_BYTES;
+		if (bytes > producer_max_message_bytes && i > first)
+			break;
+	}
+	return i;
+}
+
+/*
+ * Produce the events [first, end) of a batch, but none of a key that
+ * stopped: those are released untouched.  A key stops at an event that
+ * was not delivered, so that no later event of it overtakes that one.
+ */
+static void
+produce_wave(OutboxBatch *batch, int first, int end, HTAB *stopped_keys)
+{
+	for (int i = first; i < end; i++)
+	{
+		OutboxEvent *ev = &batch->events[i];
+		uint64		hash;
+		bool		stopped = false;
+
+		if (ev->key != NULL)
+		{
+			hash = key_hash(ev);
+			hash_search(stopped_keys, &hash, HASH_FIND, &stopped);
+		}
+		if (stopped)
+		{
+			if (ev->outcome == OUTBOX_IN_FLIGHT)
+				ev->outcome = OUTBOX_RELEASED;
+			continue;
+		}
+		/* not in flight: refused already when it was claimed */
+		if (ev->outcome == OUTBOX_IN_FLIGHT)
+			produce_event(ev, batch_first_seq + i);
+		if (ev->outcome != OUTBOX_IN_FLIGHT && ev->key != NULL)
+			hash_search(stopped_keys, &hash, HASH_ENTER, NULL);
+	}
+}
+
+/*
+ * Wait, in short slices, until every event produced has a delivery report.
+ * Returns false if the wait was cut short (no broker reachable, SIGTERM,
+ * the deadline), after purging what was still in flight.
+ */
+static bool
+wait_for_reports(void)
 {
 	TimestampTz deadline;
-	TimestampTz shutdown_deadline;
+	TimestampTz shutdown_deadline = 0;
 	bool		purged = false;
-	char		errbuf[512];
-
-	current_batch = batch;
-	batch_first_seq = next_seq;
-	next_seq += batch->count;
-	reports_pending = 0;
-
-	learn_new_topics(batch);
-	for (int i = 0; i < batch->count; i++)
-		produce_event(&batch->events[i], batch_first_seq + i);
 
 	/*
 	 * librdkafka times messages out itself, but not always (a topic in error
@@ -516,8 +669,7 @@ outbox_kafka_publish(OutboxBatch *batch)
 	 * deadline, what is still in flight is purged and counts as timed out.
 	 */
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-										   outbox_delivery_timeout + DEADLINE_SLACK_MS);
-	shutdown_deadline = 0;
+										   (int64) outbox_delivery_timeout + DEADLINE_SLACK_MS);
 	while (reports_pending > 0)
 	{
 		TimestampTz now;
@@ -533,15 +685,67 @@ outbox_kafka_publish(OutboxBatch *batch)
 			shutdown_deadline = TimestampTzPlusMilliseconds(now, SHUTDOWN_GRACE_MS);
 		if ((shutdown_deadline != 0 && now >= shutdown_deadline) ||
 			(brokers_down &&
-			 TimestampDifferenceExceeds(brokers_down_since, now, OUTAGE_GRACE_MS)))
+			 TimestampDifferenceExceeds(brokers_down_since, now, OUTAGE_GRACE_MS)) ||
+			rd_kafka_fatal_error(producer, NULL, 0) != RD_KAFKA_RESP_ERR_NO_ERROR)
 			purged = true;
 		else if (now >= deadline)
 			purged = purge_is_timeout = true;
 		if (purged)
 			rd_kafka_purge(producer, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
 	}
-	current_batch = NULL;
 	purge_is_timeout = false;
+	return !purged;
+}
+
+/*
+ * Publish a batch, in waves: each wave is produced, then flushed, and
+ * waited for.  librdkafka holds a partition's messages back (linger.ms)
+ * until the flush, and a wave fits in one request per partition, so the
+ * events of a key in a wave are one record batch that the broker takes or
+ * refuses as a whole; a refused request is never followed by a later one
+ * of the same key, because that key sends nothing more in this batch.
+ * A wave cut short (outage, SIGTERM, deadline) ends the batch: the events
+ * not produced stay without outcome, released.  A fatal producer error
+ * drops the producer, to be rebuilt before the next batch.
+ */
+void
+outbox_kafka_publish(OutboxBatch *batch)
+{
+	HASHCTL		ctl;
+	HTAB	   *stopped_keys;
+	char		errbuf[512];
+
+	ctl.keysize = sizeof(uint64);
+	ctl.entrysize = sizeof(uint64);
+	ctl.hcxt = CurrentMemoryContext;
+	stopped_keys = hash_create("outbox stopped keys", 64, &ctl,
+							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+
+	current_batch = batch;
+	batch_first_seq = next_seq;
+	next_seq += batch->count;
+	reports_pending = 0;
+
+	learn_new_topics(batch);
+	for (int first = 0, end; first < batch->count; first = end)
+	{
+		end = wave_end(batch, first);
+		produce_wave(batch, first, end, stopped_keys);
+		if (!wait_for_reports())
+			break;
+		for (int i = first; i < end; i++)
+		{
+			OutboxEvent *ev = &batch->events[i];
+			uint64		hash;
+
+			if (ev->key != NULL && ev->outcome != OUTBOX_DELIVERED)
+			{
+				hash = key_hash(ev);
+				hash_search(stopped_keys, &hash, HASH_ENTER, NULL);
+			}
+		}
+	}
+	current_batch = NULL;
 
 	refresh_refused_topics(batch);
 
@@ -559,7 +763,7 @@ outbox_kafka_publish(OutboxBatch *batch)
  * queued and ignore its remaining reports.
  */
 void
-outbox_kafka_release(void)
+outbox_kafka_forget_batch(void)
 {
 	if (producer != NULL && current_batch != NULL)
 	{

@@ -6,7 +6,7 @@
  * Loaded on demand (the first outbox_enqueue of a session), the library
  * only defines its settings and the commit callback that wakes the worker.
  * Loaded through shared_preload_libraries, it also reserves shared memory
- * and registers the publishing worker.
+ * and registers the launcher of the publishing worker.
  *
  * src/outbox.c
  *
@@ -35,5 +35,5 @@ _PG_init(void)
 		return;
 
 	outbox_shmem_install_hooks();
-	outbox_register_worker();
+	outbox_register_launcher();
 }

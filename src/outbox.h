@@ -11,7 +11,11 @@
 #define OUTBOX_H
 
 #include "fmgr.h"
+#include "port/atomics.h"
+#include "storage/latch.h"
+#include "storage/spin.h"
 #include "utils/jsonb.h"
+#include "utils/timestamp.h"
 
 /* guc.c: the settings, see the README for what each one means */
 extern char *outbox_database;
@@ -34,16 +38,17 @@ extern void outbox_define_gucs(void);
 /* enqueue.c: validate one event and insert it in the caller's transaction */
 extern const char *outbox_topic_problem(const char *topic, int len);
 extern void outbox_check_topic(const char *topic, int len);
-extern bytea *outbox_utf8_bytes(const char *str, int len);
+extern bytea *outbox_utf8_payload(text *t);
 extern int64 outbox_store_event(Oid nspid, text *topic, text *key,
 								bytea *payload, Jsonb *headers,
 								Datum event_id, bool event_id_isnull);
 
-/* shmem.c: shared state of the worker */
+/* shmem.c: state shared by the launcher, the worker and the backends */
 typedef enum OutboxWorkerState
 {
 	OUTBOX_WORKER_STOPPED,
 	OUTBOX_WORKER_STARTING,
+	OUTBOX_WORKER_WAITING_FOR_DATABASE,
 	OUTBOX_WORKER_WAITING_FOR_EXTENSION,
 	OUTBOX_WORKER_STANDBY,
 	OUTBOX_WORKER_IDLE,
@@ -52,11 +57,34 @@ typedef enum OutboxWorkerState
 	OUTBOX_WORKER_BACKING_OFF
 } OutboxWorkerState;
 
+typedef struct OutboxShared
+{
+	Latch	   *volatile worker_latch;
+	volatile Oid worker_database;	/* the database it publishes from */
+	pg_atomic_uint64 published; /* since the worker started */
+	pg_atomic_uint64 failed;
+	slock_t		mutex;
+	pid_t		worker_pid;
+	OutboxWorkerState state;
+	TimestampTz started_at;
+	TimestampTz state_since;
+	TimestampTz last_batch_at;
+	int			brokers_up;
+	char		last_error[256];
+	Oid			owner;			/* found by the worker, for the launcher */
+} OutboxShared;
+
+extern OutboxShared *outbox_shared;
+
 extern void outbox_shmem_install_hooks(void);
-extern void outbox_shmem_attach_worker(void);
+extern void outbox_shmem_attach_worker(bool publishes);
 extern void outbox_shmem_set_state(OutboxWorkerState state, const char *error);
 extern void outbox_shmem_count_batch(int published, int failed);
 extern void outbox_shmem_set_brokers_up(int brokers_up);
+extern void outbox_shmem_put_owner(Oid owner);
+extern Oid	outbox_shmem_take_owner(void);
+
+/* wakeup.c: wake the worker when an enqueuing transaction commits */
 extern void outbox_wake_worker_at_commit(void);
 extern void outbox_register_xact_callback(void);
 
@@ -69,10 +97,12 @@ typedef enum OutboxOutcome
 	OUTBOX_RELEASED				/* not sent (outage, shutdown): no attempt */
 } OutboxOutcome;
 
+#define UUID_TEXT_LEN 36
+
 typedef struct OutboxEvent
 {
 	int64		id;
-	char		event_id[37];	/* canonical uuid text */
+	char		event_id[UUID_TEXT_LEN + 1];	/* canonical uuid text */
 	char	   *topic;
 	char	   *key;			/* NULL: no key */
 	int			key_len;
@@ -81,6 +111,7 @@ typedef struct OutboxEvent
 	int			nheaders;
 	char	  **header_names;
 	char	  **header_values;
+	int			headers_bytes;	/* names, values and their framing */
 
 	OutboxOutcome outcome;
 	int32		partition;
@@ -95,7 +126,14 @@ typedef struct OutboxBatch
 	OutboxEvent *events;
 } OutboxBatch;
 
+/* event.c: an event's parts as they go on the wire */
+extern char *outbox_to_utf8(const char *str, int len, int *utf8_len);
+extern const char *outbox_unpack_headers(Jsonb *headers, OutboxEvent *ev,
+										 bool *not_utf8);
+extern int64 outbox_record_bytes(const OutboxEvent *ev);
+
 /* claim.c: the SQL side of publishing; callers hold a transaction */
+extern Oid	outbox_extension_owner(void);
 extern bool outbox_extension_ready(void);
 extern OutboxBatch *outbox_claim_batch(int batch_size);
 extern void outbox_record_outcomes(OutboxBatch *batch);
@@ -110,10 +148,13 @@ extern void outbox_kafka_serve(void);
 extern bool outbox_kafka_reachable(void);
 extern bool outbox_kafka_probe(void);
 extern void outbox_kafka_publish(OutboxBatch *batch);
-extern void outbox_kafka_release(void);
+extern void outbox_kafka_forget_batch(void);
+
+/* launcher.c: starts the worker, as the extension's owner */
+extern PGDLLEXPORT void outbox_launcher_main(Datum main_arg);
+extern void outbox_register_launcher(void);
 
 /* worker.c */
 extern PGDLLEXPORT void outbox_worker_main(Datum main_arg);
-extern void outbox_register_worker(void);
 
 #endif							/* OUTBOX_H */

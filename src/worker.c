@@ -1,19 +1,25 @@
 /*-------------------------------------------------------------------------
  *
  * worker.c
- *		The outbox worker: registration, main loop, signals, error recovery.
+ *		The outbox worker: owner lookup, main loop, signals, error recovery.
  *
- * One worker per server publishes the events of outbox.database.  Each
- * batch is one transaction: claim (row locks), make sure the claiming
+ * Started by the launcher (launcher.c) for one database, in one of two
+ * steps: find the extension's owner, or publish as that owner.
+ *
+ * Each batch is one transaction: claim (row locks), make sure the claiming
  * snapshot's commits are flushed to WAL, produce, wait for every delivery
  * report, record the outcomes, commit.  An error anywhere in a batch
- * aborts it, its rows stay due, and the worker carries on after a pause.
+ * aborts it; what delivery reports said is recorded in a new transaction,
+ * events without a report stay due untouched, and the worker pauses
+ * (longer while errors repeat) before the next batch.  Recovery runs after
+ * PG_END_TRY, so an error in it is caught like any other.
  *
  * Between batches, every 10 s, it deletes events past their retention, a
  * thousand per transaction.
  *
  * SIGTERM is a request, not an interrupt: the worker stops claiming, gives
  * the batch in flight a bounded time (kafka.c), records it and exits.
+ * SIGINT (pg_cancel_backend) cancels the batch in flight only.
  *
  * src/worker.c
  *
@@ -23,6 +29,9 @@
 
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "access/xlog_internal.h"
+#include "catalog/pg_authid.h"
+#include "commands/dbcommands.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -30,8 +39,10 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "tcop/tcopprot.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "outbox.h"
@@ -39,8 +50,8 @@
 /* pause after a failed batch (doubled while failures repeat, up to the max) */
 #define ERROR_PAUSE_MS 1000
 #define ERROR_PAUSE_MAX_MS 60000
-/* pause between checks while the extension is missing */
-#define EXTENSION_CHECK_MS 5000
+/* pause between looks while the extension is missing */
+#define EXTENSION_CHECK_MS 1000
 /* how often expired events are looked for, and how many go per transaction */
 #define CLEANUP_INTERVAL_MS 10000
 #define PURGE_BATCH_SIZE 1000
@@ -49,25 +60,6 @@
 static OutboxBatch *batch_in_progress = NULL;
 static int	consecutive_errors = 0;
 static TimestampTz next_cleanup = 0;
-
-/*
- * Register the worker.  Called from _PG_init in the postmaster.
- */
-void
-outbox_register_worker(void)
-{
-	BackgroundWorker worker;
-
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = 1;
-	strlcpy(worker.bgw_library_name, "outbox", BGW_MAXLEN);
-	strlcpy(worker.bgw_function_name, "outbox_worker_main", BGW_MAXLEN);
-	strlcpy(worker.bgw_name, "outbox worker", BGW_MAXLEN);
-	strlcpy(worker.bgw_type, "outbox worker", BGW_MAXLEN);
-	RegisterBackgroundWorker(&worker);
-}
 
 static void
 outbox_worker_exit(int code, Datum arg)
@@ -79,10 +71,67 @@ outbox_worker_exit(int code, Datum arg)
  * Report what the worker does, in shared memory and pg_stat_activity.
  */
 static void
-report_state(OutboxWorkerState state, const char *activity)
+report_state(OutboxWorkerState state, const char *error, const char *activity)
 {
-	outbox_shmem_set_state(state, NULL);
+	outbox_shmem_set_state(state, error);
 	pgstat_report_activity(STATE_RUNNING, activity);
+}
+
+/*
+ * Begin one unit of work: a transaction with a snapshot.
+ */
+static void
+begin_work(const char *activity)
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, activity);
+}
+
+/*
+ * Commit the unit of work, report its table statistics (at most once a
+ * second: pgstat's own limit) so that autovacuum sees what the worker
+ * writes, and return to cxt.
+ */
+static void
+end_work(MemoryContext cxt)
+{
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(cxt);
+	pgstat_report_stat(false);
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+/*
+ * Wait for ms milliseconds, or less if the latch is set and wakeable.  A
+ * reload is served on the way; a wait that is not wakeable goes on until
+ * its time is up (or SIGTERM).
+ */
+static void
+pause_for(long ms, bool wakeable)
+{
+	TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
+
+	while (!ShutdownRequestPending)
+	{
+		long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until);
+		int			rc;
+
+		if (left <= 0)
+			break;
+		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					   left, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		if (wakeable && (rc & WL_LATCH_SET))
+			break;
+	}
 }
 
 /*
@@ -105,144 +154,93 @@ count_outcomes(OutboxBatch *batch)
 }
 
 /*
- * Record, in a new transaction, what is known of a batch whose transaction
- * failed: deliveries as published, events without an outcome as a failed
- * attempt with the error's text.  An error here is not caught: the worker
- * exits and its restart finds the rows still due.
+ * Flush WAL up to the end of the last record inserted so far: that covers
+ * every commit the batch's snapshot sees, including those made with
+ * synchronous_commit = off, which a crash could otherwise take back after
+ * their events were published.  The insert position points past the page
+ * header when a page has no record yet; no record ends there, and
+ * XLogFlush cannot reach it, so step back to the page's start.
  */
 static void
-record_failed_batch(OutboxBatch *batch, const char *error)
+flush_visible_commits(void)
 {
-	for (int i = 0; i < batch->count; i++)
-	{
-		OutboxEvent *ev = &batch->events[i];
+	XLogRecPtr	end = GetXLogInsertRecPtr();
 
-		if (ev->outcome == OUTBOX_IN_FLIGHT)
-		{
-			ev->outcome = OUTBOX_REFUSED;
-			ev->error = error;
-			ev->permanent = false;
-		}
-	}
-
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	if (outbox_extension_ready())
-		outbox_record_outcomes(batch);
-	PopActiveSnapshot();
-	CommitTransactionCommand();
+	if (XLogSegmentOffset(end, wal_segment_size) == SizeOfXLogLongPHD)
+		end -= SizeOfXLogLongPHD;
+	else if (end % XLOG_BLCKSZ == SizeOfXLogShortPHD)
+		end -= SizeOfXLogShortPHD;
+	XLogFlush(end);
 }
 
 /*
- * Abort the failed batch's transaction, say why and record its outcomes
- * anew.  Returns how long to pause: longer while failures repeat, so that
- * a persistent error neither spins nor floods the log.
+ * Make sure a producer built from the current settings exists and some
+ * broker answers.  Returns false, having said so, while none does.
  */
-static long
-recover_from_error(MemoryContext cxt)
+static bool
+ensure_producer(void)
 {
-	ErrorData  *edata;
-	OutboxBatch *batch = batch_in_progress;
+	char	   *reason;
 
-	MemoryContextSwitchTo(cxt);
-	edata = CopyErrorData();
-	FlushErrorState();
-	AbortCurrentTransaction();
-	outbox_kafka_release();
-	batch_in_progress = NULL;
+	outbox_kafka_configure();
+	if (outbox_kafka_reachable())
+		return true;
 
+	reason = psprintf("no Kafka broker reachable at %s", outbox_brokers);
+	report_state(OUTBOX_WORKER_BROKER_UNREACHABLE, reason, reason);
+	if (!outbox_kafka_probe())
+		return false;
 	ereport(LOG,
-			(errmsg("outbox: publishing batch failed: %s", edata->message),
-			 edata->detail ? errdetail("%s", edata->detail) : 0));
-	outbox_shmem_set_state(OUTBOX_WORKER_BACKING_OFF, edata->message);
-	pgstat_report_activity(STATE_IDLE, NULL);
-
-	if (batch != NULL)
-	{
-		record_failed_batch(batch, edata->message);
-		count_outcomes(batch);
-	}
-	MemoryContextSwitchTo(cxt);
-
-	consecutive_errors = Min(consecutive_errors + 1, 7);
-	return Min((long) ERROR_PAUSE_MS << (consecutive_errors - 1), ERROR_PAUSE_MAX_MS);
+			(errmsg("outbox: Kafka brokers reachable again, resuming")));
+	return true;
 }
 
 /*
  * Run one batch in one transaction.  Returns how long to wait before the
- * next: 0 after a full batch, poll_interval after a partial one, longer
- * while there is nothing to do yet.
+ * next: 0 after a batch that published anything, poll_interval after an
+ * empty one.  Exits when the extension is gone or has another owner: the
+ * launcher then looks for its owner again.
  */
 static long
 run_batch(MemoryContext cxt)
 {
 	OutboxBatch *batch;
-	long		delay = outbox_poll_interval;
 
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
+	begin_work("claiming due events");
 	/* the batch must outlive the transaction, for error recovery */
 	MemoryContextSwitchTo(cxt);
 
 	if (!outbox_extension_ready())
 	{
-		report_state(OUTBOX_WORKER_WAITING_FOR_EXTENSION,
-					 "waiting for CREATE EXTENSION outbox");
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-		return EXTENSION_CHECK_MS;
-	}
-
-	outbox_kafka_configure();
-	if (!outbox_kafka_reachable())
-	{
-		report_state(OUTBOX_WORKER_BROKER_UNREACHABLE,
-					 psprintf("no Kafka broker reachable at %s", outbox_brokers));
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-		if (!outbox_kafka_probe())
-			return ERROR_PAUSE_MS;
 		ereport(LOG,
-				(errmsg("outbox: Kafka brokers reachable again, resuming")));
-		return 0;
+				(errmsg("outbox: the extension was dropped or changed owner, worker exiting")));
+		proc_exit(0);
+	}
+	if (!ensure_producer())
+	{
+		end_work(cxt);
+		return ERROR_PAUSE_MS;
 	}
 
-	pgstat_report_activity(STATE_RUNNING, "claiming due events");
 	batch = outbox_claim_batch(outbox_batch_size);
 	batch_in_progress = batch;
 	if (batch->count > 0)
 	{
-		report_state(OUTBOX_WORKER_PUBLISHING,
+		report_state(OUTBOX_WORKER_PUBLISHING, NULL,
 					 psprintf("publishing %d events", batch->count));
-
-		/*
-		 * An event committed with synchronous_commit = off may be visible
-		 * before its commit record is on disk; a crash would then take it
-		 * back.  Flushing up to the current insert position covers every
-		 * commit this snapshot sees.
-		 */
-		XLogFlush(GetXLogInsertRecPtr());
-
+		flush_visible_commits();
 		outbox_kafka_publish(batch);
 		pgstat_report_activity(STATE_RUNNING, "recording delivery outcomes");
 		outbox_record_outcomes(batch);
-		if (batch->count >= outbox_batch_size)
-			delay = 0;
 	}
-
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-	MemoryContextSwitchTo(cxt);
+	end_work(cxt);
 	batch_in_progress = NULL;
 	consecutive_errors = 0;
 	if (batch->count > 0)
 		count_outcomes(batch);
 
 	outbox_shmem_set_state(OUTBOX_WORKER_IDLE, NULL);
-	pgstat_report_activity(STATE_IDLE, NULL);
-	return delay;
+	return batch->count > 0 ? 0 : outbox_poll_interval;
 }
 
 /*
@@ -254,23 +252,14 @@ static bool
 run_cleanup(MemoryContext cxt)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	int64		removed = 0;
+	int64		removed;
 
 	if (now < next_cleanup)
 		return false;
 
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	if (outbox_extension_ready())
-	{
-		pgstat_report_activity(STATE_RUNNING, "removing expired events");
-		removed = outbox_purge_expired(PURGE_BATCH_SIZE);
-	}
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-	MemoryContextSwitchTo(cxt);
-	pgstat_report_activity(STATE_IDLE, NULL);
+	begin_work("removing expired events");
+	removed = outbox_purge_expired(PURGE_BATCH_SIZE);
+	end_work(cxt);
 
 	if (removed >= PURGE_BATCH_SIZE)
 		return true;
@@ -279,24 +268,71 @@ run_cleanup(MemoryContext cxt)
 }
 
 /*
- * Main entry point of the worker.
+ * Record, in a new transaction, what delivery reports said of a batch
+ * whose transaction failed.  Events without a report are left as they
+ * were, due again untouched: only a delivery report counts an attempt.
  */
-void
-outbox_worker_main(Datum main_arg)
+static void
+record_failed_batch(MemoryContext cxt, OutboxBatch *batch)
+{
+	begin_work("recording delivery outcomes");
+	if (outbox_extension_ready())
+		outbox_record_outcomes(batch);
+	end_work(cxt);
+	count_outcomes(batch);
+}
+
+/*
+ * Clean up after an error in the loop: abort the transaction, forget the
+ * batch in flight, say why, and record what is known of the batch.  Called
+ * outside any PG_TRY; an error while recording is caught here and leaves
+ * the batch's rows due.  Returns how long to pause: longer while errors
+ * repeat, so that a persistent one neither spins nor floods the log.
+ */
+static long
+recover_from_error(MemoryContext cxt, ErrorData *edata)
+{
+	OutboxBatch *batch = batch_in_progress;
+
+	AbortCurrentTransaction();
+	MemoryContextSwitchTo(cxt);
+	outbox_kafka_forget_batch();
+	batch_in_progress = NULL;
+
+	ereport(LOG,
+			(errmsg("outbox: publishing batch failed: %s", edata->message),
+			 edata->detail ? errdetail("%s", edata->detail) : 0));
+	outbox_shmem_set_state(OUTBOX_WORKER_BACKING_OFF, edata->message);
+	pgstat_report_activity(STATE_IDLE, NULL);
+
+	if (batch != NULL)
+	{
+		PG_TRY();
+		{
+			record_failed_batch(cxt, batch);
+		}
+		PG_CATCH();
+		{
+			MemoryContextSwitchTo(cxt);
+			EmitErrorReport();
+			FlushErrorState();
+			AbortCurrentTransaction();
+			MemoryContextSwitchTo(cxt);
+		}
+		PG_END_TRY();
+	}
+
+	consecutive_errors = Min(consecutive_errors + 1, 7);
+	return Min((long) ERROR_PAUSE_MS << (consecutive_errors - 1), ERROR_PAUSE_MAX_MS);
+}
+
+/*
+ * Publish until SIGTERM.
+ */
+static void
+publish_loop(void)
 {
 	MemoryContext loop_cxt;
-
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
-	BackgroundWorkerUnblockSignals();
-
-	before_shmem_exit(outbox_worker_exit, (Datum) 0);
-	BackgroundWorkerInitializeConnection(outbox_database, NULL, 0);
-	outbox_shmem_attach_worker();
-	outbox_shmem_set_state(OUTBOX_WORKER_STARTING, NULL);
-	pgstat_report_appname("outbox worker");
-	ereport(LOG,
-			(errmsg("outbox worker started for database \"%s\"", outbox_database)));
 
 	loop_cxt = AllocSetContextCreate(TopMemoryContext,
 									 "outbox worker loop",
@@ -304,7 +340,8 @@ outbox_worker_main(Datum main_arg)
 
 	while (!ShutdownRequestPending)
 	{
-		long		delay;
+		long		delay = 0;
+		ErrorData  *edata = NULL;
 
 		MemoryContextSwitchTo(loop_cxt);
 		MemoryContextReset(loop_cxt);
@@ -317,31 +354,106 @@ outbox_worker_main(Datum main_arg)
 
 		PG_TRY();
 		{
+			CHECK_FOR_INTERRUPTS();
 			delay = run_batch(loop_cxt);
 			if (run_cleanup(loop_cxt))
 				delay = 0;
 		}
 		PG_CATCH();
 		{
-			delay = recover_from_error(loop_cxt);
+			MemoryContextSwitchTo(loop_cxt);
+			edata = CopyErrorData();
+			FlushErrorState();
 		}
 		PG_END_TRY();
 
 		outbox_kafka_serve();
-		if (delay > 0 && !ShutdownRequestPending)
-		{
-			(void) WaitLatch(MyLatch,
-							 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 delay,
-							 PG_WAIT_EXTENSION);
-			ResetLatch(MyLatch);
-		}
-		CHECK_FOR_INTERRUPTS();
+		if (edata != NULL)
+			pause_for(recover_from_error(loop_cxt, edata), false);
+		else if (delay > 0)
+			pause_for(delay, true);
 	}
+}
 
+/*
+ * The first step: wait until the extension exists in this database and its
+ * owner may log in, hand the owner to the launcher and exit.  Connected as
+ * the bootstrap superuser, this reads the catalogs and runs nothing else.
+ */
+static void
+find_owner(void)
+{
+	while (!ShutdownRequestPending)
+	{
+		Oid			owner;
+		HeapTuple	roletup;
+		char	   *problem = NULL;
+
+		CHECK_FOR_INTERRUPTS();
+		StartTransactionCommand();
+		owner = outbox_extension_owner();
+		if (OidIsValid(owner))
+		{
+			roletup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(owner));
+			if (HeapTupleIsValid(roletup))
+			{
+				Form_pg_authid role = (Form_pg_authid) GETSTRUCT(roletup);
+
+				if (!role->rolcanlogin)
+					problem = psprintf("role \"%s\", which owns the extension, cannot log in",
+									   NameStr(role->rolname));
+				ReleaseSysCache(roletup);
+			}
+		}
+		CommitTransactionCommand();
+
+		if (OidIsValid(owner) && problem == NULL)
+		{
+			outbox_shmem_put_owner(owner);
+			proc_exit(0);
+		}
+		report_state(OUTBOX_WORKER_WAITING_FOR_EXTENSION, problem,
+					 problem ? problem : "waiting for CREATE EXTENSION outbox");
+		pause_for(EXTENSION_CHECK_MS, false);
+	}
+	proc_exit(0);
+}
+
+/*
+ * Main entry point of the worker.  main_arg is the database's oid,
+ * bgw_extra the owner's (InvalidOid: find it first).
+ */
+void
+outbox_worker_main(Datum main_arg)
+{
+	Oid			dboid = DatumGetObjectId(main_arg);
+	Oid			owner;
+
+	memcpy(&owner, MyBgworkerEntry->bgw_extra, sizeof(Oid));
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	BackgroundWorkerUnblockSignals();
+
+	before_shmem_exit(outbox_worker_exit, (Datum) 0);
+	BackgroundWorkerInitializeConnectionByOid(dboid, owner, 0);
+	/* whatever the database or role say, nothing resolves outside these */
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+	pgstat_report_appname("outbox worker");
+	outbox_shmem_attach_worker(OidIsValid(owner));
+	outbox_shmem_set_state(OUTBOX_WORKER_STARTING, NULL);
+
+	if (!OidIsValid(owner))
+		find_owner();
+
+	StartTransactionCommand();
+	ereport(LOG,
+			(errmsg("outbox worker started for database \"%s\" as role \"%s\"",
+					get_database_name(MyDatabaseId), GetUserNameFromId(owner, false))));
+	CommitTransactionCommand();
+	publish_loop();
 	ereport(LOG,
 			(errmsg("outbox worker shutting down")));
 
-	/* exit code 1: restarted after bgw_restart_time unless the server stops */
+	/* exit code 1: the launcher starts the worker again unless the server stops */
 	proc_exit(1);
 }

@@ -80,19 +80,20 @@ reset_tables() {
 	sql "$1" "VACUUM ANALYZE"
 	sql "$1" "CHECKPOINT"
 }
+# fill_outbox DATABASE COUNT [KEYS]: COUNT events over KEYS keys (10000)
 fill_outbox() {
-	sql "$1" "SELECT count(outbox_enqueue('bench', bench_payload(i), key => (i % 10000)::text)) FROM generate_series(1, $2) i" >/dev/null
+	sql "$1" "SELECT count(outbox_enqueue('bench', bench_payload(i), key => (i % ${3:-10000})::text)) FROM generate_series(1, $2) i" >/dev/null
 }
 wait_drained() {
 	until [ "$(sql "$1" "SELECT NOT EXISTS (SELECT FROM outbox_messages WHERE status IN ('pending', 'failed'))")" = t ]; do
 		sleep 0.05
 	done
 }
-# events per second for the worker to drain $2 events from database $1
+# events per second for the worker to drain $1 events over $2 keys (10000)
 drain_worker() {
 	local start
 	reset_tables bench
-	fill_outbox bench "$1"
+	fill_outbox bench "$1" "${2:-10000}"
 	start=$(now)
 	wait_drained bench
 	awk -v n="$1" -v s="$start" -v e="$(now)" 'BEGIN { printf "%.0f", n / (e - s) }'
@@ -161,6 +162,13 @@ sql_delete=$(sqlonly false)
 log "  retention 0: worker $ours0, SQL alone $sql_delete events/s"
 result "drain, retention 0 (events/s) vs relay" "$ours0" "$relay" "$(ratio "$ours0" "$relay")" ">= 4"
 result "drain, retention 0, vs SQL alone" "$ours0" "$sql_delete" "$(ratio "$ours0" "$sql_delete")" ">= 0.8"
+
+# --- 2b. a hot key: order per key must not make one busy key slow
+log "hot key, $FLAT_N events of one key vs over 100 keys"
+hot=$(drain_worker "$FLAT_N" 1)
+spread=$(drain_worker "$FLAT_N" 100)
+log "  one key $hot, 100 keys $spread events/s"
+result "drain, one key vs 100 keys (ev/s)" "$hot" "$spread" "$(ratio "$hot" "$spread")" ">= 0.5"
 
 # --- 3. latency: a steady LATENCY_RATE events/s, each its own transaction
 log "latency, $LATENCY_RATE events/s for ${LATENCY_S}s"

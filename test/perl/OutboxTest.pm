@@ -15,7 +15,7 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 
 our @EXPORT = qw(start_broker outbox_node kafka_read wait_for_records
-  wait_for_sql wait_for_activity worker_pid);
+  wait_for_sql wait_for_activity worker_pid reconfigure);
 
 my $root = $ENV{OUTBOX_ROOT} or die "OUTBOX_ROOT is not set";
 
@@ -102,15 +102,15 @@ sub wait_for_records
 	return $records;
 }
 
-# Poll until $sql returns 't', with a 10ms step; false on timeout.  A
-# server that is restarting is waited for.
+# Poll until $sql returns 't' in $dbname (default postgres), with a 10ms
+# step; false on timeout.  A server that is restarting is waited for.
 sub wait_for_sql
 {
-	my ($node, $sql, $seconds) = @_;
+	my ($node, $sql, $seconds, $dbname) = @_;
 	my $deadline = time + ($seconds // 60);
 	while (time < $deadline)
 	{
-		my ($ret, $out) = $node->psql('postgres', $sql);
+		my ($ret, $out) = $node->psql($dbname // 'postgres', $sql);
 		return 1 if $ret == 0 && $out eq 't';
 		usleep(10_000);
 	}
@@ -127,19 +127,26 @@ sub wait_for_activity
 	);
 }
 
-# The pid of the running outbox worker, once it shows in pg_stat_activity.
+# The pid of the publishing worker, once it runs (past the owner lookup)
+# and its producer is connected.
 sub worker_pid
 {
 	my ($node) = @_;
-	my $pid = '';
-	for (1 .. 600)
-	{
-		$pid = $node->safe_psql('postgres',
-			"SELECT pid FROM pg_stat_activity WHERE backend_type = 'outbox worker'");
-		last if $pid ne '';
-		usleep(50_000);
-	}
-	return $pid;
+	wait_for_sql($node,
+		"SELECT state IN ('idle', 'publishing') AND brokers_up > 0 FROM outbox_worker_status()"
+	);
+	return $node->safe_psql('postgres', "SELECT pid FROM outbox_worker_status()");
+}
+
+# Change settings with ALTER SYSTEM ("SET name = value", "RESET name"),
+# reload, and give the worker time to see them.
+sub reconfigure
+{
+	my ($node, @clauses) = @_;
+	$node->safe_psql('postgres',
+		join('', map { "ALTER SYSTEM $_;" } @clauses) . 'SELECT pg_reload_conf()');
+	sleep 1;
+	return;
 }
 
 package OutboxTest::Broker;

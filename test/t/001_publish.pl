@@ -15,11 +15,10 @@ my $broker = start_broker(1);
 # an hour-long poll interval: only the commit wakeup can explain a delivery
 my $node = outbox_node('publish', $broker, 'outbox.poll_interval' => '1h');
 
-is( $node->safe_psql(
-		'postgres',
-		"SELECT backend_type FROM pg_stat_activity WHERE backend_type = 'outbox worker'"),
-	'outbox worker',
-	'the worker shows in pg_stat_activity');
+ok( wait_for_sql($node,
+		"SELECT count(*) = 2 FROM pg_stat_activity WHERE backend_type IN ('outbox launcher', 'outbox worker')"
+	),
+	'the launcher and the worker show in pg_stat_activity');
 
 # --- fidelity: every payload type, tombstone, headers, event_id, offsets
 $node->safe_psql(

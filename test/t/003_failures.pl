@@ -13,6 +13,7 @@ use Time::HiRes qw(time usleep);
 
 # Kafka error codes the mock broker injects
 my $LEADER_NOT_AVAILABLE = 5;
+my $MESSAGE_TOO_LARGE = 10;
 my $TOPIC_AUTHORIZATION_FAILED = 29;
 
 my $broker = start_broker(1);
@@ -31,15 +32,6 @@ sub row
 	return $node->safe_psql('postgres',
 		"SELECT status, attempts, coalesce(last_error, '') FROM outbox_messages WHERE id = $id"
 	);
-}
-
-# Change settings and give the worker (100ms poll interval) time to see them.
-sub reconfigure
-{
-	my ($settings) = @_;
-	$node->safe_psql('postgres',
-		join('', map { "ALTER SYSTEM SET $_;" } @$settings) . 'SELECT pg_reload_conf()');
-	sleep 1;
 }
 
 sub enqueue
@@ -77,13 +69,29 @@ ok( wait_for_sql($node,
 is(row($id), 'published|3|Local: Message timed out', 'on the third attempt, last error kept');
 is(scalar @{ kafka_read($broker, 'retry.t') }, 1, 'and it arrived');
 
-# --- a permanent error abandons at once, with the broker's text
+# --- an authorization error is an operator's to mend: retried with
+# backoff, attempts counted, and the key held back meanwhile
 $broker->command("produce_errors 1 $TOPIC_AUTHORIZATION_FAILED");
+$id = enqueue('acl.t', 'a1', 'k');
+ok( wait_for_sql($node,
+		"SELECT status = 'failed' FROM outbox_messages WHERE id = $id", 30),
+	'an authorization error fails the attempt, it does not abandon');
+is(row($id), 'failed|1|Broker: Topic authorization failed',
+	'after one attempt, with the broker\'s error');
+my $next = enqueue('acl.t', 'a2', 'k');
+ok( wait_for_sql($node,
+		"SELECT bool_and(status = 'published') FROM outbox_messages WHERE topic = 'acl.t'", 30),
+	'the retry is published, then the next event of its key');
+is_deeply([ map { $_->{payload} } @{ kafka_read($broker, 'acl.t') } ],
+	[ 'a1', 'a2' ], 'in their order');
+
+# --- an error about the event itself abandons at once, with the broker's text
+$broker->command("produce_errors 1 $MESSAGE_TOO_LARGE");
 $id = enqueue('perm.t', 'p1', 'k');
 ok( wait_for_sql($node,
 		"SELECT status = 'abandoned' FROM outbox_messages WHERE id = $id", 30),
 	'a permanent error abandons the event');
-is(row($id), 'abandoned|1|Broker: Topic authorization failed',
+is(row($id), 'abandoned|1|Broker: Message size too large',
 	'after one attempt, with the broker\'s error');
 
 # the abandoned event no longer holds its key back, and the topic works
@@ -95,7 +103,7 @@ is_deeply([ map { $_->{payload} } @{ kafka_read($broker, 'perm.t') } ],
 	['p2'], 'only it arrived');
 
 # --- max_attempts: the last attempt abandons
-reconfigure([ 'outbox.max_attempts = 3', "outbox.retry_base_delay = '100ms'" ]);
+reconfigure($node, 'SET outbox.max_attempts = 3', "SET outbox.retry_base_delay = '100ms'");
 $broker->command("topic_error max.t $LEADER_NOT_AVAILABLE");
 $id = enqueue('max.t', 'm1', 'k');
 ok( wait_for_sql($node,
@@ -106,7 +114,7 @@ is($node->safe_psql('postgres', "SELECT next_attempt_at IS NULL FROM outbox_mess
 	't', 'with no next attempt');
 
 # --- a failed event holds back later events of its key, not other keys
-reconfigure([ 'outbox.max_attempts = 10', "outbox.retry_base_delay = '5s'" ]);
+reconfigure($node, 'SET outbox.max_attempts = 10', "SET outbox.retry_base_delay = '5s'");
 $broker->command("topic_error hold.t $LEADER_NOT_AVAILABLE");
 my $first = enqueue('hold.t', 'first', 'K');
 ok( wait_for_sql($node,

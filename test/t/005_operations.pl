@@ -11,7 +11,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep);
 
-my $PRODUCE_TOPIC_AUTHORIZATION_FAILED = 29;
+my $PRODUCE_MESSAGE_TOO_LARGE = 10;
 
 my $broker = start_broker(1);
 my $node = outbox_node(
@@ -79,7 +79,7 @@ ok( wait_for_sql($node,
 	'outbox_stats still counts them');
 
 # --- a permanently refused event is abandoned and sent to the dead-letter topic
-$broker->command("produce_errors 1 $PRODUCE_TOPIC_AUTHORIZATION_FAILED");
+$broker->command("produce_errors 1 $PRODUCE_MESSAGE_TOO_LARGE");
 $node->safe_psql('postgres',
 	"SELECT outbox_enqueue('secret', '{\"n\": 1}'::jsonb, key => 'k1', headers => '{\"trace\": \"t1\"}')"
 );
@@ -92,7 +92,7 @@ is($dead->[0]{payload}, '{"n": 1}', 'with the original payload');
 is($dead->[0]{key}, 'k1', 'the original key');
 is_deeply(
 	[ @{ $dead->[0]{headers} }{qw(original_topic attempts last_error trace)} ],
-	[ 'secret', '1', 'Broker: Topic authorization failed', 't1' ],
+	[ 'secret', '1', 'Broker: Message size too large', 't1' ],
 	'and headers naming its topic, attempts and error, beside its own');
 is( $node->safe_psql('postgres',
 		"SELECT event_id::text FROM outbox_messages WHERE topic = 'secret'"),

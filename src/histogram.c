@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * stats.c
+ * histogram.c
  *		The latency histograms of outbox_publish_stats.
  *
  * A histogram is a bigint[] of HISTOGRAM_BUCKETS counts; a latency of ms
@@ -8,7 +8,7 @@
  * 19% wider than the one before and 128 of them reach past a month.  The
  * worker adds one to the statistics with every batch, so these run in C.
  *
- * src/stats.c
+ * src/histogram.c
  *
  *-------------------------------------------------------------------------
  */

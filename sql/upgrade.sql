@@ -1,0 +1,35 @@
+--
+-- ALTER EXTENSION outbox UPDATE from 1.0 (the script kept in the
+-- repository): every row is kept with its state, the due ones are claimed
+-- afterwards, and every function pins search_path.
+--
+DROP EXTENSION IF EXISTS outbox;
+CREATE EXTENSION outbox VERSION '1.0';
+SELECT count(outbox_enqueue('up', ('e' || i)::text, key => 'k' || i)) FROM generate_series(1, 5) i;
+SELECT outbox_mark_published('{1}', '{0}', '{10}', true);
+SELECT outbox_mark_failed('{2}', '{"Local: Message timed out"}', '{f}', 10, '0s', '0s', 0, '');
+SELECT outbox_mark_failed('{3}', '{"Broker: Message size too large"}', '{t}', 10, '0s', '0s', 0, '');
+
+-- the extension's functions, except aggregates, that do not pin search_path
+CREATE VIEW unpinned AS
+	SELECT p.oid::regprocedure AS function
+	  FROM pg_proc p
+	  JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+	  JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'outbox'
+	 WHERE p.prokind <> 'a'
+	   AND NOT coalesce('search_path=pg_catalog, pg_temp' = ANY (p.proconfig), false);
+SELECT count(*) AS unpinned_in_1_0 FROM unpinned;
+
+ALTER EXTENSION outbox UPDATE TO '1.1';
+SELECT extversion FROM pg_extension WHERE extname = 'outbox';
+SELECT id, key, status, attempts, last_error, kafka_offset
+  FROM outbox_messages ORDER BY id;
+SELECT id, key FROM outbox_claim(10);
+SELECT * FROM unpinned;
+SELECT prosecdef AS capture_is_security_definer FROM pg_proc WHERE proname = 'outbox_capture';
+
+-- a new installation is the same as an updated one
+DROP VIEW unpinned;
+DROP EXTENSION outbox;
+CREATE EXTENSION outbox;
+SELECT extversion FROM pg_extension WHERE extname = 'outbox';

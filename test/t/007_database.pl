@@ -1,0 +1,79 @@
+
+# outbox.database names a database that does not exist yet: the launcher
+# waits and says so, without a worker crashing in a loop.  In that
+# database, SQL_ASCII, enqueue refuses a key or header that is not UTF-8,
+# and a row stored without that check (by an older version) fails alone
+# instead of stalling the queue.
+
+use strict;
+use warnings;
+
+use OutboxTest;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $broker = start_broker(1);
+my $node = PostgreSQL::Test::Cluster->new('database');
+$node->init(extra => [ '--encoding=SQL_ASCII', '--locale=C' ]);
+$node->append_conf(
+	'postgresql.conf', qq{
+shared_preload_libraries = 'outbox'
+outbox.brokers = '$broker->{bootstrap}'
+outbox.database = 'app'
+outbox.poll_interval = '100ms'
+log_min_messages = 'log'
+});
+$node->start;
+# outbox_worker_status() is read from here; the worker does not serve it
+$node->safe_psql('postgres', 'CREATE EXTENSION outbox');
+
+# --- a database that does not exist is waited for, once, and said
+ok( wait_for_sql($node,
+		"SELECT state = 'waiting for database' AND last_error = 'database \"app\" does not exist' AND pid IS NULL FROM outbox_worker_status()"
+	),
+	'the status says which database is missing');
+sleep 3;
+my $log = slurp_file($node->logfile);
+my $said = () = $log =~ /database "app" does not exist, waiting for it/g;
+is($said, 1, 'the log says it once');
+unlike($log, qr/FATAL/, 'no worker crashed trying to connect');
+
+$node->safe_psql('postgres', 'CREATE DATABASE app; ');
+$node->safe_psql('app', 'CREATE EXTENSION outbox');
+ok( wait_for_sql($node,
+		"SELECT state = 'idle' FROM outbox_worker_status()", 20),
+	'once it exists, with the extension, the worker runs');
+
+# --- SQL_ASCII: bytes that are not UTF-8 are refused at enqueue
+my ($ret, $out, $err) = $node->psql('app',
+	"SELECT outbox_enqueue('enc.t', 'x'::text, key => E'\\xff')");
+like($err, qr/event key cannot be converted to UTF-8/, 'a key that is not UTF-8 is refused');
+($ret, $out, $err) = $node->psql('app',
+	"SELECT outbox_enqueue('enc.t', 'x'::text, headers => jsonb_build_object('h', E'\\xfe'))");
+like($err, qr/event header cannot be converted to UTF-8/, 'so is a header');
+($ret, $out, $err) = $node->psql('app',
+	"SELECT outbox_enqueue('enc.t', E'\\xfe'::text)");
+like($err, qr/event payload cannot be converted to UTF-8/, 'and a text payload');
+
+# --- a row stored without the check fails alone; the queue goes on
+$node->safe_psql(
+	'app', q{
+	SELECT outbox_enqueue('enc.t', 'before'::text, key => 'ok');
+	INSERT INTO outbox_messages (topic, key, payload) VALUES ('enc.t', E'\xff', 'legacy');
+	SELECT outbox_enqueue('enc.t', 'after'::text, key => 'ok');
+});
+ok( wait_for_sql($node,
+		"SELECT count(*) = 2 FROM outbox_messages WHERE topic = 'enc.t' AND status = 'published'", 20, 'app'),
+	'the events around it are published');
+is( $node->safe_psql('app',
+		"SELECT status || ' ' || attempts || ' ' || last_error FROM outbox_messages WHERE convert_from(payload, 'SQL_ASCII') = 'legacy'"
+	),
+	'abandoned 1 The key cannot be converted to UTF-8.',
+	'the bad one is abandoned with the reason');
+is_deeply([ map { $_->{payload} } @{ kafka_read($broker, 'enc.t') } ],
+	[ 'before', 'after' ], 'Kafka has the good ones');
+
+$node->stop;
+$broker->stop;
+done_testing();
