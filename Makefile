@@ -20,7 +20,7 @@ EXTENSION = outbox
 DATA = outbox--1.0.sql outbox--1.0--1.1.sql
 PGFILEDESC = "outbox - transactional outbox publishing to Kafka"
 
-REGRESS = enqueue state_machine privileges settings capture retry stats security upgrade
+REGRESS = enqueue state_machine privileges settings capture retry stats security headers upgrade
 ISOLATION = claim order
 
 RDKAFKA_CFLAGS := $(shell pkg-config --cflags rdkafka)

@@ -3,7 +3,8 @@
  * enqueue.c
  *		outbox_enqueue(): store an event in the caller's transaction.
  *
- * The row is inserted through one kept SPI plan.  Validation happens before
+ * The row is inserted through one kept SPI plan.  The headers of the
+ * transaction (outbox.headers) are merged under the event's own.  Validation happens before
  * the insert, so bad input leaves nothing behind, and the worker is asked
  * to wake up when the transaction commits.
  *
@@ -17,6 +18,7 @@
 #include "executor/spi.h"
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 
@@ -227,6 +229,12 @@ outbox_store_event(Oid nspid, text *topic, text *key, bytea *payload,
 	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
 	int64		id;
 
+	/* the transaction's headers (outbox.headers), under the call's own */
+	if (outbox_transaction_headers != NULL)
+		headers = headers == NULL ? outbox_transaction_headers :
+			DatumGetJsonbP(DirectFunctionCall2(jsonb_concat,
+											   JsonbPGetDatum(outbox_transaction_headers),
+											   JsonbPGetDatum(headers)));
 	check_event(topic, key, payload, headers);
 
 	values[0] = event_id;

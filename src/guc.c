@@ -6,7 +6,7 @@
  * Every setting but outbox.max_message_bytes is read by the worker only,
  * which picks up changes on SIGHUP.  outbox.database exists only where the
  * library is preloaded.  outbox.kafka_properties cannot set what the
- * guarantees depend on (kafka.c).
+ * guarantees depend on (kafka.c).  outbox.headers is for any session.
  *
  * src/guc.c
  *
@@ -17,8 +17,12 @@
 #include <float.h>
 #include <limits.h>
 
+#include "common/jsonapi.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "utils/fmgrprotos.h"
 #include "utils/guc.h"
+#include "utils/jsonb.h"
 
 #include "outbox.h"
 
@@ -36,6 +40,10 @@ int			outbox_delivery_timeout = 30000;
 int			outbox_published_retention = 7 * 24 * 3600;
 int			outbox_abandoned_retention = 30 * 24 * 3600;
 char	   *outbox_dead_letter_topic = NULL;
+char	   *outbox_headers = NULL;
+
+/* outbox.headers as a Jsonb object, NULL while it is empty (see assign hook) */
+Jsonb	   *outbox_transaction_headers = NULL;
 
 /*
  * Refuse a bootstrap list that is empty: the worker could never connect.
@@ -87,6 +95,55 @@ check_dead_letter_topic(char **newval, void **extra, GucSource source)
 		return false;
 	}
 	return true;
+}
+
+/*
+ * outbox.headers must be a JSON object of strings without "event_id", as
+ * the headers argument of outbox_enqueue.  Parsed here, without raising
+ * errors, into a Jsonb kept as the setting's extra: enqueue merges it with
+ * no parsing of its own.
+ */
+static bool
+check_headers(char **newval, void **extra, GucSource source)
+{
+	JsonLexContext *lex;
+	JsonParseErrorType err;
+	Jsonb	   *headers;
+	OutboxEvent ev = {0};
+	const char *problem;
+	bool		not_utf8;
+
+	if (*newval == NULL || (*newval)[strspn(*newval, " \t\n\r")] == '\0')
+		return true;
+	lex = makeJsonLexContextCstringLen(*newval, strlen(*newval),
+									  GetDatabaseEncoding(), true);
+	err = pg_parse_json(lex, &nullSemAction);
+	if (err != JSON_SUCCESS)
+	{
+		GUC_check_errdetail("The value is not valid JSON: %s", json_errdetail(err, lex));
+		return false;
+	}
+	headers = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(*newval)));
+	problem = outbox_unpack_headers(headers, &ev, &not_utf8);
+	if (problem != NULL)
+	{
+		GUC_check_errdetail("%s", problem);
+		return false;
+	}
+	*extra = malloc(VARSIZE(headers));
+	if (*extra == NULL)
+		return false;
+	memcpy(*extra, headers, VARSIZE(headers));
+	return true;
+}
+
+static void
+assign_headers(const char *newval, void *extra)
+{
+	Jsonb	   *headers = (Jsonb *) extra;
+
+	outbox_transaction_headers =
+		headers != NULL && JB_ROOT_COUNT(headers) > 0 ? headers : NULL;
 }
 
 /*
@@ -233,6 +290,15 @@ outbox_define_gucs(void)
 							   PGC_SIGHUP,
 							   0,
 							   check_dead_letter_topic, NULL, NULL);
+
+	DefineCustomStringVariable("outbox.headers",
+							   "Kafka headers of every event enqueued while it is set, as a JSON object of strings.",
+							   "Meant for SET LOCAL in the application's transaction (a trace context, a tenant); a header given to outbox_enqueue wins over the one of the same name here.",
+							   &outbox_headers,
+							   "",
+							   PGC_USERSET,
+							   0,
+							   check_headers, assign_headers, NULL);
 
 	MarkGUCPrefixReserved("outbox");
 }

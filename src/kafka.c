@@ -563,9 +563,9 @@ learn_new_topics(OutboxBatch *batch)
 }
 
 /*
- * librdkafka keeps a topic that was refused for good (authorization, say)
- * in an error state until its next metadata refresh, minutes away; later
- * events of that topic would hang meanwhile.  Refresh those topics now.
+ * librdkafka keeps a topic that was refused (authorization, say) in an
+ * error state until its next metadata refresh, minutes away; its retries
+ * would hang meanwhile.  Refresh the topics of refused events now.
  */
 static void
 refresh_refused_topics(OutboxBatch *batch)
@@ -575,11 +575,10 @@ refresh_refused_topics(OutboxBatch *batch)
 		OutboxEvent *ev = &batch->events[i];
 		bool		done = false;
 
-		if (ev->outcome != OUTBOX_REFUSED || !ev->permanent)
+		if (ev->outcome != OUTBOX_REFUSED)
 			continue;
 		for (int j = 0; j < i && !done; j++)
 			done = batch->events[j].outcome == OUTBOX_REFUSED &&
-				batch->events[j].permanent &&
 				strcmp(batch->events[j].topic, ev->topic) == 0;
 		if (!done)
 			refresh_topic_metadata(ev->topic);

@@ -32,6 +32,8 @@ extern int	outbox_delivery_timeout;
 extern int	outbox_published_retention;
 extern int	outbox_abandoned_retention;
 extern char *outbox_dead_letter_topic;
+extern char *outbox_headers;
+extern Jsonb *outbox_transaction_headers;
 
 extern void outbox_define_gucs(void);
 
