@@ -11,6 +11,7 @@ OBJS = \
 	src/launcher.o \
 	src/outbox.o \
 	src/shmem.o \
+	src/standby.o \
 	src/status.o \
 	src/trigger.o \
 	src/wakeup.o \

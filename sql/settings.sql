@@ -57,6 +57,13 @@ ALTER SYSTEM SET outbox.brokers = ' ';
 \echo :LAST_ERROR_SQLSTATE
 ALTER SYSTEM SET outbox.retry_jitter = 1.5;
 \echo :LAST_ERROR_SQLSTATE
+-- standby slots: a list of slot names
+ALTER SYSTEM SET outbox.standby_slots = 'standby1, "Standby-2"';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET outbox.standby_slots = 'standby1,';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET outbox.standby_slots = 'standby1, standby2';
+ALTER SYSTEM RESET outbox.standby_slots;
 
 -- outbox.kafka_properties may hold secrets
 CREATE ROLE outbox_reader;

@@ -23,6 +23,7 @@
 #include "utils/fmgrprotos.h"
 #include "utils/guc.h"
 #include "utils/jsonb.h"
+#include "utils/varlena.h"
 
 #include "outbox.h"
 
@@ -41,6 +42,7 @@ int			outbox_published_retention = 7 * 24 * 3600;
 int			outbox_abandoned_retention = 30 * 24 * 3600;
 char	   *outbox_dead_letter_topic = NULL;
 char	   *outbox_headers = NULL;
+char	   *outbox_standby_slots = NULL;
 
 /* outbox.headers as a Jsonb object, NULL while it is empty (see assign hook) */
 Jsonb	   *outbox_transaction_headers = NULL;
@@ -144,6 +146,41 @@ assign_headers(const char *newval, void *extra)
 
 	outbox_transaction_headers =
 		headers != NULL && JB_ROOT_COUNT(headers) > 0 ? headers : NULL;
+}
+
+/*
+ * outbox.standby_slots: a comma-separated list of replication slot names.
+ * Whether each exists is checked when the worker publishes, where a slot
+ * dropped later is caught too.
+ */
+static bool
+check_standby_slots(char **newval, void **extra, GucSource source)
+{
+	char	   *names;
+	List	   *slots;
+	ListCell   *lc;
+
+	if (*newval == NULL || **newval == '\0')
+		return true;
+	names = pstrdup(*newval);
+	if (!SplitIdentifierString(names, ',', &slots))
+	{
+		GUC_check_errdetail("List syntax is invalid.");
+		return false;
+	}
+	foreach(lc, slots)
+	{
+		const char *name = (const char *) lfirst(lc);
+
+		if (strlen(name) >= NAMEDATALEN ||
+			strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(name))
+		{
+			GUC_check_errdetail("\"%s\" is not a replication slot name: slot names are lower case letters, digits and underscores.",
+								name);
+			return false;
+		}
+	}
+	return true;
 }
 
 /*
@@ -290,6 +327,15 @@ outbox_define_gucs(void)
 							   PGC_SIGHUP,
 							   0,
 							   check_dead_letter_topic, NULL, NULL);
+
+	DefineCustomStringVariable("outbox.standby_slots",
+							   "Physical replication slots whose standbys must have an event's commit before it is published.",
+							   "A comma-separated list; empty publishes without waiting for any standby.",
+							   &outbox_standby_slots,
+							   "",
+							   PGC_SIGHUP,
+							   0,
+							   check_standby_slots, NULL, NULL);
 
 	DefineCustomStringVariable("outbox.headers",
 							   "Kafka headers of every event enqueued while it is set, as a JSON object of strings.",

@@ -10,6 +10,7 @@
 #ifndef OUTBOX_H
 #define OUTBOX_H
 
+#include "access/xlogdefs.h"
 #include "fmgr.h"
 #include "port/atomics.h"
 #include "storage/latch.h"
@@ -33,6 +34,7 @@ extern int	outbox_published_retention;
 extern int	outbox_abandoned_retention;
 extern char *outbox_dead_letter_topic;
 extern char *outbox_headers;
+extern char *outbox_standby_slots;
 extern Jsonb *outbox_transaction_headers;
 
 extern void outbox_define_gucs(void);
@@ -56,6 +58,7 @@ typedef enum OutboxWorkerState
 	OUTBOX_WORKER_IDLE,
 	OUTBOX_WORKER_PUBLISHING,
 	OUTBOX_WORKER_BROKER_UNREACHABLE,
+	OUTBOX_WORKER_WAITING_FOR_STANDBY,
 	OUTBOX_WORKER_BACKING_OFF
 } OutboxWorkerState;
 
@@ -151,6 +154,9 @@ extern bool outbox_kafka_reachable(void);
 extern bool outbox_kafka_probe(void);
 extern void outbox_kafka_publish(OutboxBatch *batch);
 extern void outbox_kafka_forget_batch(void);
+
+/* standby.c: publish only what the standbys of outbox.standby_slots have */
+extern bool outbox_standbys_have(XLogRecPtr target, long max_ms);
 
 /* launcher.c: starts the worker, as the extension's owner */
 extern PGDLLEXPORT void outbox_launcher_main(Datum main_arg);

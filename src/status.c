@@ -29,6 +29,7 @@ static const char *const state_names[] = {
 	"idle",
 	"publishing",
 	"broker unreachable",
+	"waiting for standby",
 	"backing off",
 };
 

@@ -157,11 +157,12 @@ count_outcomes(OutboxBatch *batch)
  * Flush WAL up to the end of the last record inserted so far: that covers
  * every commit the batch's snapshot sees, including those made with
  * synchronous_commit = off, which a crash could otherwise take back after
- * their events were published.  The insert position points past the page
+ * their events were published; returns the position.  The insert position
+ * points past the page
  * header when a page has no record yet; no record ends there, and
  * XLogFlush cannot reach it, so step back to the page's start.
  */
-static void
+static XLogRecPtr
 flush_visible_commits(void)
 {
 	XLogRecPtr	end = GetXLogInsertRecPtr();
@@ -171,7 +172,17 @@ flush_visible_commits(void)
 	else if (end % XLOG_BLCKSZ == SizeOfXLogShortPHD)
 		end -= SizeOfXLogShortPHD;
 	XLogFlush(end);
+	return end;
 }
+
+/*
+ * With outbox.standby_slots set, how long a batch waits for the standbys
+ * inside its transaction, and how long the worker then pauses, out of it,
+ * before it claims again: a lagging standby costs neither a long
+ * transaction nor a claim per commit.
+ */
+#define STANDBY_WAIT_MS 100
+#define STANDBY_PAUSE_MS 200
 
 /*
  * Make sure a producer built from the current settings exists and some
@@ -226,9 +237,16 @@ run_batch(MemoryContext cxt)
 	batch_in_progress = batch;
 	if (batch->count > 0)
 	{
+		if (!outbox_standbys_have(flush_visible_commits(), STANDBY_WAIT_MS))
+		{
+			/* nothing produced: the events stay due, untouched */
+			end_work(cxt);
+			batch_in_progress = NULL;
+			pause_for(STANDBY_PAUSE_MS, false);
+			return 0;
+		}
 		report_state(OUTBOX_WORKER_PUBLISHING, NULL,
 					 psprintf("publishing %d events", batch->count));
-		flush_visible_commits();
 		outbox_kafka_publish(batch);
 		pgstat_report_activity(STATE_RUNNING, "recording delivery outcomes");
 		outbox_record_outcomes(batch);

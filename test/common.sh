@@ -7,6 +7,11 @@
 #	with OUTBOX_WORK set to the scratch directory; does not return.
 #	Otherwise: make sure OUTBOX_WORK names a scratch directory, put
 #	PostgreSQL's programs first in PATH, and return.
+#
+# start_mock_broker ROOT DIR
+#	Start a one-broker Kafka-protocol cluster (ROOT/test/mock_broker) with
+#	its control input kept open on fd 3 and its files in DIR; sets BROKERS
+#	(the bootstrap list) and BROKER_PID.
 
 become_postgres() {
 	local root=$1 script=$2
@@ -22,4 +27,14 @@ become_postgres() {
 	OUTBOX_WORK=${OUTBOX_WORK:-$(mktemp -d /tmp/outbox.XXXXXX)}
 	export OUTBOX_WORK
 	export PATH="/usr/lib/postgresql/15/bin:$PATH"
+}
+
+start_mock_broker() {
+	local root=$1 dir=$2
+	mkfifo "$dir/broker.in"
+	"$root/test/mock_broker" 1 < "$dir/broker.in" > "$dir/broker.out" 2>&1 &
+	BROKER_PID=$!
+	exec 3> "$dir/broker.in"
+	until [ -s "$dir/broker.out" ]; do sleep 0.1; done
+	BROKERS=$(head -1 "$dir/broker.out")
 }

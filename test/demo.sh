@@ -25,12 +25,7 @@ psql_demo() {
 }
 
 echo "--- starting a local Kafka-protocol broker"
-mkfifo "$WORK/broker.in"
-"$ROOT/test/mock_broker" 1 < "$WORK/broker.in" > "$WORK/broker.out" 2>&1 &
-BROKER_PID=$!
-exec 3> "$WORK/broker.in"	# keep its input open
-until [ -s "$WORK/broker.out" ]; do sleep 0.1; done
-BROKERS=$(head -1 "$WORK/broker.out")
+start_mock_broker "$ROOT" "$WORK"
 echo "brokers: $BROKERS"
 
 echo "--- starting PostgreSQL with shared_preload_libraries = 'outbox'"

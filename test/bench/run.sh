@@ -43,12 +43,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b == 0 ? 0 : a / b) }
 
 # --- a broker and a server; the worker publishes from database "bench",
 # baselines run in database "baseline" where no worker looks
-mkfifo "$WORK/broker.in"
-"$ROOT/test/mock_broker" 1 < "$WORK/broker.in" > "$WORK/broker.out" 2>&1 &
-BROKER_PID=$!
-exec 3> "$WORK/broker.in"
-until [ -s "$WORK/broker.out" ]; do sleep 0.1; done
-BROKERS=$(head -1 "$WORK/broker.out")
+start_mock_broker "$ROOT" "$WORK"
 
 initdb -D "$WORK/data" -A trust >/dev/null
 cat >> "$WORK/data/postgresql.conf" <<CONF

@@ -1,0 +1,131 @@
+/*-------------------------------------------------------------------------
+ *
+ * standby.c
+ *		Publish only what the standbys have: the outbox.standby_slots gate.
+ *
+ * An event published before a standby has its commit becomes a phantom
+ * if that standby is promoted: consumers act on a transaction that, for the
+ * surviving database, never happened.  With outbox.standby_slots set, the
+ * worker publishes a batch only once every listed physical replication slot
+ * has confirmed flushing WAL past the batch's commits: the promise that
+ * PostgreSQL 17's synchronized_standby_slots gives logical walsenders.
+ *
+ * A physical slot's restart_lsn is the flush position its standby last
+ * reported; it is read from shared memory, under the slot's spinlock.
+ *
+ * src/standby.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "nodes/pg_list.h"
+#include "pgstat.h"
+#include "postmaster/interrupt.h"
+#include "replication/slot.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "utils/builtins.h"
+#include "utils/varlena.h"
+#include "utils/wait_event.h"
+
+#include "outbox.h"
+
+/* how often the slots are looked at while a standby lags */
+#define STANDBY_POLL_MS 1
+
+/*
+ * The flush position confirmed by the standby of physical slot name.  A
+ * slot that does not exist, or is not physical, is an error.
+ */
+static XLogRecPtr
+slot_flush_lsn(const char *name)
+{
+	ReplicationSlot *slot;
+	XLogRecPtr	flushed = InvalidXLogRecPtr;
+	bool		logical = false;
+
+	LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
+	slot = SearchNamedReplicationSlot(name, false);
+	if (slot != NULL)
+	{
+		SpinLockAcquire(&slot->mutex);
+		logical = SlotIsLogical(slot);
+		flushed = slot->data.restart_lsn;
+		SpinLockRelease(&slot->mutex);
+	}
+	LWLockRelease(ReplicationSlotControlLock);
+
+	if (slot == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("replication slot \"%s\" named in outbox.standby_slots does not exist", name),
+				 errhint("Create the standby's physical slot, or remove it from outbox.standby_slots.")));
+	if (logical)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("replication slot \"%s\" named in outbox.standby_slots is not a physical slot", name)));
+	return flushed;
+}
+
+/*
+ * The first slot of outbox.standby_slots whose standby has not flushed WAL
+ * up to target, or NULL if none lags; *flushed gets its position.
+ */
+static char *
+lagging_slot(XLogRecPtr target, XLogRecPtr *flushed)
+{
+	char	   *names = pstrdup(outbox_standby_slots);
+	List	   *slots;
+	ListCell   *lc;
+
+	if (!SplitIdentifierString(names, ',', &slots))
+		elog(ERROR, "outbox.standby_slots is not a list of names");
+	foreach(lc, slots)
+	{
+		char	   *name = (char *) lfirst(lc);
+
+		*flushed = slot_flush_lsn(name);
+		if (*flushed == InvalidXLogRecPtr || *flushed < target)
+			return name;
+	}
+	return NULL;
+}
+
+/*
+ * Wait, for at most max_ms, until the standbys of outbox.standby_slots have
+ * flushed WAL up to target.  Returns false if they have not: the caller
+ * publishes nothing.  Says which slot it waits for, and how far behind it
+ * is, in the worker's status and pg_stat_activity.
+ */
+bool
+outbox_standbys_have(XLogRecPtr target, long max_ms)
+{
+	XLogRecPtr	flushed;
+	char	   *slot;
+	char	   *reason;
+
+	if (outbox_standby_slots[0] == '\0')
+		return true;
+
+	for (long waited = 0; (slot = lagging_slot(target, &flushed)) != NULL; waited += STANDBY_POLL_MS)
+	{
+		if (waited >= max_ms || ShutdownRequestPending)
+		{
+			reason = flushed == InvalidXLogRecPtr ?
+				psprintf("waiting for replication slot \"%s\": its standby has never connected", slot) :
+				psprintf("waiting for replication slot \"%s\": %s behind",
+						 slot, text_to_cstring(DatumGetTextPP(DirectFunctionCall1(pg_size_pretty,
+																				  Int64GetDatum(target - flushed)))));
+			outbox_shmem_set_state(OUTBOX_WORKER_WAITING_FOR_STANDBY, reason);
+			pgstat_report_activity(STATE_RUNNING, reason);
+			return false;
+		}
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 STANDBY_POLL_MS, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	return true;
+}
