@@ -9,6 +9,7 @@
 use strict;
 use warnings;
 
+use IPC::Run;
 use OutboxTest;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -94,6 +95,32 @@ is( $node->safe_psql('postgres',
 	'2:Broker: Invalid timestamp 2:Broker: Invalid timestamp 1 1 1',
 	'only the refused request\'s events were charged an attempt');
 reconfigure($node, "RESET outbox.max_message_bytes");
+
+# --- a session that holds the first event of a key locked holds the key
+# back: event 1 fails once, events 2 and 3 wait behind it; when 1 is due
+# again an operator's session holds it (FOR UPDATE) for 2 s; the claim
+# passes over it (SKIP LOCKED) but must not publish 2 and 3 first
+$broker->command("produce_errors 1 $INVALID_TIMESTAMP");
+my $first = $node->safe_psql('postgres',
+	"SELECT outbox_enqueue('locked.t', 'l1'::text, key => 'K')");
+ok( wait_for_sql($node,
+		"SELECT status = 'failed' FROM outbox_messages WHERE id = $first"),
+	'the first event of the key failed once');
+my ($in, $out, $err) = ('', '', '');
+my $holder = IPC::Run::start(
+	[
+		'psql', '-X', '-d', $node->connstr('postgres'), '-c',
+		"BEGIN; SELECT id FROM outbox_messages WHERE id = $first FOR UPDATE; "
+		  . "SELECT outbox_enqueue('locked.t', 'l' || i, key => 'K') FROM generate_series(2, 3) i; "
+		  . "SELECT pg_sleep(0); COMMIT; BEGIN; SELECT id FROM outbox_messages WHERE id = $first FOR UPDATE; SELECT pg_sleep(2); ROLLBACK;"
+	],
+	\$in, \$out, \$err);
+$holder->finish;
+ok( wait_for_sql($node,
+		"SELECT bool_and(status = 'published') FROM outbox_messages WHERE topic = 'locked.t'"),
+	'all three are published once the lock is gone');
+is_deeply([ map { $_->{payload} } @{ kafka_read($broker, 'locked.t') } ],
+	[qw(l1 l2 l3)], 'in their order: the locked first one was not overtaken');
 
 # --- what enqueue accepts can be published: an event of exactly
 # outbox.max_message_bytes (payload and key) is not refused as too large
