@@ -12,6 +12,11 @@
 #	Start a one-broker Kafka-protocol cluster (ROOT/test/mock_broker) with
 #	its control input kept open on fd 3 and its files in DIR; sets BROKERS
 #	(the bootstrap list) and BROKER_PID.
+#
+# init_outbox_server DATADIR PORT DATABASE
+#	initdb DATADIR for a server with the library preloaded, its worker
+#	publishing from DATABASE to $BROKERS, listening on PORT on a Unix socket
+#	in $OUTBOX_WORK only.  Callers append their own settings.
 
 become_postgres() {
 	local root=$1 script=$2
@@ -37,4 +42,17 @@ start_mock_broker() {
 	exec 3> "$dir/broker.in"
 	until [ -s "$dir/broker.out" ]; do sleep 0.1; done
 	BROKERS=$(head -1 "$dir/broker.out")
+}
+
+init_outbox_server() {
+	local data=$1 port=$2 database=$3
+	initdb -D "$data" -A trust >/dev/null
+	cat >> "$data/postgresql.conf" <<CONF
+shared_preload_libraries = 'outbox'
+outbox.database = '$database'
+outbox.brokers = '$BROKERS'
+port = $port
+unix_socket_directories = '$OUTBOX_WORK'
+listen_addresses = ''
+CONF
 }

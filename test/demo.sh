@@ -29,14 +29,7 @@ start_mock_broker "$ROOT" "$WORK"
 echo "brokers: $BROKERS"
 
 echo "--- starting PostgreSQL with shared_preload_libraries = 'outbox'"
-initdb -D "$WORK/data" -A trust >/dev/null
-cat >> "$WORK/data/postgresql.conf" <<EOF
-shared_preload_libraries = 'outbox'
-outbox.brokers = '$BROKERS'
-port = $PORT
-unix_socket_directories = '$WORK'
-listen_addresses = ''
-EOF
+init_outbox_server "$WORK/data" $PORT postgres
 pg_ctl -D "$WORK/data" -l "$WORK/server.log" -w start >/dev/null
 
 cleanup() {

@@ -45,14 +45,8 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b == 0 ? 0 : a / b) }
 # baselines run in database "baseline" where no worker looks
 start_mock_broker "$ROOT" "$WORK"
 
-initdb -D "$WORK/data" -A trust >/dev/null
+init_outbox_server "$WORK/data" $PORT bench
 cat >> "$WORK/data/postgresql.conf" <<CONF
-shared_preload_libraries = 'outbox'
-outbox.database = 'bench'
-outbox.brokers = '$BROKERS'
-port = $PORT
-unix_socket_directories = '$WORK'
-listen_addresses = ''
 shared_buffers = '2GB'
 max_wal_size = '16GB'
 checkpoint_timeout = '30min'

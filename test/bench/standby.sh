@@ -26,16 +26,8 @@ sql() { psql -X -q -At -v ON_ERROR_STOP=1 -d bench -c "$1"; }
 
 start_mock_broker "$ROOT" "$WORK"
 
-initdb -D "$WORK/primary" -A trust >/dev/null
-cat >> "$WORK/primary/postgresql.conf" <<CONF
-shared_preload_libraries = 'outbox'
-outbox.database = 'bench'
-outbox.brokers = '$BROKERS'
-port = $PORT
-unix_socket_directories = '$WORK'
-listen_addresses = ''
-shared_buffers = '1GB'
-CONF
+init_outbox_server "$WORK/primary" $PORT bench
+echo "shared_buffers = '1GB'" >> "$WORK/primary/postgresql.conf"
 echo "local replication all trust" >> "$WORK/primary/pg_hba.conf"
 pg_ctl -D "$WORK/primary" -l "$WORK/primary.log" -w start >/dev/null
 trap 'pg_ctl -D "$WORK/standby" -m immediate -w stop >/dev/null 2>&1; pg_ctl -D "$WORK/primary" -m immediate -w stop >/dev/null 2>&1; kill $BROKER_PID 2>/dev/null' EXIT
