@@ -14,6 +14,7 @@ OBJS = \
 	src/standby.o \
 	src/status.o \
 	src/trigger.o \
+	src/utility.o \
 	src/wakeup.o \
 	src/worker.o
 

@@ -47,6 +47,8 @@
 #define DATABASE_CHECK_MS 5000
 /* pause before a worker that exited is started again */
 #define RESTART_DELAY_MS 1000
+/* how long a database that DROP DATABASE works on gets no worker */
+#define DROP_HOLD_MS 10000
 
 /*
  * Register the launcher.  Called from _PG_init in the postmaster.
@@ -129,6 +131,23 @@ database_oid(void)
 }
 
 /*
+ * Is DROP DATABASE working on dboid (utility.c)?  It has done within
+ * DROP_HOLD_MS: dropped the database, or failed and left it to the worker.
+ */
+static bool
+being_dropped(Oid dboid)
+{
+	bool		dropping;
+
+	SpinLockAcquire(&outbox_shared->mutex);
+	dropping = outbox_shared->dropping_database == dboid &&
+		!TimestampDifferenceExceeds(outbox_shared->dropping_since,
+									GetCurrentTimestamp(), DROP_HOLD_MS);
+	SpinLockRelease(&outbox_shared->mutex);
+	return dropping;
+}
+
+/*
  * Main entry point of the launcher.
  */
 void
@@ -171,7 +190,9 @@ outbox_launcher_main(Datum main_arg)
 			Oid			dboid = database_oid();
 
 			said_missing = said_missing && !OidIsValid(dboid);
-			if (!OidIsValid(dboid))
+			if (OidIsValid(dboid) && being_dropped(dboid))
+				delay = RESTART_DELAY_MS;
+			else if (!OidIsValid(dboid))
 			{
 				outbox_shmem_set_state(OUTBOX_WORKER_WAITING_FOR_DATABASE,
 									   psprintf("database \"%s\" does not exist",

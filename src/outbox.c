@@ -5,8 +5,8 @@
  *
  * Loaded on demand (the first outbox_enqueue of a session), the library
  * only defines its settings and the commit callback that wakes the worker.
- * Loaded through shared_preload_libraries, it also reserves shared memory
- * and registers the launcher of the publishing worker.
+ * Loaded through shared_preload_libraries, it also reserves shared memory,
+ * hooks DROP DATABASE and registers the launcher of the publishing worker.
  *
  * src/outbox.c
  *
@@ -35,5 +35,6 @@ _PG_init(void)
 		return;
 
 	outbox_shmem_install_hooks();
+	outbox_install_utility_hook();
 	outbox_register_launcher();
 }

@@ -77,6 +77,8 @@ typedef struct OutboxShared
 	int			brokers_up;
 	char		last_error[256];
 	Oid			owner;			/* found by the worker, for the launcher */
+	Oid			dropping_database;	/* DROP DATABASE under way: no restart */
+	TimestampTz dropping_since;
 } OutboxShared;
 
 extern OutboxShared *outbox_shared;
@@ -88,6 +90,9 @@ extern void outbox_shmem_count_batch(int published, int failed);
 extern void outbox_shmem_set_brokers_up(int brokers_up);
 extern void outbox_shmem_put_owner(Oid owner);
 extern Oid	outbox_shmem_take_owner(void);
+
+/* utility.c: DROP DATABASE of the worker's database */
+extern void outbox_install_utility_hook(void);
 
 /* wakeup.c: wake the worker when an enqueuing transaction commits */
 extern void outbox_wake_worker_at_commit(void);

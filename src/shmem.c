@@ -80,6 +80,7 @@ outbox_shmem_detach_worker(int code, Datum arg)
 	TimestampTz now = GetCurrentTimestamp();
 
 	outbox_shared->worker_latch = NULL;
+	outbox_shared->worker_database = InvalidOid;
 	SpinLockAcquire(&outbox_shared->mutex);
 	outbox_shared->worker_pid = 0;
 	outbox_shared->state = OUTBOX_WORKER_STOPPED;
@@ -88,8 +89,8 @@ outbox_shmem_detach_worker(int code, Datum arg)
 }
 
 /*
- * Publish the calling worker's pid, and its latch if publishes is true (so
- * that commits wake it); undone when it exits.
+ * Publish the calling worker's pid and database, and its latch if
+ * publishes is true (so that commits wake it); undone when it exits.
  */
 void
 outbox_shmem_attach_worker(bool publishes)
@@ -104,11 +105,9 @@ outbox_shmem_attach_worker(bool publishes)
 	outbox_shared->last_batch_at = 0;
 	outbox_shared->brokers_up = 0;
 	SpinLockRelease(&outbox_shared->mutex);
+	outbox_shared->worker_database = MyDatabaseId;
 	if (publishes)
-	{
-		outbox_shared->worker_database = MyDatabaseId;
 		outbox_shared->worker_latch = MyLatch;
-	}
 	before_shmem_exit(outbox_shmem_detach_worker, (Datum) 0);
 }
 

@@ -1,6 +1,7 @@
 
 # outbox.database names a database that does not exist yet: the launcher
-# waits and says so, without a worker crashing in a loop.  In that
+# waits and says so, without a worker crashing in a loop; DROP DATABASE of
+# it, once served, succeeds without FORCE.  In that
 # database, SQL_ASCII, enqueue refuses a key or header that is not UTF-8,
 # and a row stored without that check (by an older version) fails alone
 # instead of stalling the queue.
@@ -12,6 +13,7 @@ use OutboxTest;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(time);
 
 my $broker = start_broker(1);
 my $node = PostgreSQL::Test::Cluster->new('database');
@@ -73,6 +75,16 @@ is( $node->safe_psql('app',
 	'the bad one is abandoned with the reason');
 is_deeply([ map { $_->{payload} } @{ kafka_read($broker, 'enc.t') } ],
 	[ 'before', 'after' ], 'Kafka has the good ones');
+
+# --- DROP DATABASE of the served database succeeds without FORCE, and
+# the worker is not started into it again
+my $start = time;
+my ($dropped) = $node->psql('postgres', 'DROP DATABASE app');
+is($dropped, 0, 'DROP DATABASE of the worker\'s database succeeds');
+ok(time - $start < 5, 'within 5 seconds');
+ok( wait_for_sql($node,
+		"SELECT state = 'waiting for database' AND pid IS NULL FROM outbox_worker_status()"),
+	'then the launcher waits for the database again');
 
 $node->stop;
 $broker->stop;
