@@ -194,9 +194,12 @@ outbox_launcher_main(Datum main_arg)
 				delay = RESTART_DELAY_MS;
 			else if (!OidIsValid(dboid))
 			{
-				outbox_shmem_set_state(OUTBOX_WORKER_WAITING_FOR_DATABASE,
-									   psprintf("database \"%s\" does not exist",
-												outbox_database));
+				char		reason[NAMEDATALEN + 32];
+
+				/* the launcher's memory is never reset: no palloc here */
+				snprintf(reason, sizeof(reason), "database \"%s\" does not exist",
+						 outbox_database);
+				outbox_shmem_set_state(OUTBOX_WORKER_WAITING_FOR_DATABASE, reason);
 				if (!said_missing)
 					ereport(LOG,
 							(errmsg("outbox: database \"%s\" does not exist, waiting for it",

@@ -405,7 +405,7 @@ find_owner(void)
 	{
 		Oid			owner;
 		HeapTuple	roletup;
-		char	   *problem = NULL;
+		char		problem[NAMEDATALEN + 64] = "";
 
 		CHECK_FOR_INTERRUPTS();
 		StartTransactionCommand();
@@ -417,21 +417,26 @@ find_owner(void)
 			{
 				Form_pg_authid role = (Form_pg_authid) GETSTRUCT(roletup);
 
+				/* outlives the transaction: no palloc */
 				if (!role->rolcanlogin)
-					problem = psprintf("role \"%s\", which owns the extension, cannot log in",
-									   NameStr(role->rolname));
+					snprintf(problem, sizeof(problem),
+							 "role \"%s\", which owns the extension, cannot log in",
+							 NameStr(role->rolname));
 				ReleaseSysCache(roletup);
 			}
 		}
 		CommitTransactionCommand();
 
-		if (OidIsValid(owner) && problem == NULL)
+		if (OidIsValid(owner) && problem[0] == '\0')
 		{
 			outbox_shmem_put_owner(owner);
 			proc_exit(0);
 		}
-		report_state(OUTBOX_WORKER_WAITING_FOR_EXTENSION, problem,
-					 problem ? problem : "waiting for CREATE EXTENSION outbox");
+		if (problem[0] != '\0')
+			report_state(OUTBOX_WORKER_WAITING_FOR_EXTENSION, problem, problem);
+		else
+			report_state(OUTBOX_WORKER_WAITING_FOR_EXTENSION, NULL,
+						 "waiting for CREATE EXTENSION outbox");
 		pause_for(EXTENSION_CHECK_MS, false);
 	}
 	proc_exit(0);

@@ -40,6 +40,21 @@ ok( wait_for_sql($node,
 	),
 	'the worker connects as the owner of the extension');
 
+# an owner that may not log in: the worker waits and says why, then runs
+# as soon as the owner may
+$node->safe_psql('postgres', 'ALTER ROLE outbox_owner NOLOGIN');
+$node->safe_psql('postgres',
+	"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'outbox worker'");
+ok( wait_for_sql($node,
+		"SELECT state = 'waiting for extension' AND last_error = 'role \"outbox_owner\", which owns the extension, cannot log in' FROM outbox_worker_status()"
+	),
+	'an owner without LOGIN: the worker waits and the status says why');
+$node->safe_psql('postgres', 'ALTER ROLE outbox_owner LOGIN');
+ok( wait_for_sql($node,
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'outbox worker' AND usename = 'outbox_owner'"
+	),
+	'with LOGIN back, it runs as the owner again');
+
 # --- a planted operator is never run by the worker
 $node->safe_psql(
 	'postgres', q{
