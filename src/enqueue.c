@@ -4,9 +4,9 @@
  *		outbox_enqueue(): store an event in the caller's transaction.
  *
  * The row is inserted through one kept SPI plan.  The headers of the
- * transaction (outbox.headers) are merged under the event's own.  Validation happens before
- * the insert, so bad input leaves nothing behind, and the worker is asked
- * to wake up when the transaction commits.
+ * transaction (outbox.headers) are merged under the event's own.
+ * Validation happens before the insert, so bad input leaves nothing
+ * behind, and the worker is asked to wake up when the transaction commits.
  *
  * src/enqueue.c
  *

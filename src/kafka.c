@@ -586,8 +586,8 @@ refresh_refused_topics(OutboxBatch *batch)
 }
 
 /*
- * A key hashed with its topic, to remember which keys stopped in a batch.
- * Two keys that collide only hold each other back until the next batch.
+ * Keys that stopped in a batch, hashed with their topic.  Two keys that
+ * collide only hold each other back until the next batch.
  */
 static uint64
 key_hash(const OutboxEvent *ev)
@@ -596,6 +596,23 @@ key_hash(const OutboxEvent *ev)
 										strlen(ev->topic), 0);
 
 	return hash_bytes_extended((const unsigned char *) ev->key, ev->key_len, h);
+}
+
+/*
+ * Has the key of ev stopped in this batch?  With stop, make it so.  An
+ * event without key never stops anything.
+ */
+static bool
+key_stopped(HTAB *stopped_keys, const OutboxEvent *ev, bool stop)
+{
+	uint64		hash;
+	bool		found = false;
+
+	if (ev->key == NULL)
+		return false;
+	hash = key_hash(ev);
+	hash_search(stopped_keys, &hash, stop ? HASH_ENTER : HASH_FIND, &found);
+	return found;
 }
 
 /*
@@ -628,15 +645,8 @@ produce_wave(OutboxBatch *batch, int first, int end, HTAB *stopped_keys)
 	for (int i = first; i < end; i++)
 	{
 		OutboxEvent *ev = &batch->events[i];
-		uint64		hash;
-		bool		stopped = false;
 
-		if (ev->key != NULL)
-		{
-			hash = key_hash(ev);
-			hash_search(stopped_keys, &hash, HASH_FIND, &stopped);
-		}
-		if (stopped)
+		if (key_stopped(stopped_keys, ev, false))
 		{
 			if (ev->outcome == OUTBOX_IN_FLIGHT)
 				ev->outcome = OUTBOX_RELEASED;
@@ -645,8 +655,9 @@ produce_wave(OutboxBatch *batch, int first, int end, HTAB *stopped_keys)
 		/* not in flight: refused already when it was claimed */
 		if (ev->outcome == OUTBOX_IN_FLIGHT)
 			produce_event(ev, batch_first_seq + i);
-		if (ev->outcome != OUTBOX_IN_FLIGHT && ev->key != NULL)
-			hash_search(stopped_keys, &hash, HASH_ENTER, NULL);
+		/* refused at once by librdkafka, or when it was claimed */
+		if (ev->outcome != OUTBOX_IN_FLIGHT)
+			(void) key_stopped(stopped_keys, ev, true);
 	}
 }
 
@@ -734,14 +745,8 @@ outbox_kafka_publish(OutboxBatch *batch)
 			break;
 		for (int i = first; i < end; i++)
 		{
-			OutboxEvent *ev = &batch->events[i];
-			uint64		hash;
-
-			if (ev->key != NULL && ev->outcome != OUTBOX_DELIVERED)
-			{
-				hash = key_hash(ev);
-				hash_search(stopped_keys, &hash, HASH_ENTER, NULL);
-			}
+			if (batch->events[i].outcome != OUTBOX_DELIVERED)
+				(void) key_stopped(stopped_keys, &batch->events[i], true);
 		}
 	}
 	current_batch = NULL;
