@@ -16,6 +16,9 @@
 --   the rights of the role that changed the row; only the insert of the
 --   event is done as the owner (src/trigger.c).
 --
+-- outbox_worker_status() returns a row per database, as 1.1 has a worker
+-- per database.
+--
 -- It also changes the claim: an event is held back while any earlier event
 -- of its key is unfinished and not in the same batch (failed and waiting,
 -- or locked by another session), and a batch is bounded by bytes too.
@@ -30,46 +33,52 @@ ALTER FUNCTION @extschema@.outbox_capture() SECURITY INVOKER;
 -- holds locked (SKIP LOCKED passes over it), holds the later ones back.
 -- One claim runs at a time (an advisory lock): a second claimer gets
 -- nothing until the first ends, so no later event of a key is ever claimed
--- beside an earlier one that is in flight elsewhere.
+-- beside an earlier one that is in flight elsewhere.  PL/pgSQL keeps the
+-- plan for the session: a SQL function would be parsed and planned again
+-- at each call, which an idle worker does every outbox.poll_interval.
 DROP FUNCTION @extschema@.outbox_claim(integer);
 CREATE FUNCTION @extschema@.outbox_claim(batch_size integer,
 	max_bytes bigint DEFAULT 16777216)
 RETURNS TABLE (id bigint, event_id uuid, topic text, key text,
 			   payload bytea, headers jsonb)
-LANGUAGE sql VOLATILE
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
-	WITH claimed AS MATERIALIZED (
-		SELECT m.id, m.event_id, m.topic, m.key, m.payload, m.headers,
-			   coalesce(octet_length(m.payload), 0) + coalesce(octet_length(m.key), 0)
-			   + coalesce(pg_column_size(m.headers), 0) AS bytes
-		  FROM @extschema@.outbox_messages m
-		 WHERE m.status IN ('pending', 'failed')
-		   AND (m.next_attempt_at IS NULL OR m.next_attempt_at <= now())
-		   AND (SELECT pg_try_advisory_xact_lock(hashtext('outbox_claim'),
-						'@extschema@.outbox_messages'::regclass::oid::integer))
-		 ORDER BY m.id
-		 LIMIT batch_size
-		   FOR UPDATE OF m SKIP LOCKED
-	), held_back AS (
-		-- earlier unfinished events that this claim did not take
-		SELECT h.topic, h.key, min(h.id) AS first_id
-		  FROM @extschema@.outbox_messages h
-		 WHERE h.status IN ('pending', 'failed')
-		   AND h.key IS NOT NULL
-		   AND h.id < (SELECT max(c.id) FROM claimed c)
-		   AND NOT EXISTS (SELECT FROM claimed c WHERE c.id = h.id)
-		 GROUP BY h.topic, h.key
-	), ready AS (
-		SELECT c.*, sum(c.bytes) OVER (ORDER BY c.id) - c.bytes AS bytes_before
-		  FROM claimed c
-		 WHERE NOT EXISTS (SELECT FROM held_back h
-							WHERE h.topic = c.topic AND h.key = c.key AND h.first_id < c.id)
-	)
-	SELECT r.id, r.event_id, r.topic, r.key, r.payload, r.headers
-	  FROM ready r
-	 WHERE r.bytes_before < max_bytes
-	 ORDER BY r.id
+#variable_conflict use_column
+BEGIN
+	RETURN QUERY
+		WITH claimed AS MATERIALIZED (
+			SELECT m.id, m.event_id, m.topic, m.key, m.payload, m.headers,
+				   coalesce(octet_length(m.payload), 0) + coalesce(octet_length(m.key), 0)
+				   + coalesce(pg_column_size(m.headers), 0) AS bytes
+			  FROM @extschema@.outbox_messages m
+			 WHERE m.status IN ('pending', 'failed')
+			   AND (m.next_attempt_at IS NULL OR m.next_attempt_at <= now())
+			   AND (SELECT pg_try_advisory_xact_lock(hashtext('outbox_claim'),
+							'@extschema@.outbox_messages'::regclass::oid::integer))
+			 ORDER BY m.id
+			 LIMIT batch_size
+			   FOR UPDATE OF m SKIP LOCKED
+		), held_back AS (
+			-- earlier unfinished events that this claim did not take
+			SELECT h.topic, h.key, min(h.id) AS first_id
+			  FROM @extschema@.outbox_messages h
+			 WHERE h.status IN ('pending', 'failed')
+			   AND h.key IS NOT NULL
+			   AND h.id < (SELECT max(c.id) FROM claimed c)
+			   AND NOT EXISTS (SELECT FROM claimed c WHERE c.id = h.id)
+			 GROUP BY h.topic, h.key
+		), ready AS (
+			SELECT c.*, sum(c.bytes) OVER (ORDER BY c.id) - c.bytes AS bytes_before
+			  FROM claimed c
+			 WHERE NOT EXISTS (SELECT FROM held_back h
+								WHERE h.topic = c.topic AND h.key = c.key AND h.first_id < c.id)
+		)
+		SELECT r.id, r.event_id, r.topic, r.key, r.payload, r.headers
+		  FROM ready r
+		 WHERE r.bytes_before < max_bytes
+		 ORDER BY r.id;
+END
 $$;
 REVOKE ALL ON FUNCTION @extschema@.outbox_claim(integer, bigint) FROM PUBLIC;
 
@@ -102,5 +111,16 @@ ALTER FUNCTION @extschema@.outbox_attach(regclass, text, text[])
 	SET search_path = pg_catalog, pg_temp;
 ALTER FUNCTION @extschema@.outbox_detach(regclass)
 	SET search_path = pg_catalog, pg_temp;
-ALTER FUNCTION @extschema@.outbox_worker_status()
-	SET search_path = pg_catalog, pg_temp;
+-- The workers, one row per database served or waiting for a worker, from
+-- shared memory: never waits for the table, answers from any database.
+DROP FUNCTION @extschema@.outbox_worker_status();
+CREATE FUNCTION @extschema@.outbox_worker_status(
+	OUT database name, OUT pid integer, OUT state text,
+	OUT state_since timestamptz, OUT started_at timestamptz,
+	OUT brokers_up integer, OUT published bigint, OUT failed bigint,
+	OUT last_batch_at timestamptz, OUT last_error text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'outbox_worker_status'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION @extschema@.outbox_worker_status() FROM PUBLIC;

@@ -18,9 +18,16 @@ SET outbox.max_message_bytes = 0;
 \echo :LAST_ERROR_SQLSTATE
 SET outbox.max_message_bytes = '2MB';
 \echo :LAST_ERROR_SQLSTATE
--- worker settings are for postgresql.conf (SIGHUP), not sessions
+-- publishing settings are the superuser's: per database with ALTER
+-- DATABASE ... SET, never by another role
+CREATE ROLE outbox_settings_user;
+SET ROLE outbox_settings_user;
 SET outbox.batch_size = 10;
 \echo :LAST_ERROR_SQLSTATE
+SET outbox.brokers = 'elsewhere:9092';
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+DROP ROLE outbox_settings_user;
 
 -- librdkafka checks each property when the setting is made
 ALTER SYSTEM SET outbox.kafka_properties = 'no.such.property=1';

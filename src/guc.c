@@ -3,10 +3,14 @@
  * guc.c
  *		The outbox.* settings: definitions, defaults and check hooks.
  *
- * Every setting but outbox.max_message_bytes is read by the worker only,
- * which picks up changes on SIGHUP.  outbox.database exists only where the
- * library is preloaded.  outbox.kafka_properties cannot set what the
- * guarantees depend on (kafka.c).  outbox.headers is for any session.
+ * outbox.databases and outbox.max_workers are the launcher's, and exist
+ * only where the library is preloaded.  The publishing settings are
+ * PGC_SUSET, so that ALTER DATABASE ... SET can give each database's
+ * worker its own while only a superuser can change where events go; a
+ * worker sees a reload between batches, and is started again when the
+ * settings of its database or role change (utility.c).
+ * outbox.kafka_properties cannot set what the guarantees depend on
+ * (kafka.c).  outbox.headers is for any session.
  *
  * src/guc.c
  *
@@ -27,7 +31,8 @@
 
 #include "outbox.h"
 
-char	   *outbox_database = NULL;
+char	   *outbox_databases = NULL;
+int			outbox_max_workers = 8;
 char	   *outbox_brokers = NULL;
 char	   *outbox_kafka_properties = NULL;
 int			outbox_max_message_bytes = 1000000;
@@ -46,6 +51,26 @@ char	   *outbox_standby_slots = NULL;
 
 /* outbox.headers as a Jsonb object, NULL while it is empty (see assign hook) */
 Jsonb	   *outbox_transaction_headers = NULL;
+
+/*
+ * outbox.databases: "*" or a comma-separated list of database names.
+ */
+static bool
+check_databases(char **newval, void **extra, GucSource source)
+{
+	char	   *names;
+	List	   *list;
+
+	if (*newval == NULL || strcmp(*newval, "*") == 0)
+		return true;
+	names = pstrdup(*newval);
+	if (!SplitIdentifierString(names, ',', &list))
+	{
+		GUC_check_errdetail("List syntax is invalid.");
+		return false;
+	}
+	return true;
+}
 
 /*
  * Refuse a bootstrap list that is empty: the worker could never connect.
@@ -190,23 +215,35 @@ check_standby_slots(char **newval, void **extra, GucSource source)
 void
 outbox_define_gucs(void)
 {
-	/* only the worker needs it, and it can be defined only at startup */
+	/* only the launcher needs these, and they exist only where it runs */
 	if (process_shared_preload_libraries_in_progress)
-		DefineCustomStringVariable("outbox.database",
-								   "Database the outbox worker publishes from.",
+	{
+		DefineCustomStringVariable("outbox.databases",
+								   "Databases the outbox workers publish from: * for every one that has the extension, or a comma-separated list of names.",
 								   NULL,
-								   &outbox_database,
-								   "postgres",
-								   PGC_POSTMASTER,
+								   &outbox_databases,
+								   "*",
+								   PGC_SIGHUP,
 								   0,
-								   NULL, NULL, NULL);
+								   check_databases, NULL, NULL);
+
+		DefineCustomIntVariable("outbox.max_workers",
+								"Most publishing workers, one per database, that run at once.",
+								NULL,
+								&outbox_max_workers,
+								8,
+								1, 1024,
+								PGC_POSTMASTER,
+								0,
+								NULL, NULL, NULL);
+	}
 
 	DefineCustomStringVariable("outbox.brokers",
 							   "Kafka bootstrap servers, as a comma-separated host:port list.",
 							   NULL,
 							   &outbox_brokers,
 							   "localhost:9092",
-							   PGC_SIGHUP,
+							   PGC_SUSET,
 							   0,
 							   check_brokers, NULL, NULL);
 
@@ -215,7 +252,7 @@ outbox_define_gucs(void)
 							   NULL,
 							   &outbox_kafka_properties,
 							   "",
-							   PGC_SIGHUP,
+							   PGC_SUSET,
 							   GUC_SUPERUSER_ONLY,
 							   check_kafka_properties, NULL, NULL);
 
@@ -235,7 +272,7 @@ outbox_define_gucs(void)
 							&outbox_batch_size,
 							1000,
 							1, 100000,
-							PGC_SIGHUP,
+							PGC_SUSET,
 							0,
 							NULL, NULL, NULL);
 
@@ -245,7 +282,7 @@ outbox_define_gucs(void)
 							&outbox_poll_interval,
 							1000,
 							10, INT_MAX,
-							PGC_SIGHUP,
+							PGC_SUSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
@@ -255,7 +292,7 @@ outbox_define_gucs(void)
 							&outbox_max_attempts,
 							10,
 							1, INT_MAX,
-							PGC_SIGHUP,
+							PGC_SUSET,
 							0,
 							NULL, NULL, NULL);
 
@@ -265,7 +302,7 @@ outbox_define_gucs(void)
 							&outbox_retry_base_delay,
 							1000,
 							0, INT_MAX,
-							PGC_SIGHUP,
+							PGC_SUSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
@@ -275,7 +312,7 @@ outbox_define_gucs(void)
 							&outbox_retry_max_delay,
 							300000,
 							0, INT_MAX,
-							PGC_SIGHUP,
+							PGC_SUSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
@@ -285,7 +322,7 @@ outbox_define_gucs(void)
 							 &outbox_retry_jitter,
 							 0.25,
 							 0.0, 1.0,
-							 PGC_SIGHUP,
+							 PGC_SUSET,
 							 0,
 							 NULL, NULL, NULL);
 
@@ -295,7 +332,7 @@ outbox_define_gucs(void)
 							&outbox_delivery_timeout,
 							30000,
 							100, INT_MAX,
-							PGC_SIGHUP,
+							PGC_SUSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
@@ -305,7 +342,7 @@ outbox_define_gucs(void)
 							&outbox_published_retention,
 							7 * 24 * 3600,
 							0, INT_MAX,
-							PGC_SIGHUP,
+							PGC_SUSET,
 							GUC_UNIT_S,
 							NULL, NULL, NULL);
 
@@ -315,7 +352,7 @@ outbox_define_gucs(void)
 							&outbox_abandoned_retention,
 							30 * 24 * 3600,
 							0, INT_MAX,
-							PGC_SIGHUP,
+							PGC_SUSET,
 							GUC_UNIT_S,
 							NULL, NULL, NULL);
 
@@ -324,7 +361,7 @@ outbox_define_gucs(void)
 							   NULL,
 							   &outbox_dead_letter_topic,
 							   "",
-							   PGC_SIGHUP,
+							   PGC_SUSET,
 							   0,
 							   check_dead_letter_topic, NULL, NULL);
 
@@ -333,7 +370,7 @@ outbox_define_gucs(void)
 							   "A comma-separated list; empty publishes without waiting for any standby.",
 							   &outbox_standby_slots,
 							   "",
-							   PGC_SIGHUP,
+							   PGC_SUSET,
 							   0,
 							   check_standby_slots, NULL, NULL);
 

@@ -411,7 +411,8 @@ outbox_kafka_configure(void)
 }
 
 /*
- * Destroy the producer, if any.  Nothing may be in flight.
+ * Destroy the producer, if any.  Nothing may be in flight.  The status
+ * then shows brokers_up as unknown.
  */
 void
 outbox_kafka_shutdown(void)
@@ -428,6 +429,7 @@ outbox_kafka_shutdown(void)
 	free(producer_brokers);
 	free(producer_properties);
 	producer_brokers = producer_properties = NULL;
+	outbox_shmem_set_brokers_up(-1);
 }
 
 /*

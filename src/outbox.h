@@ -19,7 +19,8 @@
 #include "utils/timestamp.h"
 
 /* guc.c: the settings, see the README for what each one means */
-extern char *outbox_database;
+extern char *outbox_databases;
+extern int	outbox_max_workers;
 extern char *outbox_brokers;
 extern char *outbox_kafka_properties;
 extern int	outbox_max_message_bytes;
@@ -47,13 +48,14 @@ extern int64 outbox_store_event(Oid nspid, text *topic, text *key,
 								bytea *payload, Jsonb *headers,
 								Datum event_id, bool event_id_isnull);
 
-/* shmem.c: state shared by the launcher, the worker and the backends */
+/* shmem.c: state shared by the launcher, the workers and the backends */
 typedef enum OutboxWorkerState
 {
 	OUTBOX_WORKER_STOPPED,
 	OUTBOX_WORKER_STARTING,
 	OUTBOX_WORKER_WAITING_FOR_DATABASE,
 	OUTBOX_WORKER_WAITING_FOR_EXTENSION,
+	OUTBOX_WORKER_WAITING_FOR_WORKER_SLOT,
 	OUTBOX_WORKER_STANDBY,
 	OUTBOX_WORKER_IDLE,
 	OUTBOX_WORKER_PUBLISHING,
@@ -62,36 +64,73 @@ typedef enum OutboxWorkerState
 	OUTBOX_WORKER_BACKING_OFF
 } OutboxWorkerState;
 
-typedef struct OutboxShared
+/* what the owner lookup of a database found */
+typedef enum OutboxLookup
 {
-	Latch	   *volatile worker_latch;
-	volatile Oid worker_database;	/* the database it publishes from */
+	OUTBOX_LOOKUP_NONE,			/* no verdict: it failed, look again */
+	OUTBOX_LOOKUP_NO_EXTENSION,
+	OUTBOX_LOOKUP_CANNOT_LOG_IN,	/* the owner cannot log in */
+	OUTBOX_LOOKUP_FOUND
+} OutboxLookup;
+
+/* one database served by a worker, or waiting for one */
+typedef struct OutboxWorkerSlot
+{
+	/* set by the launcher */
+	bool		in_use;
+	volatile Oid database;		/* InvalidOid while it does not exist */
+	NameData	dbname;
+	/* set by the slot's worker */
+	Latch	   *volatile latch; /* the publishing worker's, for commits */
 	pg_atomic_uint64 published; /* since the worker started */
 	pg_atomic_uint64 failed;
-	slock_t		mutex;
-	pid_t		worker_pid;
+	pid_t		pid;
 	OutboxWorkerState state;
 	TimestampTz started_at;
 	TimestampTz state_since;
 	TimestampTz last_batch_at;
 	int			brokers_up;
 	char		last_error[256];
-	Oid			owner;			/* found by the worker, for the launcher */
+	OutboxLookup lookup;		/* the owner lookup's verdict, for the launcher */
+	Oid			owner;			/* with OUTBOX_LOOKUP_FOUND */
+	/* set by backends */
+	bool		restart_requested;	/* settings or extension changed */
+} OutboxWorkerSlot;
+
+typedef struct OutboxShared
+{
+	slock_t		mutex;
+	Latch	   *launcher_latch;
 	Oid			dropping_database;	/* DROP DATABASE under way: no restart */
 	TimestampTz dropping_since;
+	Oid			created[16];	/* CREATE EXTENSION committed there */
+	int			ncreated;
+	bool		created_overflow;	/* and in more databases */
+	int			nslots;
+	OutboxWorkerSlot slots[FLEXIBLE_ARRAY_MEMBER];
 } OutboxShared;
 
 extern OutboxShared *outbox_shared;
 
 extern void outbox_shmem_install_hooks(void);
-extern void outbox_shmem_attach_worker(bool publishes);
+extern int	outbox_shmem_claim_slot(Oid dboid, const char *dbname);
+extern void outbox_shmem_release_slot(int slotno);
+extern void outbox_shmem_report_waiting(int slotno, OutboxWorkerState state,
+										const char *error);
+extern OutboxLookup outbox_shmem_take_lookup(int slotno, Oid *owner);
+extern int	outbox_shmem_take_created(Oid *databases, int max, bool *overflow);
+extern void outbox_shmem_attach_launcher(void);
+extern void outbox_shmem_attach_worker(int slotno, bool publishes);
 extern void outbox_shmem_set_state(OutboxWorkerState state, const char *error);
 extern void outbox_shmem_count_batch(int published, int failed);
 extern void outbox_shmem_set_brokers_up(int brokers_up);
-extern void outbox_shmem_put_owner(Oid owner);
-extern Oid	outbox_shmem_take_owner(void);
+extern void outbox_shmem_put_lookup(OutboxLookup lookup, Oid owner);
+extern bool outbox_shmem_restart_requested(void);
+extern void outbox_shmem_wake_worker(Oid dboid);
+extern void outbox_shmem_restart_workers(Oid dboid, bool terminate);
+extern void outbox_shmem_extension_created(Oid dboid);
 
-/* utility.c: DROP DATABASE of the worker's database */
+/* utility.c: statements that concern the launcher or a worker */
 extern void outbox_install_utility_hook(void);
 
 /* wakeup.c: wake the worker when an enqueuing transaction commits */
@@ -145,6 +184,7 @@ extern int64 outbox_record_bytes(const OutboxEvent *ev);
 /* claim.c: the SQL side of publishing; callers hold a transaction */
 extern Oid	outbox_extension_owner(void);
 extern bool outbox_extension_ready(void);
+extern bool outbox_events_due(void);
 extern OutboxBatch *outbox_claim_batch(int batch_size);
 extern void outbox_record_outcomes(OutboxBatch *batch);
 extern int64 outbox_purge_expired(int batch_size);
@@ -163,7 +203,13 @@ extern void outbox_kafka_forget_batch(void);
 /* standby.c: publish only what the standbys of outbox.standby_slots have */
 extern bool outbox_standbys_have(XLogRecPtr target, long max_ms);
 
-/* launcher.c: starts the worker, as the extension's owner */
+/* launcher.c: starts a worker per database, as the extension's owner */
+typedef struct OutboxWorkerArgs
+{
+	Oid			database;
+	Oid			owner;			/* InvalidOid: look the owner up */
+} OutboxWorkerArgs;
+
 extern PGDLLEXPORT void outbox_launcher_main(Datum main_arg);
 extern void outbox_register_launcher(void);
 

@@ -1,17 +1,23 @@
 /*-------------------------------------------------------------------------
  *
  * shmem.c
- *		State shared between the launcher, the worker and the backends: where
- *		to find the worker's latch, what the worker is doing, and the owner
- *		that its first step found.
+ *		State shared between the launcher, the workers and the backends: one
+ *		slot per database that is served or waits to be, and the requests
+ *		that backends leave for the launcher and the workers.
+ *
+ * The launcher assigns a slot to a database and frees it (in_use,
+ * database, dbname); the worker started for the slot fills in the rest.
+ * There are outbox.max_workers slots for publishing workers and
+ * WAITING_SLOTS more, so that databases waiting for a worker show in
+ * outbox_worker_status() too.
  *
  * The struct exists only when the library is in shared_preload_libraries;
  * elsewhere outbox_shared stays NULL.
  *
- * Locking: worker_latch and worker_database are single words written only
- * by the worker itself, so backends read them without a lock; setting a
- * latch that a dead worker left behind is harmless.  The counters are
- * atomics.  Everything else is protected by the spinlock.
+ * Locking: a slot's database and latch are single words that committing
+ * backends read without a lock (wakeup.c); setting a latch that a gone
+ * worker left behind is harmless.  The counters are atomics.  Everything
+ * else is protected by the spinlock.
  *
  * src/shmem.c
  *
@@ -19,25 +25,42 @@
  */
 #include "postgres.h"
 
+#include <signal.h>
+
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
+#include "utils/builtins.h"
 #include "utils/timestamp.h"
 
 #include "outbox.h"
 
+/* slots beyond outbox.max_workers, for databases waiting for a worker */
+#define WAITING_SLOTS 32
+
 OutboxShared *outbox_shared = NULL;
+
+/* the slot of this worker process, NULL elsewhere */
+static OutboxWorkerSlot *my_slot = NULL;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static Size
+outbox_shmem_size(void)
+{
+	return add_size(offsetof(OutboxShared, slots),
+					mul_size(outbox_max_workers + WAITING_SLOTS,
+							 sizeof(OutboxWorkerSlot)));
+}
 
 static void
 outbox_shmem_request(void)
 {
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-	RequestAddinShmemSpace(MAXALIGN(sizeof(OutboxShared)));
+	RequestAddinShmemSpace(MAXALIGN(outbox_shmem_size()));
 }
 
 static void
@@ -49,21 +72,24 @@ outbox_shmem_startup(void)
 		prev_shmem_startup_hook();
 
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	outbox_shared = ShmemInitStruct("outbox", sizeof(OutboxShared), &found);
+	outbox_shared = ShmemInitStruct("outbox", outbox_shmem_size(), &found);
 	if (!found)
 	{
-		memset(outbox_shared, 0, sizeof(OutboxShared));
-		pg_atomic_init_u64(&outbox_shared->published, 0);
-		pg_atomic_init_u64(&outbox_shared->failed, 0);
+		memset(outbox_shared, 0, outbox_shmem_size());
 		SpinLockInit(&outbox_shared->mutex);
-		outbox_shared->state = OUTBOX_WORKER_STOPPED;
+		outbox_shared->nslots = outbox_max_workers + WAITING_SLOTS;
+		for (int i = 0; i < outbox_shared->nslots; i++)
+		{
+			pg_atomic_init_u64(&outbox_shared->slots[i].published, 0);
+			pg_atomic_init_u64(&outbox_shared->slots[i].failed, 0);
+		}
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
 
 /*
  * Install the shared memory hooks.  Called from _PG_init while
- * shared_preload_libraries is processed.
+ * shared_preload_libraries is processed, after the settings are defined.
  */
 void
 outbox_shmem_install_hooks(void)
@@ -74,112 +100,311 @@ outbox_shmem_install_hooks(void)
 	shmem_startup_hook = outbox_shmem_startup;
 }
 
+/*
+ * Record a slot's state and why, if there is a reason to say: error NULL
+ * clears the previous one when the state changes, and keeps it otherwise.
+ */
 static void
-outbox_shmem_detach_worker(int code, Datum arg)
+set_slot_state(OutboxWorkerSlot *slot, OutboxWorkerState state,
+			   const char *error)
 {
 	TimestampTz now = GetCurrentTimestamp();
 
-	outbox_shared->worker_latch = NULL;
-	outbox_shared->worker_database = InvalidOid;
 	SpinLockAcquire(&outbox_shared->mutex);
-	outbox_shared->worker_pid = 0;
-	outbox_shared->state = OUTBOX_WORKER_STOPPED;
-	outbox_shared->state_since = now;
+	if (slot->state != state)
+	{
+		slot->state = state;
+		slot->state_since = now;
+		slot->last_error[0] = '\0';
+	}
+	if (error != NULL)
+		strlcpy(slot->last_error, error, sizeof(slot->last_error));
 	SpinLockRelease(&outbox_shared->mutex);
 }
 
 /*
- * Publish the calling worker's pid and database, and its latch if
- * publishes is true (so that commits wake it); undone when it exits.
+ * Launcher: take a free slot for database dboid (InvalidOid while it does
+ * not exist) called dbname.  Returns its number, or -1 if none is free.
+ */
+int
+outbox_shmem_claim_slot(Oid dboid, const char *dbname)
+{
+	int			slotno = -1;
+
+	SpinLockAcquire(&outbox_shared->mutex);
+	for (int i = 0; i < outbox_shared->nslots; i++)
+	{
+		OutboxWorkerSlot *slot = &outbox_shared->slots[i];
+
+		if (slot->in_use)
+			continue;
+		slot->in_use = true;
+		slot->database = dboid;
+		namestrcpy(&slot->dbname, dbname);
+		slot->pid = 0;
+		slot->state = OUTBOX_WORKER_STOPPED;
+		slot->state_since = 0;
+		slot->last_error[0] = '\0';
+		slot->lookup = OUTBOX_LOOKUP_NONE;
+		slot->owner = InvalidOid;
+		slot->restart_requested = false;
+		slotno = i;
+		break;
+	}
+	SpinLockRelease(&outbox_shared->mutex);
+	return slotno;
+}
+
+/*
+ * Launcher: free a slot whose worker has exited.
  */
 void
-outbox_shmem_attach_worker(bool publishes)
+outbox_shmem_release_slot(int slotno)
 {
-	TimestampTz now = GetCurrentTimestamp();
-
-	pg_atomic_write_u64(&outbox_shared->published, 0);
-	pg_atomic_write_u64(&outbox_shared->failed, 0);
 	SpinLockAcquire(&outbox_shared->mutex);
-	outbox_shared->worker_pid = MyProcPid;
-	outbox_shared->started_at = now;
-	outbox_shared->last_batch_at = 0;
-	outbox_shared->brokers_up = 0;
+	outbox_shared->slots[slotno].in_use = false;
+	outbox_shared->slots[slotno].database = InvalidOid;
 	SpinLockRelease(&outbox_shared->mutex);
-	outbox_shared->worker_database = MyDatabaseId;
-	if (publishes)
-		outbox_shared->worker_latch = MyLatch;
-	before_shmem_exit(outbox_shmem_detach_worker, (Datum) 0);
 }
 
 /*
- * Record what the worker is doing and why, if there is a reason to say:
- * error NULL clears the previous one when the state changes, and keeps it
- * otherwise.
+ * Launcher: say why slot slotno has no worker running.
+ */
+void
+outbox_shmem_report_waiting(int slotno, OutboxWorkerState state,
+							const char *error)
+{
+	set_slot_state(&outbox_shared->slots[slotno], state, error);
+}
+
+/*
+ * Launcher: what the owner lookup of slot slotno found, and the owner if
+ * it found one.  Returns the verdict once, then OUTBOX_LOOKUP_NONE.
+ */
+OutboxLookup
+outbox_shmem_take_lookup(int slotno, Oid *owner)
+{
+	OutboxWorkerSlot *slot = &outbox_shared->slots[slotno];
+	OutboxLookup lookup;
+
+	SpinLockAcquire(&outbox_shared->mutex);
+	lookup = slot->lookup;
+	*owner = slot->owner;
+	slot->lookup = OUTBOX_LOOKUP_NONE;
+	SpinLockRelease(&outbox_shared->mutex);
+	return lookup;
+}
+
+/*
+ * Launcher: the databases in which CREATE EXTENSION outbox has committed
+ * since the last call, at most max of them; *overflow is set if more
+ * were dropped for lack of room (look at every database again).
+ */
+int
+outbox_shmem_take_created(Oid *databases, int max, bool *overflow)
+{
+	int			n;
+
+	SpinLockAcquire(&outbox_shared->mutex);
+	n = Min(outbox_shared->ncreated, max);
+	memcpy(databases, outbox_shared->created, n * sizeof(Oid));
+	*overflow = outbox_shared->created_overflow || outbox_shared->ncreated > max;
+	outbox_shared->ncreated = 0;
+	outbox_shared->created_overflow = false;
+	SpinLockRelease(&outbox_shared->mutex);
+	return n;
+}
+
+static void
+detach_worker(int code, Datum arg)
+{
+	bool		publishes = DatumGetBool(arg);
+
+	my_slot->latch = NULL;
+	SpinLockAcquire(&outbox_shared->mutex);
+	my_slot->pid = 0;
+	SpinLockRelease(&outbox_shared->mutex);
+	/* an owner lookup leaves its verdict for the launcher to show */
+	if (publishes)
+		set_slot_state(my_slot, OUTBOX_WORKER_STOPPED, NULL);
+}
+
+/*
+ * Worker: publish the calling worker's pid in slot slotno, and its latch
+ * if publishes is true (so that commits wake it); undone when it exits.
+ */
+void
+outbox_shmem_attach_worker(int slotno, bool publishes)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	my_slot = &outbox_shared->slots[slotno];
+	pg_atomic_write_u64(&my_slot->published, 0);
+	pg_atomic_write_u64(&my_slot->failed, 0);
+	SpinLockAcquire(&outbox_shared->mutex);
+	my_slot->pid = MyProcPid;
+	my_slot->started_at = now;
+	my_slot->last_batch_at = 0;
+	my_slot->brokers_up = 0;
+	my_slot->restart_requested = false;
+	SpinLockRelease(&outbox_shared->mutex);
+	if (publishes)
+		my_slot->latch = MyLatch;
+	before_shmem_exit(detach_worker, BoolGetDatum(publishes));
+	set_slot_state(my_slot, OUTBOX_WORKER_STARTING, NULL);
+}
+
+/*
+ * Worker: record what it is doing (see set_slot_state).
  */
 void
 outbox_shmem_set_state(OutboxWorkerState state, const char *error)
 {
-	TimestampTz now = GetCurrentTimestamp();
-
-	SpinLockAcquire(&outbox_shared->mutex);
-	if (outbox_shared->state != state)
-	{
-		outbox_shared->state = state;
-		outbox_shared->state_since = now;
-		outbox_shared->last_error[0] = '\0';
-	}
-	if (error != NULL)
-		strlcpy(outbox_shared->last_error, error, sizeof(outbox_shared->last_error));
-	SpinLockRelease(&outbox_shared->mutex);
+	set_slot_state(my_slot, state, error);
 }
 
 /*
- * Count a finished batch's deliveries and refusals.
+ * Worker: count a finished batch's deliveries and refusals.
  */
 void
 outbox_shmem_count_batch(int published, int failed)
 {
 	TimestampTz now = GetCurrentTimestamp();
 
-	pg_atomic_fetch_add_u64(&outbox_shared->published, published);
-	pg_atomic_fetch_add_u64(&outbox_shared->failed, failed);
+	pg_atomic_fetch_add_u64(&my_slot->published, published);
+	pg_atomic_fetch_add_u64(&my_slot->failed, failed);
 	SpinLockAcquire(&outbox_shared->mutex);
-	outbox_shared->last_batch_at = now;
+	my_slot->last_batch_at = now;
 	SpinLockRelease(&outbox_shared->mutex);
 }
 
 /*
- * Record how many brokers the producer is connected to.
+ * Worker: record how many brokers the producer is connected to.
  */
 void
 outbox_shmem_set_brokers_up(int brokers_up)
 {
 	SpinLockAcquire(&outbox_shared->mutex);
-	outbox_shared->brokers_up = brokers_up;
+	my_slot->brokers_up = brokers_up;
 	SpinLockRelease(&outbox_shared->mutex);
 }
 
 /*
- * Hand the owner of the extension from the worker's lookup step to the
- * launcher, which starts the publishing step as that role.  take_owner
- * returns it once, then InvalidOid.
+ * Worker, owner lookup: hand what it found to the launcher, which starts
+ * the publishing worker as owner.
  */
 void
-outbox_shmem_put_owner(Oid owner)
+outbox_shmem_put_lookup(OutboxLookup lookup, Oid owner)
 {
 	SpinLockAcquire(&outbox_shared->mutex);
-	outbox_shared->owner = owner;
+	my_slot->lookup = lookup;
+	my_slot->owner = owner;
 	SpinLockRelease(&outbox_shared->mutex);
 }
 
-Oid
-outbox_shmem_take_owner(void)
+/*
+ * Worker: has a backend asked it to start again, with the settings or
+ * the extension as they are now?
+ */
+bool
+outbox_shmem_restart_requested(void)
 {
-	Oid			owner;
+	bool		requested;
 
 	SpinLockAcquire(&outbox_shared->mutex);
-	owner = outbox_shared->owner;
-	outbox_shared->owner = InvalidOid;
+	requested = my_slot->restart_requested;
 	SpinLockRelease(&outbox_shared->mutex);
-	return owner;
+	return requested;
+}
+
+/*
+ * Backend: wake the worker of database dboid, if it has one.  No lock: a
+ * slot's database and latch are read as single words.
+ */
+void
+outbox_shmem_wake_worker(Oid dboid)
+{
+	for (int i = 0; i < outbox_shared->nslots; i++)
+	{
+		OutboxWorkerSlot *slot = &outbox_shared->slots[i];
+		Latch	   *latch;
+
+		if (slot->database != dboid)
+			continue;
+		latch = slot->latch;
+		if (latch != NULL)
+			SetLatch(latch);
+		break;
+	}
+}
+
+/*
+ * Backend: ask the worker of database dboid (of every database if dboid
+ * is InvalidOid) to exit after its batch in flight, so that the launcher
+ * starts it again as things now are; with terminate, at once (SIGTERM),
+ * and the launcher starts no worker there for a while (DROP DATABASE).
+ */
+void
+outbox_shmem_restart_workers(Oid dboid, bool terminate)
+{
+	pid_t		pids[64];
+	int			npids = 0;
+	Latch	   *latches[64];
+	int			nlatches = 0;
+
+	SpinLockAcquire(&outbox_shared->mutex);
+	if (terminate)
+	{
+		outbox_shared->dropping_database = dboid;
+		outbox_shared->dropping_since = GetCurrentTimestamp();
+	}
+	for (int i = 0; i < outbox_shared->nslots; i++)
+	{
+		OutboxWorkerSlot *slot = &outbox_shared->slots[i];
+
+		if (!slot->in_use || (OidIsValid(dboid) && slot->database != dboid))
+			continue;
+		slot->restart_requested = true;
+		if (terminate && slot->pid != 0 && npids < lengthof(pids))
+			pids[npids++] = slot->pid;
+		if (slot->latch != NULL && nlatches < lengthof(latches))
+			latches[nlatches++] = slot->latch;
+	}
+	SpinLockRelease(&outbox_shared->mutex);
+
+	for (int i = 0; i < npids; i++)
+		(void) kill(pids[i], SIGTERM);
+	for (int i = 0; i < nlatches; i++)
+		SetLatch(latches[i]);
+}
+
+/*
+ * Backend: tell the launcher that CREATE EXTENSION outbox committed in
+ * database dboid.
+ */
+void
+outbox_shmem_extension_created(Oid dboid)
+{
+	Latch	   *latch;
+
+	SpinLockAcquire(&outbox_shared->mutex);
+	if (outbox_shared->ncreated < lengthof(outbox_shared->created))
+		outbox_shared->created[outbox_shared->ncreated++] = dboid;
+	else
+		outbox_shared->created_overflow = true;
+	latch = outbox_shared->launcher_latch;
+	SpinLockRelease(&outbox_shared->mutex);
+	if (latch != NULL)
+		SetLatch(latch);
+}
+
+/*
+ * Launcher: make the calling process the launcher that backends wake.
+ */
+void
+outbox_shmem_attach_launcher(void)
+{
+	SpinLockAcquire(&outbox_shared->mutex);
+	outbox_shared->launcher_latch = MyLatch;
+	SpinLockRelease(&outbox_shared->mutex);
 }

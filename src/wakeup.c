@@ -5,7 +5,7 @@
  *
  * At commit the new rows are already visible to other snapshots, so the
  * worker finds them as soon as it runs.  No lock, no NOTIFY: one latch set,
- * and only for the database the worker publishes from.
+ * that of the worker of the committing database (shmem.c).
  *
  * src/wakeup.c
  *
@@ -15,7 +15,6 @@
 
 #include "access/xact.h"
 #include "miscadmin.h"
-#include "storage/latch.h"
 
 #include "outbox.h"
 
@@ -34,18 +33,11 @@ outbox_wake_worker_at_commit(void)
 static void
 outbox_xact_callback(XactEvent event, void *arg)
 {
-	Latch	   *latch;
-
 	switch (event)
 	{
 		case XACT_EVENT_COMMIT:
-			if (wake_at_commit && outbox_shared != NULL &&
-				outbox_shared->worker_database == MyDatabaseId)
-			{
-				latch = outbox_shared->worker_latch;
-				if (latch != NULL)
-					SetLatch(latch);
-			}
+			if (wake_at_commit && outbox_shared != NULL)
+				outbox_shmem_wake_worker(MyDatabaseId);
 			wake_at_commit = false;
 			break;
 		case XACT_EVENT_ABORT:

@@ -4,7 +4,7 @@
  *		The outbox worker: owner lookup, main loop, signals, error recovery.
  *
  * Started by the launcher (launcher.c) for one database, in one of two
- * steps: find the extension's owner, or publish as that owner.
+ * steps: look up the extension's owner, or publish as that owner.
  *
  * Each batch is one transaction: claim (row locks), make sure the claiming
  * snapshot's commits are flushed to WAL, produce, wait for every delivery
@@ -50,8 +50,17 @@
 /* pause after a failed batch (doubled while failures repeat, up to the max) */
 #define ERROR_PAUSE_MS 1000
 #define ERROR_PAUSE_MAX_MS 60000
-/* pause between looks while the extension is missing */
-#define EXTENSION_CHECK_MS 1000
+/*
+ * How often the extension is looked up in the catalog: DROP and ALTER
+ * EXTENSION ask the worker to restart at once anyway (utility.c).
+ */
+#define EXTENSION_CHECK_MS 5000
+/*
+ * How long the producer is kept without events to publish: librdkafka's
+ * threads cost about a millisecond of CPU per second even when idle, which
+ * adds up over many databases.
+ */
+#define PRODUCER_IDLE_MS 60000
 /* how often expired events are looked for, and how many go per transaction */
 #define CLEANUP_INTERVAL_MS 10000
 #define PURGE_BATCH_SIZE 1000
@@ -60,6 +69,10 @@
 static OutboxBatch *batch_in_progress = NULL;
 static int	consecutive_errors = 0;
 static TimestampTz next_cleanup = 0;
+static TimestampTz next_extension_check = 0;
+/* did the last batch find nothing, and when did one last find something */
+static bool idle = false;
+static TimestampTz last_events_at = 0;
 
 static void
 outbox_worker_exit(int code, Datum arg)
@@ -209,23 +222,50 @@ ensure_producer(void)
 /*
  * Run one batch in one transaction.  Returns how long to wait before the
  * next: 0 after a batch that published anything, poll_interval after an
- * empty one.  Exits when the extension is gone or has another owner: the
- * launcher then looks for its owner again.
+ * empty one.  Exits when the extension is gone or has another owner, or
+ * when a backend asks it to (utility.c): the launcher then looks for the
+ * owner again and starts a worker with the settings as they are then.
  */
 static long
 run_batch(MemoryContext cxt)
 {
 	OutboxBatch *batch;
+	TimestampTz now = GetCurrentTimestamp();
 
 	begin_work("claiming due events");
 	/* the batch must outlive the transaction, for error recovery */
 	MemoryContextSwitchTo(cxt);
 
-	if (!outbox_extension_ready())
+	if (outbox_shmem_restart_requested())
 	{
 		ereport(LOG,
-				(errmsg("outbox: the extension was dropped or changed owner, worker exiting")));
+				(errmsg("outbox: the settings or the extension changed, worker restarting")));
 		proc_exit(0);
+	}
+	if (now >= next_extension_check)
+	{
+		if (!outbox_extension_ready())
+		{
+			ereport(LOG,
+					(errmsg("outbox: the extension was dropped or changed owner, worker exiting")));
+			proc_exit(0);
+		}
+		next_extension_check = TimestampTzPlusMilliseconds(now, EXTENSION_CHECK_MS);
+	}
+
+	/* idle: a cheap look first, and no producer after a while */
+	if (idle && !outbox_events_due())
+	{
+		if (TimestampDifferenceExceeds(last_events_at, now, PRODUCER_IDLE_MS))
+			outbox_kafka_shutdown();
+		else if (!ensure_producer())
+		{
+			end_work(cxt);
+			return ERROR_PAUSE_MS;
+		}
+		end_work(cxt);
+		outbox_shmem_set_state(OUTBOX_WORKER_IDLE, NULL);
+		return outbox_poll_interval;
 	}
 	if (!ensure_producer())
 	{
@@ -257,8 +297,11 @@ run_batch(MemoryContext cxt)
 	if (batch->count > 0)
 		count_outcomes(batch);
 
+	idle = batch->count == 0;
+	if (!idle)
+		last_events_at = now;
 	outbox_shmem_set_state(OUTBOX_WORKER_IDLE, NULL);
-	return batch->count > 0 ? 0 : outbox_poll_interval;
+	return idle ? outbox_poll_interval : 0;
 }
 
 /*
@@ -394,85 +437,76 @@ publish_loop(void)
 }
 
 /*
- * The first step: wait until the extension exists in this database and its
- * owner may log in, hand the owner to the launcher and exit.  Connected as
- * the bootstrap superuser, this reads the catalogs and runs nothing else.
+ * The first step: find whether the extension exists in this database and
+ * whether its owner may log in, leave the verdict for the launcher and
+ * exit.  Connected as the bootstrap superuser, this reads the catalogs and
+ * runs nothing else.
  */
 static void
-find_owner(void)
+look_up_owner(void)
 {
-	while (!ShutdownRequestPending)
+	Oid			owner;
+	OutboxLookup lookup = OUTBOX_LOOKUP_NO_EXTENSION;
+	HeapTuple	roletup;
+
+	StartTransactionCommand();
+	owner = outbox_extension_owner();
+	if (OidIsValid(owner))
 	{
-		Oid			owner;
-		HeapTuple	roletup;
-		char		problem[NAMEDATALEN + 64] = "";
-
-		CHECK_FOR_INTERRUPTS();
-		StartTransactionCommand();
-		owner = outbox_extension_owner();
-		if (OidIsValid(owner))
+		lookup = OUTBOX_LOOKUP_FOUND;
+		roletup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(owner));
+		if (HeapTupleIsValid(roletup))
 		{
-			roletup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(owner));
-			if (HeapTupleIsValid(roletup))
+			Form_pg_authid role = (Form_pg_authid) GETSTRUCT(roletup);
+
+			if (!role->rolcanlogin)
 			{
-				Form_pg_authid role = (Form_pg_authid) GETSTRUCT(roletup);
+				char	   *problem;
 
-				/* outlives the transaction: no palloc */
-				if (!role->rolcanlogin)
-					snprintf(problem, sizeof(problem),
-							 "role \"%s\", which owns the extension, cannot log in",
-							 NameStr(role->rolname));
-				ReleaseSysCache(roletup);
+				problem = psprintf("role \"%s\", which owns the extension, cannot log in",
+								   NameStr(role->rolname));
+				outbox_shmem_set_state(OUTBOX_WORKER_WAITING_FOR_EXTENSION, problem);
+				lookup = OUTBOX_LOOKUP_CANNOT_LOG_IN;
 			}
+			ReleaseSysCache(roletup);
 		}
-		CommitTransactionCommand();
-
-		if (OidIsValid(owner) && problem[0] == '\0')
-		{
-			outbox_shmem_put_owner(owner);
-			proc_exit(0);
-		}
-		if (problem[0] != '\0')
-			report_state(OUTBOX_WORKER_WAITING_FOR_EXTENSION, problem, problem);
-		else
-			report_state(OUTBOX_WORKER_WAITING_FOR_EXTENSION, NULL,
-						 "waiting for CREATE EXTENSION outbox");
-		pause_for(EXTENSION_CHECK_MS, false);
 	}
+	CommitTransactionCommand();
+	outbox_shmem_put_lookup(lookup, owner);
 	proc_exit(0);
 }
 
 /*
- * Main entry point of the worker.  main_arg is the database's oid,
- * bgw_extra the owner's (InvalidOid: find it first).
+ * Main entry point of the worker.  main_arg is the number of its slot in
+ * shared memory, bgw_extra says which database and which owner (InvalidOid:
+ * look it up).
  */
 void
 outbox_worker_main(Datum main_arg)
 {
-	Oid			dboid = DatumGetObjectId(main_arg);
-	Oid			owner;
+	OutboxWorkerArgs args;
 
-	memcpy(&owner, MyBgworkerEntry->bgw_extra, sizeof(Oid));
+	memcpy(&args, MyBgworkerEntry->bgw_extra, sizeof(args));
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
 	BackgroundWorkerUnblockSignals();
 
 	before_shmem_exit(outbox_worker_exit, (Datum) 0);
-	BackgroundWorkerInitializeConnectionByOid(dboid, owner, 0);
+	outbox_shmem_attach_worker(DatumGetInt32(main_arg), OidIsValid(args.owner));
+	BackgroundWorkerInitializeConnectionByOid(args.database, args.owner, 0);
 	/* whatever the database or role say, nothing resolves outside these */
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
 	pgstat_report_appname("outbox worker");
-	outbox_shmem_attach_worker(OidIsValid(owner));
-	outbox_shmem_set_state(OUTBOX_WORKER_STARTING, NULL);
 
-	if (!OidIsValid(owner))
-		find_owner();
+	if (!OidIsValid(args.owner))
+		look_up_owner();
 
 	StartTransactionCommand();
 	ereport(LOG,
 			(errmsg("outbox worker started for database \"%s\" as role \"%s\"",
-					get_database_name(MyDatabaseId), GetUserNameFromId(owner, false))));
+					get_database_name(MyDatabaseId), GetUserNameFromId(args.owner, false))));
 	CommitTransactionCommand();
+	last_events_at = GetCurrentTimestamp();
 	publish_loop();
 	ereport(LOG,
 			(errmsg("outbox worker shutting down")));

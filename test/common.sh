@@ -49,7 +49,7 @@ init_outbox_server() {
 	initdb -D "$data" -A trust >/dev/null
 	cat >> "$data/postgresql.conf" <<CONF
 shared_preload_libraries = 'outbox'
-outbox.database = '$database'
+outbox.databases = '$database'
 outbox.brokers = '$BROKERS'
 port = $port
 unix_socket_directories = '$OUTBOX_WORK'

@@ -1,5 +1,5 @@
 
-# outbox.database names a database that does not exist yet: the launcher
+# outbox.databases names a database that does not exist yet: the launcher
 # waits and says so, without a worker crashing in a loop; DROP DATABASE of
 # it, once served, succeeds without FORCE.  In that
 # database, SQL_ASCII, enqueue refuses a key or header that is not UTF-8,
@@ -22,7 +22,7 @@ $node->append_conf(
 	'postgresql.conf', qq{
 shared_preload_libraries = 'outbox'
 outbox.brokers = '$broker->{bootstrap}'
-outbox.database = 'app'
+outbox.databases = 'app'
 outbox.poll_interval = '100ms'
 log_min_messages = 'log'
 });
@@ -37,7 +37,7 @@ ok( wait_for_sql($node,
 	'the status says which database is missing');
 sleep 3;
 my $log = slurp_file($node->logfile);
-my $said = () = $log =~ /database "app" does not exist, waiting for it/g;
+my $said = () = $log =~ /database "app" does not exist or does not allow connections, waiting for it/g;
 is($said, 1, 'the log says it once');
 unlike($log, qr/FATAL/, 'no worker crashed trying to connect');
 
