@@ -399,12 +399,42 @@ outbox_shmem_extension_created(Oid dboid)
 }
 
 /*
- * Launcher: make the calling process the launcher that backends wake.
+ * Launcher: make the calling process the launcher that backends wake.  A
+ * launcher that starts again (after an error) does not know the workers
+ * its predecessor started: it stops them, waits up to 10 s for them to
+ * leave their slots, and starts from empty slots.
  */
 void
 outbox_shmem_attach_launcher(void)
 {
 	SpinLockAcquire(&outbox_shared->mutex);
 	outbox_shared->launcher_latch = MyLatch;
+	SpinLockRelease(&outbox_shared->mutex);
+
+	for (int waited = 0; waited < 100; waited++)
+	{
+		pid_t		pids[64];
+		int			npids = 0;
+
+		SpinLockAcquire(&outbox_shared->mutex);
+		for (int i = 0; i < outbox_shared->nslots && npids < lengthof(pids); i++)
+		{
+			if (outbox_shared->slots[i].pid != 0)
+				pids[npids++] = outbox_shared->slots[i].pid;
+		}
+		SpinLockRelease(&outbox_shared->mutex);
+		if (npids == 0)
+			break;
+		for (int i = 0; i < npids; i++)
+			(void) kill(pids[i], SIGTERM);
+		pg_usleep(100 * 1000L);
+	}
+
+	SpinLockAcquire(&outbox_shared->mutex);
+	for (int i = 0; i < outbox_shared->nslots; i++)
+	{
+		outbox_shared->slots[i].in_use = false;
+		outbox_shared->slots[i].database = InvalidOid;
+	}
 	SpinLockRelease(&outbox_shared->mutex);
 }

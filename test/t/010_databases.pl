@@ -115,6 +115,23 @@ is( $node->safe_psql('postgres',
 		"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'outbox worker'"),
 	'3', 'and does not start its worker again: db1, plain and postgres have theirs');
 
+# --- a launcher that starts again does not double the workers
+my $launcher = $node->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'outbox launcher'");
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($launcher)");
+ok( wait_for_sql($node,
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'outbox launcher' AND pid <> $launcher"),
+	'the launcher starts again');
+ok( wait_for_sql($node,
+		"SELECT count(*) = 3 AND bool_and(state = 'idle') FROM outbox_worker_status()", 20),
+	'and serves the three databases again');
+sleep 2;
+is( $node->safe_psql('postgres',
+		"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'outbox worker'"),
+	'3', 'with one worker each, not two');
+$node->safe_psql('db1', "SELECT outbox_enqueue('db1.relaunched', 'x'::text)");
+is(scalar @{ wait_for_records($broker_a, 'db1.relaunched', 1, 10) }, 1, 'which publish');
+
 # --- outbox.max_workers: a database that waits for a worker is reported
 $node->append_conf('postgresql.conf', "outbox.max_workers = 2\n");
 $node->restart;
