@@ -231,6 +231,7 @@ run_batch(MemoryContext cxt)
 {
 	OutboxBatch *batch;
 	TimestampTz now = GetCurrentTimestamp();
+	bool		nothing_due;
 
 	begin_work("claiming due events");
 	/* the batch must outlive the transaction, for error recovery */
@@ -254,23 +255,19 @@ run_batch(MemoryContext cxt)
 	}
 
 	/* idle: a cheap look first, and no producer after a while */
-	if (idle && !outbox_events_due())
-	{
-		if (TimestampDifferenceExceeds(last_events_at, now, PRODUCER_IDLE_MS))
-			outbox_kafka_shutdown();
-		else if (!ensure_producer())
-		{
-			end_work(cxt);
-			return ERROR_PAUSE_MS;
-		}
-		end_work(cxt);
-		outbox_shmem_set_state(OUTBOX_WORKER_IDLE, NULL);
-		return outbox_poll_interval;
-	}
-	if (!ensure_producer())
+	nothing_due = idle && !outbox_events_due();
+	if (nothing_due && TimestampDifferenceExceeds(last_events_at, now, PRODUCER_IDLE_MS))
+		outbox_kafka_shutdown();
+	else if (!ensure_producer())
 	{
 		end_work(cxt);
 		return ERROR_PAUSE_MS;
+	}
+	if (nothing_due)
+	{
+		end_work(cxt);
+		outbox_shmem_set_state(OUTBOX_WORKER_IDLE, NULL);
+		return outbox_poll_interval;
 	}
 
 	batch = outbox_claim_batch(outbox_batch_size);
