@@ -23,15 +23,17 @@ DATA = outbox--1.0.sql outbox--1.0--1.1.sql
 PGFILEDESC = "outbox - transactional outbox publishing to Kafka"
 
 REGRESS = enqueue state_machine privileges settings capture retry stats security headers upgrade
-ISOLATION = claim order
+ISOLATION = claim order commit_order
+ISOLATION_OPTS = --temp-config=$(srcdir)/specs/temp.conf
 
 RDKAFKA_CFLAGS := $(shell pkg-config --cflags rdkafka)
 RDKAFKA_LIBS := $(shell pkg-config --libs rdkafka)
 PG_CPPFLAGS = -I$(srcdir)/src $(RDKAFKA_CFLAGS)
 SHLIB_LINK = $(RDKAFKA_LIBS)
 
-# Test helpers: a Kafka-protocol broker built on librdkafka's mock cluster.
-TEST_PROGRAMS = test/mock_broker
+# Test helpers: a Kafka-protocol broker built on librdkafka's mock cluster,
+# and the bare producer that the drain benchmark compares with.
+TEST_PROGRAMS = test/mock_broker test/bench/producer
 EXTRA_CLEAN = $(TEST_PROGRAMS)
 
 PG_CONFIG ?= pg_config

@@ -13,8 +13,8 @@
 --   too.
 -- * outbox_capture no longer runs as its owner: the envelope (row_to_json,
 --   output functions, casts to json of the table's types) is built with
---   the rights of the role that changed the row; only the insert of the
---   event is done as the owner (src/trigger.c).
+--   the rights of the role that changed the row; the event is stored as
+--   outbox_enqueue stores it (src/trigger.c).
 --
 -- outbox_worker_status() returns a row per database, as 1.1 has a worker
 -- per database.
@@ -25,6 +25,18 @@
 --
 
 ALTER FUNCTION @extschema@.outbox_capture() SECURITY INVOKER;
+
+-- outbox_enqueue inserts straight into the table (src/enqueue.c): it checks
+-- no permission on the table, looks up no name through search_path and
+-- evaluates nothing but built-in functions, so it needs neither its owner's
+-- rights nor a pinned search_path, whose save and restore at every call
+-- cost as much as the insert.  EXECUTE on it remains the right to enqueue.
+ALTER FUNCTION @extschema@.outbox_enqueue(text, jsonb, text, jsonb, uuid)
+	SECURITY INVOKER RESET search_path;
+ALTER FUNCTION @extschema@.outbox_enqueue(text, text, text, jsonb, uuid)
+	SECURITY INVOKER RESET search_path;
+ALTER FUNCTION @extschema@.outbox_enqueue(text, bytea, text, jsonb, uuid)
+	SECURITY INVOKER RESET search_path;
 
 -- Claim up to batch_size due events, and at most about max_bytes of them,
 -- in id order, and lock them until the end of the transaction.  An event of

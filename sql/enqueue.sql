@@ -45,6 +45,13 @@ SELECT outbox_enqueue('orders', '{}'::jsonb,
 -- generated ids differ
 SELECT count(DISTINCT event_id) = count(*) AS all_distinct FROM outbox_messages;
 
+-- the insert goes past the executor, but a read-only transaction still
+-- cannot enqueue
+BEGIN READ ONLY;
+SELECT outbox_enqueue('orders', '{}'::jsonb);
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+
 -- the row exists only if the transaction commits
 TRUNCATE outbox_messages;
 BEGIN;

@@ -1,7 +1,8 @@
 --
 -- ALTER EXTENSION outbox UPDATE from 1.0 (the script kept in the
 -- repository): every row is kept with its state, the due ones are claimed
--- afterwards, and every function pins search_path.
+-- afterwards, and every function pins search_path but outbox_enqueue, which
+-- runs with its caller's rights and resolves no name (src/enqueue.c).
 --
 DROP EXTENSION IF EXISTS outbox;
 CREATE EXTENSION outbox VERSION '1.0';
@@ -12,8 +13,10 @@ SELECT outbox_mark_failed('{3}', '{"Broker: Message size too large"}', '{t}', 10
 
 -- the extension's functions, except aggregates, that do not pin search_path
 CREATE VIEW unpinned AS
-	SELECT p.oid::regprocedure AS function
+	SELECT p.oid::regprocedure AS function, p.prosecdef AS security_definer,
+		   l.lanname AS language
 	  FROM pg_proc p
+	  JOIN pg_language l ON l.oid = p.prolang
 	  JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
 	  JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'outbox'
 	 WHERE p.prokind <> 'a'
@@ -25,7 +28,7 @@ SELECT extversion FROM pg_extension WHERE extname = 'outbox';
 SELECT id, key, status, attempts, last_error, kafka_offset
   FROM outbox_messages ORDER BY id;
 SELECT id, key FROM outbox_claim(10);
-SELECT * FROM unpinned;
+SELECT * FROM unpinned ORDER BY function::text;
 SELECT prosecdef AS capture_is_security_definer FROM pg_proc WHERE proname = 'outbox_capture';
 
 -- a new installation is the same as an updated one

@@ -17,10 +17,11 @@
  *
  * Security: the trigger runs with the rights of the role that changed the
  * row, because building the envelope runs code of the table's owner (output
- * functions of its types, its casts to json).  Only the insert of the event
- * runs as the owner of outbox_capture, who owns the events table, in a
- * security-restricted operation; that insert evaluates nothing but built-in
- * functions.
+ * functions of its types, its casts to json).  The event is stored as
+ * outbox_enqueue stores it, straight into the table without a permission
+ * check and without evaluating anything but built-in functions
+ * (src/enqueue.c); the EXECUTE privilege that CREATE TRIGGER needs on
+ * outbox_capture is the gate.
  *
  * src/trigger.c
  *
@@ -31,7 +32,6 @@
 #include "access/xact.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
-#include "catalog/pg_proc.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
@@ -41,7 +41,6 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
-#include "miscadmin.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
@@ -146,32 +145,6 @@ row_key(Relation rel, Trigger *trigger, HeapTuple tuple)
 }
 
 /*
- * Store a captured event with the rights of the owner of the trigger
- * function fn_oid (the events table's owner), whoever fired it.
- */
-static void
-store_as_owner(Oid fn_oid, text *topic, text *key, bytea *payload)
-{
-	HeapTuple	proctup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn_oid));
-	Form_pg_proc proc;
-	Oid			save_userid;
-	int			save_sec_context;
-
-	if (!HeapTupleIsValid(proctup))
-		elog(ERROR, "cache lookup failed for function %u", fn_oid);
-	proc = (Form_pg_proc) GETSTRUCT(proctup);
-
-	/* an error restores the user with the (sub)transaction's abort */
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(proc->proowner,
-						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
-	outbox_store_event(proc->pronamespace, topic, key, payload, NULL, (Datum) 0, true);
-	SetUserIdAndSecContext(save_userid, save_sec_context);
-	ReleaseSysCache(proctup);
-}
-
-/*
  * outbox_capture(): AFTER INSERT OR UPDATE OR DELETE FOR EACH ROW, and
  * AFTER TRUNCATE FOR EACH STATEMENT; arguments (topic [, key_column ...]).
  */
@@ -245,10 +218,11 @@ outbox_capture(PG_FUNCTION_ARGS)
 					 U64FromFullTransactionId(GetTopFullTransactionId()),
 					 (int64) (now / 1000 + (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000));
 
-	store_as_owner(fcinfo->flinfo->fn_oid,
-				   cstring_to_text(trigdata->tg_trigger->tgargs[0]),
-				   key,
-				   outbox_utf8_payload(cstring_to_text_with_len(payload.data, payload.len)));
+	outbox_store_event(get_func_namespace(fcinfo->flinfo->fn_oid),
+					   cstring_to_text(trigdata->tg_trigger->tgargs[0]),
+					   key,
+					   outbox_utf8_payload(cstring_to_text_with_len(payload.data, payload.len)),
+					   NULL, (Datum) 0, true);
 
 	return PointerGetDatum(NULL);
 }

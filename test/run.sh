@@ -60,6 +60,7 @@ if [ $# -eq 0 ]; then
 	"$PGXS_DIR/src/test/isolation/pg_isolation_regress" \
 		--temp-instance="$WORK/isolation-instance" \
 		--inputdir="$ROOT" --outputdir="$WORK/isolation" \
+		--temp-config="$ROOT/specs/temp.conf" \
 		--bindir="$BINDIR" $ISOLATION_TESTS 2>&1 | tee "$WORK/isolation.out"
 	count_regress "$WORK/isolation.out"
 	[ -f "$WORK/isolation/output_iso/regression.diffs" ] && cat "$WORK/isolation/output_iso/regression.diffs"
