@@ -48,7 +48,7 @@ run() {
 	sql "SELECT pg_reload_conf()" >/dev/null
 	sql "TRUNCATE outbox_messages"
 	sleep 2
-	pgbench -n -M prepared -R "$RATE" -T "$SECONDS_RUN" -c 4 -j 2 -f "$BENCH/enqueue_only.sql" bench >/dev/null 2>&1
+	pgbench -n -M prepared -R "$RATE" -T "$SECONDS_RUN" -c 4 -j 2 -f "$BENCH/enqueue.sql" bench >/dev/null 2>&1
 	until [ "$(sql "SELECT NOT EXISTS (SELECT FROM outbox_messages WHERE status <> 'published')")" = t ]; do sleep 0.1; done
 	sql "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY l)::numeric, 1) || ' ' || round(percentile_cont(0.99) WITHIN GROUP (ORDER BY l)::numeric, 1)
 		   FROM (SELECT 1000 * extract(epoch FROM published_at - created_at) AS l FROM outbox_messages) s"
