@@ -16,6 +16,9 @@
  *   of an outbox.* setting, ask the worker concerned to start again at
  *   commit, between two batches, with the extension and the settings as
  *   they are then.
+ * - COMMIT PREPARED wakes the worker of the database once it is done, as
+ *   the commit of a transaction that enqueued does (wakeup.c): the prepared
+ *   transaction may hold events, and a wakeup costs less than finding out.
  *
  * What is asked at commit is forgotten at abort; a request that finds
  * nothing to do costs the launcher one lookup.
@@ -120,6 +123,9 @@ note_statement(Node *stmt)
 		extension_created |= IsA(stmt, CreateExtensionStmt);
 		restart_at_commit(MyDatabaseId);
 	}
+	else if (IsA(stmt, TransactionStmt) &&
+			 ((TransactionStmt *) stmt)->kind == TRANS_STMT_COMMIT_PREPARED)
+		outbox_wake_worker_at_commit();
 	else if (IsA(stmt, DropdbStmt))
 		release_database(((DropdbStmt *) stmt)->dbname);
 	else if (IsA(stmt, RenameStmt) &&

@@ -42,7 +42,7 @@ outbox_xact_callback(XactEvent event, void *arg)
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PREPARE:
-			/* a prepared transaction is found by the poll_interval timer */
+			/* COMMIT PREPARED wakes the worker later (utility.c) */
 			wake_at_commit = false;
 			break;
 		default:

@@ -3,7 +3,8 @@
 # commits last, while the worker publishes thousands of later-numbered
 # events, is published once; so is one of a prepared transaction at COMMIT
 # PREPARED.  Events of transactions that roll back, prepared or not, are
-# never published.
+# never published.  COMMIT PREPARED wakes the worker, as a COMMIT does: the
+# poll interval is an hour.
 
 use strict;
 use warnings;
@@ -14,7 +15,8 @@ use Test::More;
 
 my $broker = start_broker(1);
 my $node = outbox_node('commit_order', $broker,
-	'max_prepared_transactions' => '10');
+	'max_prepared_transactions' => '10',
+	'outbox.poll_interval' => '1h');
 worker_pid($node);
 
 # ids 1 to 4: two open transactions, two prepared ones
@@ -71,5 +73,13 @@ is( $node->safe_psql('postgres',
 		"SELECT string_agg(DISTINCT status::text, ',') || ' ' || count(*) FROM outbox_messages"),
 	'published 3002',
 	'the table says the same: 3002 events, all published');
+
+# on a quiet server, only the wakeup of COMMIT PREPARED can publish it
+$node->safe_psql('postgres',
+	"BEGIN; SELECT outbox_enqueue('order.late', 'late'::text); PREPARE TRANSACTION 'late'");
+sleep 1;
+$node->safe_psql('postgres', "COMMIT PREPARED 'late'");
+is(scalar @{ wait_for_records($broker, 'order.late', 1, 10) },
+	1, 'COMMIT PREPARED wakes the worker: published within seconds, not at the next poll');
 
 done_testing();
