@@ -319,7 +319,6 @@ insert_event(Oid nspid, Datum *columns, bool *nulls)
 	nulls[COL_CREATED_AT] = false;
 
 	slot = ExecInitExtraTupleSlot(estate, tupdesc, &TTSOpsVirtual);
-	ExecClearTuple(slot);
 	memset(slot->tts_isnull, true, tupdesc->natts * sizeof(bool));
 	for (int i = 0; i < NUM_EVENT_COLUMNS; i++)
 	{
@@ -384,6 +383,24 @@ outbox_store_event(Oid nspid, text *topic, text *key, bytea *payload,
 }
 
 /*
+ * The schema of the called function, the extension's, looked up at the
+ * first call through an FmgrInfo and kept in its fn_extra.
+ */
+Oid
+outbox_function_namespace(FunctionCallInfo fcinfo)
+{
+	Oid		   *nspid = (Oid *) fcinfo->flinfo->fn_extra;
+
+	if (nspid == NULL)
+	{
+		nspid = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(Oid));
+		*nspid = get_func_namespace(fcinfo->flinfo->fn_oid);
+		fcinfo->flinfo->fn_extra = nspid;
+	}
+	return *nspid;
+}
+
+/*
  * outbox_enqueue(topic text, payload {jsonb|text|bytea}, key text,
  *				  headers jsonb, event_id uuid) RETURNS bigint
  *
@@ -400,7 +417,7 @@ outbox_enqueue(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("topic must not be null")));
 
-	id = outbox_store_event(get_func_namespace(fcinfo->flinfo->fn_oid),
+	id = outbox_store_event(outbox_function_namespace(fcinfo),
 							PG_GETARG_TEXT_PP(0),
 							PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2),
 							PG_ARGISNULL(1) ? NULL : payload_bytes(fcinfo, 1),

@@ -47,6 +47,7 @@ extern bytea *outbox_utf8_payload(text *t);
 extern int64 outbox_store_event(Oid nspid, text *topic, text *key,
 								bytea *payload, Jsonb *headers,
 								Datum event_id, bool event_id_isnull);
+extern Oid	outbox_function_namespace(FunctionCallInfo fcinfo);
 
 /* shmem.c: state shared by the launcher, the workers and the backends */
 typedef enum OutboxWorkerState

@@ -218,7 +218,7 @@ outbox_capture(PG_FUNCTION_ARGS)
 					 U64FromFullTransactionId(GetTopFullTransactionId()),
 					 (int64) (now / 1000 + (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000));
 
-	outbox_store_event(get_func_namespace(fcinfo->flinfo->fn_oid),
+	outbox_store_event(outbox_function_namespace(fcinfo),
 					   cstring_to_text(trigdata->tg_trigger->tgargs[0]),
 					   key,
 					   outbox_utf8_payload(cstring_to_text_with_len(payload.data, payload.len)),

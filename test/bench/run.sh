@@ -92,11 +92,12 @@ drain_worker() {
 	sql bench "SELECT round(pg_wal_lsn_diff('$lsn1', '$lsn0') / $1), round(pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '$lsn1') / $1)" | tr '|' ' ' > "$WORK/wal"
 	awk -v n="$1" -v s="$start" -v e="$(now)" 'BEGIN { printf "%.0f", n / (e - s) }'
 }
-# tps of pgbench in DATABASE running SCRIPT (a file of test/bench, or
-# "builtin:NAME") with CLIENTS clients, protocol MODE (simple, prepared)
+# tps of pgbench in DATABASE running SCRIPT (a file of test/bench, or the
+# name of a pgbench built-in script) with CLIENTS clients, protocol MODE
+# (simple, prepared)
 pgbench_tps() {
 	local script="-f $BENCH/$2"
-	case $2 in builtin:*) script="-b ${2#builtin:}" ;; esac
+	case $2 in *.sql) ;; *) script="-b $2" ;; esac
 	pgbench -n -M "$4" -T "$PGBENCH_S" -c "$3" -j "$(( $3 < 2 ? 1 : 2 ))" -s 10 $script "$1" 2>"$WORK/pgbench.err" |
 		sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | cut -d. -f1
 }
@@ -114,14 +115,13 @@ VARIANTS="baseline:plain.sql:4:simple baseline:enqueue.sql:4:simple
 	baseline:plain.sql:4:prepared baseline:enqueue.sql:4:prepared
 	baseline:plain.sql:1:prepared baseline:enqueue.sql:1:prepared
 	baseline:plain.sql:8:prepared baseline:enqueue.sql:8:prepared
-	baseline:builtin:tpcb-like:4:simple baseline:tpcb_enqueue.sql:4:simple
+	baseline:tpcb-like:4:simple baseline:tpcb_enqueue.sql:4:simple
 	baseline:order.sql:4:simple bench:order.sql:4:simple"
 for round in 1 2 3; do
 	for variant in $VARIANTS; do
 		db=${variant%%:*}
 		reset_tables "$db"
 		IFS=: read -r _ script clients mode <<<"$variant"
-		case $script in builtin) script="builtin:$clients"; IFS=: read -r _ _ _ clients mode <<<"$variant" ;; esac
 		tps[$variant]="${tps[$variant]:-} $(pgbench_tps "$db" "$script" "$clients" "$mode")" ||
 			{ log "pgbench failed: $(cat "$WORK/pgbench.err")"; exit 1; }
 	done
@@ -135,7 +135,7 @@ pair() {	# name ours-variant baseline-variant target
 }
 pair "enqueue vs plain INSERT (tps, simple)" baseline:enqueue.sql:4:simple baseline:plain.sql:4:simple ">= 1.0"
 pair "enqueue vs plain INSERT (tps, prepared)" baseline:enqueue.sql:4:prepared baseline:plain.sql:4:prepared ">= 1.0"
-pair "tpcb-like + enqueue vs tpcb-like (tps)" baseline:tpcb_enqueue.sql:4:simple baseline:builtin:tpcb-like:4:simple ">= 0.90"
+pair "tpcb-like + enqueue vs tpcb-like (tps)" baseline:tpcb_enqueue.sql:4:simple baseline:tpcb-like:4:simple ">= 0.90"
 pair "app tps, worker publishing vs no worker" bench:order.sql:4:simple baseline:order.sql:4:simple ">= 0.85"
 ours_scale=$(ratio "${tps[baseline:enqueue.sql:8:prepared]}" "${tps[baseline:enqueue.sql:1:prepared]}")
 plain_scale=$(ratio "${tps[baseline:plain.sql:8:prepared]}" "${tps[baseline:plain.sql:1:prepared]}")
