@@ -10,6 +10,7 @@ OBJS = \
 	src/kafka.o \
 	src/launcher.o \
 	src/outbox.o \
+	src/reader.o \
 	src/shmem.o \
 	src/standby.o \
 	src/status.o \

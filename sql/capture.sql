@@ -2,7 +2,7 @@
 -- outbox_capture / outbox_attach / outbox_detach: row changes as events.
 --
 CREATE EXTENSION IF NOT EXISTS outbox;
-TRUNCATE outbox_messages;
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
 
 -- the envelope without its time-dependent parts
 CREATE FUNCTION envelope(payload bytea) RETURNS jsonb LANGUAGE sql
@@ -38,7 +38,7 @@ TRUNCATE orders;
 SELECT key, envelope(payload) FROM outbox_messages ORDER BY id DESC LIMIT 1;
 
 -- composite primary key: a JSON array of the key columns' texts
-TRUNCATE outbox_messages;
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
 CREATE TABLE lines (order_id int, line int, sku text, PRIMARY KEY (order_id, line));
 SELECT outbox_attach('lines', 'lines');
 INSERT INTO lines VALUES (7, 1, 'x'), (7, 2, 'y');

@@ -4,8 +4,9 @@
 --
 LOAD 'outbox';
 CREATE EXTENSION IF NOT EXISTS outbox;
-TRUNCATE outbox_messages;
-ALTER TABLE outbox_messages ALTER COLUMN id RESTART WITH 1;
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+ALTER SEQUENCE outbox_event_id_seq RESTART WITH 1;
+UPDATE outbox_reader SET last_id = 0, running = '{}', draining = '{}';
 CREATE TABLE hdr_rows (id int PRIMARY KEY);
 SELECT outbox_attach('hdr_rows', 'h.rows');
 
@@ -76,4 +77,4 @@ RESET ROLE;
 DROP ROLE outbox_hdr_user;
 
 DROP TABLE hdr_rows;
-TRUNCATE outbox_messages;
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;

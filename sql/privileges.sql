@@ -3,7 +3,7 @@
 -- enqueue without touching outbox_messages.  And the extension's schema.
 --
 CREATE EXTENSION IF NOT EXISTS outbox;
-TRUNCATE outbox_messages;
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
 CREATE ROLE outbox_app LOGIN;
 CREATE ROLE outbox_nobody LOGIN;
 GRANT USAGE ON SCHEMA public TO outbox_app, outbox_nobody;
@@ -12,7 +12,8 @@ GRANT EXECUTE ON FUNCTION outbox_enqueue(text, jsonb, text, jsonb, uuid) TO outb
 -- nothing is granted to PUBLIC
 SELECT p.proname, has_function_privilege('outbox_nobody', p.oid, 'EXECUTE') AS can_execute
   FROM pg_proc p WHERE p.proname LIKE 'outbox\_%' ORDER BY 1, 2;
-SELECT has_table_privilege('outbox_nobody', 'outbox_messages', 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE') AS any_table_privilege;
+SELECT c.relname, has_table_privilege('outbox_nobody', c.oid, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE') AS any_table_privilege
+  FROM pg_class c WHERE c.relname LIKE 'outbox\_%' AND c.relkind IN ('r', 'v', 'S') ORDER BY 1;
 
 SET ROLE outbox_nobody;
 SELECT outbox_enqueue('orders', '{"id": 1}'::jsonb);
@@ -26,11 +27,17 @@ SELECT outbox_enqueue('orders', 'text'::text);
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM outbox_messages;
 \echo :LAST_ERROR_SQLSTATE
-INSERT INTO outbox_messages (topic, payload) VALUES ('orders', 'x');
+-- the rows are reached only through the extension's functions
+INSERT INTO outbox_log_0 (id, txid, event_id, topic, payload, created_at)
+	VALUES (1, '1', gen_random_uuid(), 'orders', 'x', now());
 \echo :LAST_ERROR_SQLSTATE
-UPDATE outbox_messages SET status = 'published';
+INSERT INTO outbox_retries (topic, payload) VALUES ('orders', 'x');
 \echo :LAST_ERROR_SQLSTATE
-DELETE FROM outbox_messages;
+UPDATE outbox_retries SET status = 'published';
+\echo :LAST_ERROR_SQLSTATE
+DELETE FROM outbox_ledger;
+\echo :LAST_ERROR_SQLSTATE
+UPDATE outbox_reader SET last_id = 0;
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM outbox_claim(10);
 \echo :LAST_ERROR_SQLSTATE

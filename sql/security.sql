@@ -7,8 +7,9 @@
 -- code tries to make its author superuser and logs who ran it.
 --
 CREATE EXTENSION IF NOT EXISTS outbox;
-TRUNCATE outbox_messages, outbox_publish_stats;
-ALTER TABLE outbox_messages ALTER COLUMN id RESTART WITH 1;
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids, outbox_publish_stats;
+ALTER SEQUENCE outbox_event_id_seq RESTART WITH 1;
+UPDATE outbox_reader SET last_id = 0, running = '{}', draining = '{}';
 CREATE ROLE mallory LOGIN;
 GRANT CREATE, USAGE ON SCHEMA public TO mallory;
 GRANT EXECUTE ON FUNCTION outbox_enqueue(text, jsonb, text, jsonb, uuid) TO mallory;
@@ -120,4 +121,4 @@ SELECT ran_as, via, count(*) FROM public.mallory_log GROUP BY 1, 2 ORDER BY 1, 2
 DROP TABLE "x""; DROP TABLE mallory_rows; --";
 DROP OWNED BY mallory CASCADE;
 DROP ROLE mallory;
-TRUNCATE outbox_messages, outbox_publish_stats;
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids, outbox_publish_stats;

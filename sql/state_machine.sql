@@ -3,8 +3,9 @@
 -- mark failed with backoff, abandon, and the order-per-key rule.
 --
 CREATE EXTENSION IF NOT EXISTS outbox;
-TRUNCATE outbox_messages;
-ALTER TABLE outbox_messages ALTER COLUMN id RESTART WITH 1;
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+ALTER SEQUENCE outbox_event_id_seq RESTART WITH 1;
+UPDATE outbox_reader SET last_id = 0, running = '{}', draining = '{}';
 
 -- the retry delay: base * 2^(attempts-1), capped, no jitter
 SELECT a, outbox_retry_delay(a, '1s', '5min', 0) AS delay
@@ -15,12 +16,20 @@ SELECT min(d) >= '7.5s' AND max(d) <= '12.5s' AND min(d) < max(d) AS within_jitt
   FROM (SELECT outbox_retry_delay(1, '10s', '1min', 0.25) AS d
 		  FROM generate_series(1, 200)) s;
 
--- claim takes due events in id order, up to the batch size
+-- claim takes due events in id order, up to the batch size; every event
+-- it took from the log must have its outcome recorded before commit
 SELECT outbox_enqueue('t', ('e' || i)::text, key => 'k' || (i % 3)) FROM generate_series(1, 6) i;
 SELECT outbox_enqueue('t', 'no key'::text);
 BEGIN;
 SELECT id, key, convert_from(payload, 'UTF8') AS payload FROM outbox_claim(4);
 SELECT outbox_mark_published('{1,2}', '{0,3}', '{10,11}', true);
+COMMIT;
+\echo :LAST_ERROR_SQLSTATE
+BEGIN;
+SELECT id FROM outbox_claim(4);
+SELECT outbox_mark_published('{1,2}', '{0,3}', '{10,11}', true);
+-- 3 and 4 were not sent: due again, no attempt counted
+SELECT outbox_mark_released('{3,4}');
 COMMIT;
 SELECT id, status, attempts, kafka_partition, kafka_offset, published_at IS NOT NULL AS has_published_at
   FROM outbox_messages ORDER BY id;
@@ -37,26 +46,42 @@ SELECT id, status, attempts, last_error,
 
 -- event 6 has the same key (k0) as failed event 3: it waits for 3's retry,
 -- while events of other keys and without key go on
+BEGIN;
 SELECT id, key FROM outbox_claim(100);
+ROLLBACK;
 
--- once 3 is due again, 3 and 6 are claimed together, in order
-UPDATE outbox_messages SET next_attempt_at = now() - interval '1s' WHERE id = 3;
+-- once 3 is due again it is claimed; 6, behind it, waits in the retry
+-- table for the next batch
+UPDATE outbox_retries SET next_attempt_at = now() - interval '1s' WHERE id = 3;
+BEGIN;
 SELECT id, key FROM outbox_claim(100);
+SELECT id, status FROM outbox_retries WHERE id = 6;
 
 -- the last attempt abandons; so does an error that retrying cannot fix
 SELECT outbox_mark_failed('{3}', '{"Local: Message timed out"}', '{f}', 3, '10s', '5min', 0, '');
-SELECT outbox_mark_failed('{3}', '{"Local: Message timed out"}', '{f}', 3, '10s', '5min', 0, '');
 SELECT outbox_mark_failed('{4}', '{"Broker: Topic authorization failed"}', '{t}', 3, '10s', '5min', 0, '');
+SELECT outbox_mark_released('{5,7}');
+COMMIT;
+SELECT outbox_mark_failed('{3}', '{"Local: Message timed out"}', '{f}', 3, '10s', '5min', 0, '');
 SELECT id, status, attempts, last_error, next_attempt_at
   FROM outbox_messages WHERE id IN (3, 4) ORDER BY id;
 
 -- an abandoned event no longer holds its key back
+BEGIN;
 SELECT id, key FROM outbox_claim(100);
 
 -- with outbox.published_retention = 0 delivered events are deleted
 SELECT outbox_mark_published('{5,6}', '{0,0}', '{1,2}', true);
 SELECT outbox_mark_published('{7}', '{0}', '{3}', false);
+COMMIT;
 SELECT NOT EXISTS (SELECT FROM outbox_messages WHERE id = 7) AS deleted_on_delivery;
+-- also when they come from the log
+SELECT outbox_enqueue('t', 'gone'::text) AS gone \gset
+BEGIN;
+SELECT id = :gone AS claimed_gone FROM outbox_claim(100);
+SELECT outbox_mark_published(ARRAY[:gone]::bigint[], '{0}', '{4}', false);
+COMMIT;
+SELECT NOT EXISTS (SELECT FROM outbox_messages WHERE id = :gone) AS deleted_on_delivery;
 
 -- nothing due: nothing claimed
 SELECT count(*) AS claimed FROM outbox_claim(100);
@@ -68,5 +93,9 @@ SELECT topic, sum(published) AS published, sum(failed) AS failed, sum(abandoned)
 
 -- a batch is bounded by bytes too, but holds at least one event
 SELECT count(outbox_enqueue('big', repeat('x', 100), key => 'b' || i)) FROM generate_series(1, 3) i;
+BEGIN;
 SELECT count(*) AS claimed FROM outbox_claim(100, 200);
+ROLLBACK;
+BEGIN;
 SELECT count(*) AS claimed FROM outbox_claim(100, 1);
+ROLLBACK;

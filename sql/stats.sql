@@ -3,7 +3,7 @@
 -- outbox_worker_status() without the library preloaded.
 --
 CREATE EXTENSION IF NOT EXISTS outbox;
-TRUNCATE outbox_messages, outbox_publish_stats;
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids, outbox_publish_stats;
 
 -- histogram buckets: floor(4 * log2(1 + ms)); quantiles are bucket bounds
 SELECT array_positions(outbox_latency_histogram('{0, 0.5, 1, 10, 100, 1000, 1e12}'), 1) AS buckets;
@@ -17,10 +17,11 @@ SELECT outbox_histogram_add('{1,2,3}', '{10,20}') AS added,
 	   outbox_histogram_sum(h) AS summed
   FROM (VALUES ('{1,1}'::bigint[]), ('{0,2,5}')) v(h);
 
--- the queue: topic a has a due pending event, a failed one due, one not due;
--- topic b one abandoned event, and published rows (not counted: see stats)
-INSERT INTO outbox_messages (topic, key, payload, status, attempts, next_attempt_at, created_at) VALUES
-	('a', 'k', 'x', 'pending', 0, NULL, now() - interval '5 min'),
+-- the queue: topic a has a pending event in the log, a failed one due, one
+-- not due; topic b one abandoned event, and published rows (not counted:
+-- see stats)
+SELECT outbox_enqueue('a', 'x'::text, key => 'k') > 0 AS enqueued;
+INSERT INTO outbox_retries (topic, key, payload, status, attempts, next_attempt_at, created_at) VALUES
 	('a', 'k', 'x', 'failed', 2, now() + interval '1 min', now() - interval '10 min'),
 	('a', 'j', 'x', 'failed', 1, now() - interval '1 s', now() - interval '7 min'),
 	('b', NULL, 'x', 'abandoned', 10, NULL, now() - interval '1 day'),
@@ -46,7 +47,7 @@ SELECT topic, pending, failed, abandoned,
   FROM outbox_stats;
 
 -- an empty outbox has a total row of zeros
-TRUNCATE outbox_messages, outbox_publish_stats;
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids, outbox_publish_stats;
 SELECT * FROM outbox_stats;
 
 -- the worker's status needs the library preloaded

@@ -1,12 +1,15 @@
 --
 -- ALTER EXTENSION outbox UPDATE from 1.0 (the script kept in the
 -- repository): every row is kept with its state, the due ones are claimed
--- afterwards, and every function pins search_path but outbox_enqueue, which
--- runs with its caller's rights and resolves no name (src/enqueue.c).
+-- afterwards, their event ids stay taken, and every function pins
+-- search_path but outbox_enqueue, which runs with its caller's rights and
+-- resolves no name (src/enqueue.c).
 --
 DROP EXTENSION IF EXISTS outbox;
 CREATE EXTENSION outbox VERSION '1.0';
-SELECT count(outbox_enqueue('up', ('e' || i)::text, key => 'k' || i)) FROM generate_series(1, 5) i;
+-- (the library of 1.1 enqueues into the log of 1.1 only)
+INSERT INTO outbox_messages (topic, key, payload)
+	SELECT 'up', 'k' || i, convert_to('e' || i, 'UTF8') FROM generate_series(1, 5) i;
 SELECT outbox_mark_published('{1}', '{0}', '{10}', true);
 SELECT outbox_mark_failed('{2}', '{"Local: Message timed out"}', '{f}', 10, '0s', '0s', 0, '');
 SELECT outbox_mark_failed('{3}', '{"Broker: Message size too large"}', '{t}', 10, '0s', '0s', 0, '');
@@ -27,7 +30,16 @@ ALTER EXTENSION outbox UPDATE TO '1.1';
 SELECT extversion FROM pg_extension WHERE extname = 'outbox';
 SELECT id, key, status, attempts, last_error, kafka_offset
   FROM outbox_messages ORDER BY id;
+-- the rows of 1.0 are in the retry table, the log starts after them
+SELECT last_id FROM outbox_reader;
+SELECT outbox_enqueue('up', 'e6'::text, key => 'k6');
+BEGIN;
 SELECT id, key FROM outbox_claim(10);
+ROLLBACK;
+\set VERBOSITY terse
+SELECT outbox_enqueue('up', 'again'::text, event_id => (SELECT event_id FROM outbox_messages WHERE id = 4));
+\set VERBOSITY default
+\echo :LAST_ERROR_SQLSTATE
 SELECT * FROM unpinned ORDER BY function::text;
 SELECT prosecdef AS capture_is_security_definer FROM pg_proc WHERE proname = 'outbox_capture';
 

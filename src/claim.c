@@ -37,12 +37,15 @@
 
 #include "outbox.h"
 
-#define NUM_PLANS 5
+#define NUM_PLANS 8
 #define CLAIM_PLAN 0
 #define PUBLISHED_PLAN 1
 #define FAILED_PLAN 2
 #define PURGE_PLAN 3
 #define DUE_PLAN 4
+#define RELEASED_PLAN 5
+#define ROTATE_PLAN 6
+#define CURRENT_LOG_PLAN 7
 
 /*
  * A batch's payloads are held three times at once (SPI's result, the
@@ -120,10 +123,22 @@ outbox_extension_ready(void)
 		{INT8ARRAYOID, TEXTARRAYOID, BOOLARRAYOID, INT4OID, INTERVALOID, INTERVALOID, FLOAT8OID, TEXTOID}},
 		{"SELECT %s.outbox_purge_batch($1, $2, $3)", 3,
 		{INTERVALOID, INTERVALOID, INT4OID}},
-		/* outbox_claim's test of due events, without its locks and sorts */
-		{"SELECT FROM %s.outbox_messages m"
-			" WHERE m.status IN ('pending', 'failed')"
-			" AND (m.next_attempt_at IS NULL OR m.next_attempt_at <= now()) LIMIT 1", 0, {0}},
+		/*
+		 * outbox_claim's test of due events, without its locks and sorts:
+		 * events past last_id, transactions that ended since they were
+		 * running, due events of the retry table
+		 */
+		{"SELECT FROM %1$s.outbox_reader r"
+			" WHERE EXISTS (SELECT FROM %1$s.outbox_log l WHERE l.id > r.last_id)"
+			" OR cardinality(r.draining) > 0"
+			" OR EXISTS (SELECT FROM unnest(r.running) x"
+			"            WHERE pg_visible_in_snapshot(x, pg_current_snapshot()))"
+			" OR EXISTS (SELECT FROM %1$s.outbox_retries m"
+			"            WHERE m.status IN ('pending', 'failed')"
+			"            AND (m.next_attempt_at IS NULL OR m.next_attempt_at <= now()))", 0, {0}},
+		{"SELECT %s.outbox_mark_released($1)", 1, {INT8ARRAYOID}},
+		{"SELECT %s.outbox_rotate($1)", 1, {INTERVALOID}},
+		{"SELECT current_log::bigint FROM %s.outbox_reader", 0, {0}},
 	};
 
 	if (!OidIsValid(extension))
@@ -266,8 +281,8 @@ interval_datum(double seconds)
 
 /*
  * Record the outcome of each event of the batch: delivered ones become
- * published, refused ones failed or abandoned.  Released events are left
- * as they were, due again once this transaction ends.
+ * published, refused ones failed or abandoned, released ones are due
+ * again with no attempt counted.
  */
 void
 outbox_record_outcomes(OutboxBatch *batch)
@@ -279,8 +294,10 @@ outbox_record_outcomes(OutboxBatch *batch)
 	Datum	   *fail_ids = palloc(n * sizeof(Datum));
 	Datum	   *fail_errors = palloc(n * sizeof(Datum));
 	Datum	   *fail_permanent = palloc(n * sizeof(Datum));
+	Datum	   *released_ids = palloc(n * sizeof(Datum));
 	int			npub = 0;
 	int			nfail = 0;
+	int			nreleased = 0;
 
 	for (int i = 0; i < n; i++)
 	{
@@ -300,6 +317,8 @@ outbox_record_outcomes(OutboxBatch *batch)
 			fail_permanent[nfail] = BoolGetDatum(ev->permanent);
 			nfail++;
 		}
+		else
+			released_ids[nreleased++] = Int64GetDatum(ev->id);
 	}
 
 	SPI_connect();
@@ -327,6 +346,13 @@ outbox_record_outcomes(OutboxBatch *batch)
 		values[7] = CStringGetTextDatum(outbox_dead_letter_topic);
 		run_count_plan(FAILED_PLAN, values);
 	}
+	if (nreleased > 0)
+	{
+		Datum		values[1];
+
+		values[0] = PointerGetDatum(construct_array(released_ids, nreleased, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		run_count_plan(RELEASED_PLAN, values);
+	}
 	SPI_finish();
 }
 
@@ -347,6 +373,24 @@ outbox_purge_expired(int batch_size)
 	removed = run_count_plan(PURGE_PLAN, values);
 	SPI_finish();
 	return removed;
+}
+
+/*
+ * Rotate and empty the log tables (outbox_rotate); returns the table that
+ * outbox_enqueue should write to.
+ */
+int
+outbox_rotate_log(void)
+{
+	Datum		values[1];
+	int			current_log;
+
+	values[0] = interval_datum(outbox_published_retention);
+	SPI_connect();
+	run_count_plan(ROTATE_PLAN, values);
+	current_log = (int) run_count_plan(CURRENT_LOG_PLAN, NULL);
+	SPI_finish();
+	return current_log;
 }
 
 /*

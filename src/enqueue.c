@@ -3,7 +3,7 @@
  * enqueue.c
  *		outbox_enqueue(): store an event in the caller's transaction.
  *
- * The row goes straight into the table and its indexes.  The headers of the
+ * The row goes straight into a log table and its indexes.  The headers of the
  * transaction (outbox.headers) are merged under the event's own.
  * Validation happens before the insert, so bad input leaves nothing
  * behind, and the worker is asked to wake up when the transaction commits.
@@ -16,9 +16,9 @@
 
 #include "access/table.h"
 #include "access/tableam.h"
+#include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/dependency.h"
-#include "catalog/pg_enum.h"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
 #include "executor/executor.h"
@@ -30,7 +30,7 @@
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
-#include "utils/syscache.h"
+#include "utils/xid8.h"
 
 #include "outbox.h"
 
@@ -184,149 +184,161 @@ check_event(text *topic, text *key, bytea *payload, Jsonb *headers)
 						   outbox_record_bytes(&ev), outbox_max_message_bytes)));
 }
 
-/*
- * The columns of outbox_messages that an insert fills; the others are
- * left NULL.
- */
-typedef enum EventColumn
+/* The columns of the log tables, all of them */
+typedef enum LogColumn
 {
 	COL_ID,
+	COL_TXID,
 	COL_EVENT_ID,
 	COL_TOPIC,
 	COL_KEY,
 	COL_PAYLOAD,
 	COL_HEADERS,
-	COL_STATUS,
-	COL_ATTEMPTS,
 	COL_CREATED_AT,
-	NUM_EVENT_COLUMNS
-} EventColumn;
+	NUM_LOG_COLUMNS
+} LogColumn;
 
-static const char *const event_column_names[NUM_EVENT_COLUMNS] = {
-	"id", "event_id", "topic", "key", "payload", "headers", "status",
-	"attempts", "created_at"
+static const char *const log_column_names[NUM_LOG_COLUMNS] = {
+	"id", "txid", "event_id", "topic", "key", "payload", "headers", "created_at"
 };
 
 /*
- * What an insert needs to know about the events table of one schema,
- * looked up once per session.  The relation is opened by oid at each call
- * and checked to still be that table, so a dropped and re-created
+ * What an insert needs to know about the event log of one schema, looked
+ * up once per session.  A relation is opened by oid at each call and
+ * checked to still be the one of that name, so a dropped and re-created
  * extension is found again.
  */
-typedef struct EventsTable
+typedef struct EventLog
 {
 	Oid			nspid;			/* the extension's schema */
-	Oid			relid;			/* its outbox_messages */
-	Oid			id_sequence;	/* the identity sequence of id */
-	Oid			pending;		/* the enum value 'pending' of status */
-	AttrNumber	attnum[NUM_EVENT_COLUMNS];
-} EventsTable;
+	Oid			tables[OUTBOX_LOG_TABLES];	/* outbox_log_0 .. 3 */
+	Oid			event_ids;		/* outbox_event_ids */
+	Oid			id_sequence;	/* outbox_event_id_seq */
+	AttrNumber	attnum[NUM_LOG_COLUMNS];	/* the same in every log table */
+	AttrNumber	event_ids_attnum[2];	/* event_id, id */
+} EventLog;
 
-static EventsTable events_table;
+static EventLog event_log;
 
-/*
- * Look up the events table of schema nspid, its columns, its id sequence
- * and the status 'pending'.
- */
-static void
-look_up_events_table(Oid nspid)
+static Oid
+relation_in(Oid nspid, const char *name)
 {
-	Oid			relid = get_relname_relid("outbox_messages", nspid);
-	Oid			status_type;
-	HeapTuple	tup;
+	Oid			relid = get_relname_relid(name, nspid);
 
 	if (!OidIsValid(relid))
-		elog(ERROR, "outbox_messages not found in schema %u", nspid);
-	for (int i = 0; i < NUM_EVENT_COLUMNS; i++)
-	{
-		AttrNumber	attnum = get_attnum(relid, event_column_names[i]);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("relation \"%s\" of extension \"outbox\" does not exist", name),
+				 errhint("Update the extension with ALTER EXTENSION outbox UPDATE.")));
+	return relid;
+}
 
-		if (attnum == InvalidAttrNumber)
-			elog(ERROR, "outbox_messages has no column \"%s\"", event_column_names[i]);
-		events_table.attnum[i] = attnum;
-	}
-	status_type = get_atttype(relid, events_table.attnum[COL_STATUS]);
-	tup = SearchSysCache2(ENUMTYPOIDNAME, ObjectIdGetDatum(status_type),
-						  CStringGetDatum("pending"));
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "status \"pending\" not found");
-	events_table.pending = ((Form_pg_enum) GETSTRUCT(tup))->oid;
-	ReleaseSysCache(tup);
-	events_table.id_sequence = getIdentitySequence(relid, events_table.attnum[COL_ID], false);
-	events_table.relid = relid;
-	events_table.nspid = nspid;
+static AttrNumber
+column_of(Oid relid, const char *name)
+{
+	AttrNumber	attnum = get_attnum(relid, name);
+
+	if (attnum == InvalidAttrNumber)
+		elog(ERROR, "relation %u has no column \"%s\"", relid, name);
+	return attnum;
 }
 
 /*
- * Open the events table of schema nspid for an insert.
+ * Look up the log tables of schema nspid, their columns, the event id
+ * table and the id sequence.
+ */
+static void
+look_up_event_log(Oid nspid)
+{
+	event_log.nspid = InvalidOid;
+	for (int t = 0; t < OUTBOX_LOG_TABLES; t++)
+	{
+		char		name[NAMEDATALEN];
+
+		snprintf(name, sizeof(name), "outbox_log_%d", t);
+		event_log.tables[t] = relation_in(nspid, name);
+		for (int i = 0; i < NUM_LOG_COLUMNS; i++)
+		{
+			AttrNumber	attnum = column_of(event_log.tables[t], log_column_names[i]);
+
+			if (t > 0 && attnum != event_log.attnum[i])
+				elog(ERROR, "the log tables of outbox differ in their columns");
+			event_log.attnum[i] = attnum;
+		}
+	}
+	event_log.event_ids = relation_in(nspid, "outbox_event_ids");
+	event_log.event_ids_attnum[0] = column_of(event_log.event_ids, "event_id");
+	event_log.event_ids_attnum[1] = column_of(event_log.event_ids, "id");
+	event_log.id_sequence = relation_in(nspid, "outbox_event_id_seq");
+	event_log.nspid = nspid;
+}
+
+/*
+ * Open relation relid for an insert if it is still the one named name in
+ * schema nspid; NULL if not.
  */
 static Relation
-open_events_table(Oid nspid)
+open_if_still(Oid relid, Oid nspid, const char *name)
 {
-	Relation	rel = NULL;
+	Relation	rel = try_table_open(relid, RowExclusiveLock);
 
-	if (events_table.nspid == nspid)
-		rel = try_table_open(events_table.relid, RowExclusiveLock);
 	if (rel != NULL &&
 		(RelationGetNamespace(rel) != nspid ||
-		 strcmp(RelationGetRelationName(rel), "outbox_messages") != 0))
+		 strncmp(RelationGetRelationName(rel), name, NAMEDATALEN) != 0))
 	{
 		table_close(rel, RowExclusiveLock);
 		rel = NULL;
-	}
-	if (rel == NULL)
-	{
-		events_table.nspid = InvalidOid;
-		look_up_events_table(nspid);
-		rel = table_open(events_table.relid, RowExclusiveLock);
 	}
 	return rel;
 }
 
 /*
- * Insert the row straight into the heap and its indexes, as the executor
- * would, without SQL: no parse, plan or permission check.  The caller's
- * right to enqueue is the EXECUTE privilege on outbox_enqueue.  Nothing
- * here is looked up by name at run time, and the only functions evaluated
- * are built in: the predicates of the partial indexes (bound to
- * pg_catalog's operators when the index was made), nextval and the uuid
- * generator.  The table's CHECK constraint holds by check_event().
- * Returns the new row's id.
+ * Open the log table that outbox_enqueue writes to now (any of them would
+ * be correct, see outbox_rotate), or the event id table, of schema nspid.
  */
-static int64
-insert_event(Oid nspid, Datum *columns, bool *nulls)
+static Relation
+open_log_relation(Oid nspid, bool event_ids)
 {
-	Relation	rel = open_events_table(nspid);
+	int			t = outbox_shmem_current_log(MyDatabaseId);
+	char		name[NAMEDATALEN];
+	Relation	rel = NULL;
+
+	if (event_ids)
+		strlcpy(name, "outbox_event_ids", sizeof(name));
+	else
+		snprintf(name, sizeof(name), "outbox_log_%d", t);
+	if (event_log.nspid == nspid)
+		rel = open_if_still(event_ids ? event_log.event_ids : event_log.tables[t],
+							nspid, name);
+	if (rel == NULL)
+	{
+		look_up_event_log(nspid);
+		rel = table_open(event_ids ? event_log.event_ids : event_log.tables[t],
+						 RowExclusiveLock);
+	}
+	return rel;
+}
+
+/*
+ * Insert a row straight into the heap of rel and its indexes, as the
+ * executor would, without SQL: no parse, plan or permission check.  The
+ * caller's right to enqueue is the EXECUTE privilege on outbox_enqueue.
+ * Nothing here is looked up by name at run time, and the only functions
+ * evaluated are built in: the unique check of outbox_event_ids and
+ * btree comparisons.  values and nulls are by attribute number - 1.
+ */
+static void
+insert_row(Relation rel, Datum *values, bool *nulls)
+{
 	TupleDesc	tupdesc = RelationGetDescr(rel);
 	EState	   *estate = CreateExecutorState();
 	MemoryContext caller_context = MemoryContextSwitchTo(estate->es_query_cxt);
 	ResultRelInfo *rri = makeNode(ResultRelInfo);
 	TupleTableSlot *slot;
-	int64		id = nextval_internal(events_table.id_sequence, false);
-
-	columns[COL_ID] = Int64GetDatum(id);
-	nulls[COL_ID] = false;
-	if (nulls[COL_EVENT_ID])
-	{
-		columns[COL_EVENT_ID] = OidFunctionCall0(F_GEN_RANDOM_UUID);
-		nulls[COL_EVENT_ID] = false;
-	}
-	columns[COL_STATUS] = ObjectIdGetDatum(events_table.pending);
-	nulls[COL_STATUS] = false;
-	columns[COL_ATTEMPTS] = Int32GetDatum(0);
-	nulls[COL_ATTEMPTS] = false;
-	columns[COL_CREATED_AT] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
-	nulls[COL_CREATED_AT] = false;
 
 	slot = ExecInitExtraTupleSlot(estate, tupdesc, &TTSOpsVirtual);
-	memset(slot->tts_isnull, true, tupdesc->natts * sizeof(bool));
-	for (int i = 0; i < NUM_EVENT_COLUMNS; i++)
-	{
-		AttrNumber	attnum = events_table.attnum[i];
-
-		slot->tts_values[attnum - 1] = columns[i];
-		slot->tts_isnull[attnum - 1] = nulls[i];
-	}
+	memcpy(slot->tts_values, values, tupdesc->natts * sizeof(Datum));
+	memcpy(slot->tts_isnull, nulls, tupdesc->natts * sizeof(bool));
 	ExecStoreVirtualTuple(slot);
 
 	InitResultRelInfo(rri, rel, 1, NULL, 0);
@@ -338,11 +350,58 @@ insert_event(Oid nspid, Datum *columns, bool *nulls)
 	MemoryContextSwitchTo(caller_context);
 	FreeExecutorState(estate);
 	table_close(rel, NoLock);
+}
+
+/*
+ * Append an event to the log of schema nspid; returns its id.  columns
+ * holds every column but id, txid, event_id and created_at.  The txid is
+ * taken before the id: the claim relies on it (src/reader.c).  An
+ * event_id given by the caller is entered in outbox_event_ids first, so a
+ * duplicate fails with 23505 before anything else is written.
+ */
+static int64
+append_event(Oid nspid, Datum *columns, bool *nulls, Datum event_id, bool event_id_isnull)
+{
+	FullTransactionId txid = GetTopFullTransactionId();
+	Relation	log = open_log_relation(nspid, false);
+	int64		id = nextval_internal(event_log.id_sequence, false);
+	Datum		values[NUM_LOG_COLUMNS];
+	bool		isnull[NUM_LOG_COLUMNS];
+
+	if (!event_id_isnull)
+	{
+		Relation	rel = open_log_relation(nspid, true);
+
+		values[event_log.event_ids_attnum[0] - 1] = event_id;
+		values[event_log.event_ids_attnum[1] - 1] = Int64GetDatum(id);
+		memset(isnull, false, sizeof(isnull));
+		insert_row(rel, values, isnull);
+	}
+	else
+		event_id = OidFunctionCall0(F_GEN_RANDOM_UUID);
+
+	columns[COL_ID] = Int64GetDatum(id);
+	nulls[COL_ID] = false;
+	columns[COL_TXID] = FullTransactionIdGetDatum(txid);
+	nulls[COL_TXID] = false;
+	columns[COL_EVENT_ID] = event_id;
+	nulls[COL_EVENT_ID] = false;
+	columns[COL_CREATED_AT] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+	nulls[COL_CREATED_AT] = false;
+
+	if (RelationGetDescr(log)->natts != NUM_LOG_COLUMNS)
+		elog(ERROR, "log table \"%s\" has unexpected columns", RelationGetRelationName(log));
+	for (int i = 0; i < NUM_LOG_COLUMNS; i++)
+	{
+		values[event_log.attnum[i] - 1] = columns[i];
+		isnull[event_log.attnum[i] - 1] = nulls[i];
+	}
+	insert_row(log, values, isnull);
 	return id;
 }
 
 /*
- * Validate an event and insert it into the outbox_messages table of schema
+ * Validate an event and append it to the log of schema
  * nspid, in the current transaction; returns the new row's id.  A NULL
  * payload is a tombstone; key and headers may be NULL.
  */
@@ -350,8 +409,8 @@ int64
 outbox_store_event(Oid nspid, text *topic, text *key, bytea *payload,
 				   Jsonb *headers, Datum event_id, bool event_id_isnull)
 {
-	Datum		columns[NUM_EVENT_COLUMNS];
-	bool		nulls[NUM_EVENT_COLUMNS];
+	Datum		columns[NUM_LOG_COLUMNS];
+	bool		nulls[NUM_LOG_COLUMNS];
 	int64		id;
 
 	/* the insert below bypasses the executor, which would check this */
@@ -365,8 +424,6 @@ outbox_store_event(Oid nspid, text *topic, text *key, bytea *payload,
 											   JsonbPGetDatum(headers)));
 	check_event(topic, key, payload, headers);
 
-	columns[COL_EVENT_ID] = event_id;
-	nulls[COL_EVENT_ID] = event_id_isnull;
 	columns[COL_TOPIC] = PointerGetDatum(topic);
 	nulls[COL_TOPIC] = false;
 	columns[COL_KEY] = PointerGetDatum(key);
@@ -376,7 +433,7 @@ outbox_store_event(Oid nspid, text *topic, text *key, bytea *payload,
 	columns[COL_HEADERS] = PointerGetDatum(headers);
 	nulls[COL_HEADERS] = headers == NULL;
 
-	id = insert_event(nspid, columns, nulls);
+	id = append_event(nspid, columns, nulls, event_id, event_id_isnull);
 
 	outbox_wake_worker_at_commit();
 	return id;

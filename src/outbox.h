@@ -40,6 +40,9 @@ extern Jsonb *outbox_transaction_headers;
 
 extern void outbox_define_gucs(void);
 
+/* the ring of log tables, outbox_log_0 .. 3 (outbox--1.0--1.1.sql) */
+#define OUTBOX_LOG_TABLES 4
+
 /* enqueue.c: validate one event and insert it in the caller's transaction */
 extern const char *outbox_topic_problem(const char *topic, int len);
 extern void outbox_check_topic(const char *topic, int len);
@@ -94,6 +97,7 @@ typedef struct OutboxWorkerSlot
 	char		last_error[256];
 	OutboxLookup lookup;		/* the owner lookup's verdict, for the launcher */
 	Oid			owner;			/* with OUTBOX_LOOKUP_FOUND */
+	pg_atomic_uint32 current_log;	/* the log table enqueue writes to */
 	/* set by backends */
 	bool		restart_requested;	/* settings or extension changed */
 } OutboxWorkerSlot;
@@ -130,6 +134,8 @@ extern bool outbox_shmem_restart_requested(void);
 extern void outbox_shmem_wake_worker(Oid dboid);
 extern void outbox_shmem_restart_workers(Oid dboid, bool terminate);
 extern void outbox_shmem_extension_created(Oid dboid);
+extern void outbox_shmem_set_current_log(int current_log);
+extern int	outbox_shmem_current_log(Oid dboid);
 
 /* utility.c: statements that concern the launcher or a worker */
 extern void outbox_install_utility_hook(void);
@@ -189,6 +195,7 @@ extern bool outbox_events_due(void);
 extern OutboxBatch *outbox_claim_batch(int batch_size);
 extern void outbox_record_outcomes(OutboxBatch *batch);
 extern int64 outbox_purge_expired(int batch_size);
+extern int	outbox_rotate_log(void);
 
 /* kafka.c: the producer; no SPI, no transaction needed */
 extern bool outbox_kafka_check_properties(const char *properties,

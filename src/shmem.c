@@ -82,6 +82,7 @@ outbox_shmem_startup(void)
 		{
 			pg_atomic_init_u64(&outbox_shared->slots[i].published, 0);
 			pg_atomic_init_u64(&outbox_shared->slots[i].failed, 0);
+			pg_atomic_init_u32(&outbox_shared->slots[i].current_log, 0);
 		}
 	}
 	LWLockRelease(AddinShmemInitLock);
@@ -336,6 +337,34 @@ outbox_shmem_wake_worker(Oid dboid)
 			SetLatch(latch);
 		break;
 	}
+}
+
+/*
+ * Worker: tell the backends of its database which log table to write to.
+ */
+void
+outbox_shmem_set_current_log(int current_log)
+{
+	pg_atomic_write_u32(&my_slot->current_log, current_log);
+}
+
+/*
+ * Backend: the log table to write to in database dboid, as its worker
+ * said; 0 if it has none.  A hint: every log table is read.
+ */
+int
+outbox_shmem_current_log(Oid dboid)
+{
+	if (outbox_shared == NULL)
+		return 0;
+	for (int i = 0; i < outbox_shared->nslots; i++)
+	{
+		OutboxWorkerSlot *slot = &outbox_shared->slots[i];
+
+		if (slot->database == dboid)
+			return pg_atomic_read_u32(&slot->current_log) % OUTBOX_LOG_TABLES;
+	}
+	return 0;
 }
 
 /*

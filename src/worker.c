@@ -321,6 +321,10 @@ run_cleanup(MemoryContext cxt)
 
 	if (removed >= PURGE_BATCH_SIZE)
 		return true;
+
+	begin_work("rotating the log");
+	outbox_shmem_set_current_log(outbox_rotate_log());
+	end_work(cxt);
 	next_cleanup = TimestampTzPlusMilliseconds(now, CLEANUP_INTERVAL_MS);
 	return false;
 }

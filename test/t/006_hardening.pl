@@ -218,21 +218,31 @@ ok( wait_for_sql($node,
 	'published on the first attempt with delivery_timeout = INT_MAX ms');
 reconfigure($node, "RESET outbox.delivery_timeout");
 
-# --- autovacuum sees what the worker writes
+# --- publishing writes no row per event: the log is only inserted into,
+# and is emptied by TRUNCATE, never by vacuum
 $node->safe_psql('postgres', 'SELECT pg_stat_reset()');
 $node->safe_psql('postgres',
 	"SELECT outbox_enqueue('stats.t', ('s' || i)::text) FROM generate_series(1, 1000) i");
 ok( wait_for_sql($node,
-		"SELECT n_tup_upd >= 1000 FROM pg_stat_user_tables WHERE relname = 'outbox_messages'",
+		"SELECT count(*) = 1000 FROM outbox_messages WHERE topic = 'stats.t' AND status = 'published'"),
+	'1000 events published');
+ok( wait_for_sql($node,
+		"SELECT sum(n_tup_ins) = 1000 AND sum(n_tup_upd + n_tup_del) = 0 FROM pg_stat_user_tables WHERE relname LIKE 'outbox\\_log\\__'",
 		10),
-	'pg_stat_user_tables counts the worker\'s updates within seconds');
+	'the log tables were only inserted into');
+is( $node->safe_psql('postgres',
+		"SELECT n_tup_ins < 100 FROM pg_stat_user_tables WHERE relname = 'outbox_ledger'"),
+	't', 'the deliveries are recorded per batch, not per event');
 reconfigure($node, "SET outbox.published_retention = 0");
 $node->safe_psql('postgres',
 	"SELECT outbox_enqueue('vacuum.t', ('v' || i)::text) FROM generate_series(1, 5000) i");
 ok( wait_for_sql($node,
-		"SELECT last_autovacuum IS NOT NULL FROM pg_stat_user_tables WHERE relname = 'outbox_messages'",
+		"SELECT NOT EXISTS (SELECT FROM outbox_log WHERE topic IN ('stats.t', 'vacuum.t'))",
 		120),
-	'autovacuum runs on the events table the worker deletes from');
+	'with published_retention = 0 the log is emptied by TRUNCATE within a rotation');
+is( $node->safe_psql('postgres',
+		"SELECT count(*) FROM pg_stat_user_tables WHERE relname LIKE 'outbox\\_log%' AND (vacuum_count + autovacuum_count > 0 OR n_dead_tup > 0)"),
+	'0', 'no vacuum ran on the log, and it holds no dead row');
 
 # --- WAL is flushed to a position that always exists: a thousand one-event
 # batches never fail with "xlog flush request ... is not satisfied"

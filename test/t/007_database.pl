@@ -62,7 +62,7 @@ like($err, qr/event payload cannot be converted to UTF-8/, 'and a text payload')
 $node->safe_psql(
 	'app', q{
 	SELECT outbox_enqueue('enc.t', 'before'::text, key => 'ok');
-	INSERT INTO outbox_messages (topic, key, payload) VALUES ('enc.t', E'\xff', 'legacy');
+	INSERT INTO outbox_retries (topic, key, payload) VALUES ('enc.t', E'\xff', 'legacy');
 	SELECT outbox_enqueue('enc.t', 'after'::text, key => 'ok');
 });
 ok( wait_for_sql($node,

@@ -22,7 +22,9 @@ reconfigure($node, "SET outbox.databases = 'nothing'");
 $node->safe_psql(
 	'up', q{
 	CREATE EXTENSION outbox VERSION '1.0';
-	SELECT outbox_enqueue('up.t', ('e' || i)::text, key => 'k' || i) FROM generate_series(1, 6) i;
+	-- (the library of 1.1 enqueues into the log of 1.1 only)
+	INSERT INTO outbox_messages (topic, key, payload)
+		SELECT 'up.t', 'k' || i, convert_to('e' || i, 'UTF8') FROM generate_series(1, 6) i;
 	SELECT outbox_mark_published('{1}', '{0}', '{10}', true);
 	SELECT outbox_mark_failed('{2}', '{"Local: Message timed out"}', '{f}', 10, '0s', '0s', 0, '');
 	SELECT outbox_mark_failed('{3}', '{"Broker: Message size too large"}', '{t}', 10, '0s', '0s', 0, '');
