@@ -19,9 +19,11 @@
 -- outbox_worker_status() returns a row per database, as 1.1 has a worker
 -- per database.
 --
--- It also changes the claim: an event is held back while any earlier event
--- of its key is unfinished and not in the same batch (failed and waiting,
--- or locked by another session), and a batch is bounded by bytes too.
+-- It also changes the storage: events are appended to a log that
+-- publishing does not rewrite, a batch's deliveries are one ledger row, and
+-- only refused events (and those that wait behind them) are written again,
+-- in a retry table; outbox_messages becomes a view of both.  A batch is
+-- bounded by bytes too.
 --
 
 ALTER FUNCTION @extschema@.outbox_capture() SECURITY INVOKER;

@@ -65,7 +65,7 @@ set_retention() {
 	sleep 2
 }
 reset_tables() {
-	sql "$1" "TRUNCATE orders, outbox_copy, outbox_messages, outbox_publish_stats, relay_outbox, pgbench_history"
+	sql "$1" "TRUNCATE orders, outbox_copy, outbox_log, outbox_retries, outbox_ledger, outbox_publish_stats, relay_outbox, pgbench_history"
 	sql "$1" "VACUUM ANALYZE"
 	sql "$1" "CHECKPOINT"
 }
@@ -74,7 +74,7 @@ fill_outbox() {
 	sql "$1" "SELECT count(outbox_enqueue('bench', bench_payload(i), key => (i % ${3:-10000})::text)) FROM generate_series(1, $2) i" >/dev/null
 }
 wait_drained() {
-	until [ "$(sql "$1" "SELECT NOT EXISTS (SELECT FROM outbox_messages WHERE status IN ('pending', 'failed'))")" = t ]; do
+	until [ "$(sql "$1" "SELECT pending + failed = 0 FROM outbox_stats WHERE topic IS NULL")" = t ]; do
 		sleep 0.05
 	done
 }
@@ -210,10 +210,17 @@ result "latency max (ms) vs relay polling 100ms" "$max" "$rmax" "$max" "<= 100"
 log "flat cost, $FLAT_N events with and without $HISTORY_N published rows kept"
 empty=$(drain_worker "$FLAT_N")
 reset_tables bench
-sql bench "INSERT INTO outbox_messages (topic, key, payload, status, attempts, published_at, kafka_partition, kafka_offset)
-		   SELECT 'history', (i % 10000)::text, convert_to(bench_payload(i)::text, 'UTF8'), 'published', 1, now(), 0, i
-			 FROM generate_series(1, $HISTORY_N) i"
-sql bench "VACUUM ANALYZE outbox_messages"
+# history as the worker leaves it: log rows read, a ledger row per 1000
+sql bench "SELECT outbox_lock_reader(true);
+		   INSERT INTO outbox_log_1 (id, txid, event_id, topic, key, payload, created_at)
+		   SELECT nextval('outbox_event_id_seq'), '3', gen_random_uuid(), 'history', (i % 10000)::text,
+				  convert_to(bench_payload(i)::text, 'UTF8'), now()
+			 FROM generate_series(1, $HISTORY_N) i;
+		   INSERT INTO outbox_ledger
+		   SELECT min(id), max(id), array_agg(id ORDER BY id), array_agg(0), array_agg(id ORDER BY id), now()
+			 FROM outbox_log_1 GROUP BY id / 1000;
+		   UPDATE outbox_reader SET last_id = (SELECT max(id) FROM outbox_log)" >/dev/null
+sql bench "VACUUM ANALYZE outbox_log_1, outbox_ledger"
 sql bench "CHECKPOINT"
 fill_outbox bench "$FLAT_N"
 start=$(now)
@@ -228,8 +235,8 @@ set_retention 0
 reset_tables bench
 worker=$(sql bench "SELECT pid FROM outbox_worker_status()")
 rss() { awk '/RssAnon/ { print $2 }' "/proc/$worker/status"; }	# private memory
-size() { sql bench "SELECT pg_total_relation_size('outbox_messages')"; }
-backlog() { sql bench "SELECT count(*) FROM outbox_messages WHERE status IN ('pending', 'failed')"; }
+size() { sql bench "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c WHERE c.relname IN ('outbox_log_0', 'outbox_log_1', 'outbox_log_2', 'outbox_log_3', 'outbox_ledger', 'outbox_reader', 'outbox_retries', 'outbox_event_ids')"; }
+backlog() { sql bench "SELECT pending + failed FROM outbox_stats WHERE topic IS NULL"; }
 published() { sql bench "SELECT published FROM outbox_worker_status()"; }
 rss_start=$(rss)
 published_start=$(published)

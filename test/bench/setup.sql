@@ -14,8 +14,14 @@ $$;
 CREATE TABLE orders (id bigint PRIMARY KEY, customer text, total numeric,
 					 created_at timestamptz DEFAULT now());
 
--- a plain copy of the outbox table, for the plain INSERT baseline
-CREATE TABLE outbox_copy (LIKE outbox_messages INCLUDING ALL);
+-- a plain copy of a log table, for the plain INSERT baseline: same
+-- columns, same indexes, ids and event ids from the same generators
+CREATE TABLE outbox_copy (LIKE outbox_log_0 INCLUDING ALL);
+ALTER TABLE outbox_copy
+	ALTER COLUMN id SET DEFAULT nextval('outbox_event_id_seq'),
+	ALTER COLUMN txid SET DEFAULT pg_current_xact_id(),
+	ALTER COLUMN event_id SET DEFAULT gen_random_uuid(),
+	ALTER COLUMN created_at SET DEFAULT now();
 
 -- the table of the baseline relay, as users write it
 CREATE TABLE relay_outbox (

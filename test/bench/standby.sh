@@ -46,7 +46,7 @@ until [ "$(sql "SELECT count(*) FROM pg_stat_replication WHERE state = 'streamin
 run() {
 	sql "ALTER SYSTEM SET outbox.standby_slots = '$1'"
 	sql "SELECT pg_reload_conf()" >/dev/null
-	sql "TRUNCATE outbox_messages"
+	sql "TRUNCATE outbox_log, outbox_retries, outbox_ledger"
 	sleep 2
 	pgbench -n -M prepared -R "$RATE" -T "$SECONDS_RUN" -c 4 -j 2 -f "$BENCH/enqueue.sql" bench >/dev/null 2>&1
 	until [ "$(sql "SELECT NOT EXISTS (SELECT FROM outbox_messages WHERE status <> 'published')")" = t ]; do sleep 0.1; done
