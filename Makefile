@@ -24,7 +24,7 @@ DATA = outbox--1.0.sql outbox--1.0--1.1.sql
 PGFILEDESC = "outbox - transactional outbox publishing to Kafka"
 
 REGRESS = enqueue state_machine privileges settings capture retry stats security headers upgrade
-ISOLATION = claim order commit_order
+ISOLATION = claim order commit_order rotate
 ISOLATION_OPTS = --temp-config=$(srcdir)/specs/temp.conf
 
 RDKAFKA_CFLAGS := $(shell pkg-config --cflags rdkafka)

@@ -20,6 +20,7 @@
 #include "postgres.h"
 
 #include "access/transam.h"
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "utils/array.h"
 #include "utils/memutils.h"
@@ -47,7 +48,8 @@ widen_xid(FullTransactionId next, TransactionId xid)
  * outbox_in_progress() RETURNS xid8[]
  *
  * The transactions in progress in the active snapshot: those of its xip,
- * and every xid from its xmax up to the next xid now.
+ * and every xid from its xmax up to the next xid now; not the caller's own,
+ * whose events the snapshot sees.
  */
 Datum
 outbox_in_progress(PG_FUNCTION_ARGS)
@@ -55,6 +57,7 @@ outbox_in_progress(PG_FUNCTION_ARGS)
 	Snapshot	snapshot = GetActiveSnapshot();
 	FullTransactionId next = ReadNextFullTransactionId();
 	FullTransactionId xmax;
+	FullTransactionId mine = GetTopFullTransactionIdIfAny();
 	uint64		nrange;
 	Datum	   *xids;
 	int			n = 0;
@@ -71,7 +74,8 @@ outbox_in_progress(PG_FUNCTION_ARGS)
 		xids[n++] = FullTransactionIdGetDatum(widen_xid(next, snapshot->xip[i]));
 	for (uint64 x = U64FromFullTransactionId(xmax);
 		 x < U64FromFullTransactionId(next); x++)
-		xids[n++] = FullTransactionIdGetDatum(FullTransactionIdFromU64(x));
+		if (x != U64FromFullTransactionId(mine))
+			xids[n++] = FullTransactionIdGetDatum(FullTransactionIdFromU64(x));
 
 	PG_RETURN_ARRAYTYPE_P(construct_array(xids, n, XID8OID, sizeof(FullTransactionId),
 										  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
