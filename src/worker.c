@@ -276,8 +276,11 @@ run_batch(MemoryContext cxt)
 	{
 		if (!outbox_standbys_have(flush_visible_commits(), STANDBY_WAIT_MS))
 		{
-			/* nothing produced: the events stay due, untouched */
-			end_work(cxt);
+			/* nothing produced: undo the claim, the events stay due */
+			PopActiveSnapshot();
+			AbortCurrentTransaction();
+			MemoryContextSwitchTo(cxt);
+			pgstat_report_activity(STATE_IDLE, NULL);
 			batch_in_progress = NULL;
 			pause_for(STANDBY_PAUSE_MS, false);
 			return 0;
