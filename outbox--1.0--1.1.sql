@@ -313,12 +313,11 @@ BEGIN
 		SELECT coalesce(array_agg(d.id ORDER BY d.id) FILTER (WHERE d.bytes_before < bytes_left), '{}'),
 			   count(*) < room AND count(*) FILTER (WHERE d.bytes_before >= bytes_left) = 0
 		  INTO drained, drain_done
-		  FROM (SELECT l.id,
-					   sum(coalesce(octet_length(l.payload), 0) + coalesce(octet_length(l.key), 0)
-						   + coalesce(pg_column_size(l.headers), 0)) OVER (ORDER BY l.id)
-					   - coalesce(octet_length(l.payload), 0) - coalesce(octet_length(l.key), 0)
-					   - coalesce(pg_column_size(l.headers), 0) AS bytes_before
-				  FROM (SELECT * FROM @extschema@.outbox_log l
+		  FROM (SELECT l.id, sum(l.bytes) OVER (ORDER BY l.id) - l.bytes AS bytes_before
+				  FROM (SELECT l.id,
+							   coalesce(octet_length(l.payload), 0) + coalesce(octet_length(l.key), 0)
+							   + coalesce(pg_column_size(l.headers), 0) AS bytes
+						  FROM @extschema@.outbox_log l
 						 WHERE l.txid = ANY (r.draining)
 						   AND l.id > r.drain_after AND l.id <= r.drain_upto
 						 ORDER BY l.id LIMIT room) l) d;
@@ -338,12 +337,11 @@ BEGIN
 		SELECT coalesce(array_agg(f.id ORDER BY f.id) FILTER (WHERE f.bytes_before < bytes_left), '{}'),
 			   @extschema@.outbox_in_progress()
 		  INTO fresh, in_progress
-		  FROM (SELECT l.id,
-					   sum(coalesce(octet_length(l.payload), 0) + coalesce(octet_length(l.key), 0)
-						   + coalesce(pg_column_size(l.headers), 0)) OVER (ORDER BY l.id)
-					   - coalesce(octet_length(l.payload), 0) - coalesce(octet_length(l.key), 0)
-					   - coalesce(pg_column_size(l.headers), 0) AS bytes_before
-				  FROM (SELECT * FROM @extschema@.outbox_log l
+		  FROM (SELECT l.id, sum(l.bytes) OVER (ORDER BY l.id) - l.bytes AS bytes_before
+				  FROM (SELECT l.id,
+							   coalesce(octet_length(l.payload), 0) + coalesce(octet_length(l.key), 0)
+							   + coalesce(pg_column_size(l.headers), 0) AS bytes
+						  FROM @extschema@.outbox_log l
 						 WHERE l.id > r.last_id
 						 ORDER BY l.id LIMIT room) l) f;
 		IF cardinality(fresh) > 0 THEN
@@ -354,16 +352,18 @@ BEGIN
 
 	-- events of keys that wait in the retry table join them there; events
 	-- there already (recorded after a failed batch) are theirs
-	held := ARRAY(SELECT l.id FROM @extschema@.outbox_log l
-				   WHERE l.id = ANY (drained || fresh)
-					 AND l.key IS NOT NULL
-					 AND EXISTS (SELECT FROM @extschema@.outbox_retries h
-								  WHERE h.topic = l.topic AND h.key = l.key
-									AND h.status IN ('pending', 'failed')));
+	SELECT coalesce(array_agg(l.id ORDER BY l.id) FILTER (WHERE w.waits AND NOT w.there), '{}'),
+		   coalesce(array_agg(l.id ORDER BY l.id) FILTER (WHERE NOT w.waits AND NOT w.there), '{}')
+	  INTO held, sent
+	  FROM @extschema@.outbox_log l
+	 CROSS JOIN LATERAL (
+			SELECT EXISTS (SELECT FROM @extschema@.outbox_retries m WHERE m.id = l.id) AS there,
+				   l.key IS NOT NULL
+				   AND EXISTS (SELECT FROM @extschema@.outbox_retries h
+								WHERE h.topic = l.topic AND h.key = l.key
+								  AND h.status IN ('pending', 'failed')) AS waits) w
+	 WHERE l.id = ANY (drained || fresh);
 	PERFORM @extschema@.outbox_copy_to_retries(held);
-	sent := ARRAY(SELECT l.id FROM @extschema@.outbox_log l
-				   WHERE l.id = ANY (drained || fresh)
-					 AND NOT EXISTS (SELECT FROM @extschema@.outbox_retries m WHERE m.id = l.id));
 
 	UPDATE @extschema@.outbox_reader s
 	   SET last_id = r.last_id, running = r.running, draining = r.draining,
@@ -655,6 +655,7 @@ DECLARE
 	r @extschema@.outbox_reader;
 	tbl text;
 	removable boolean;
+	next_empty boolean;
 	removed bigint := 0;
 	n bigint;
 BEGIN
@@ -699,8 +700,8 @@ BEGIN
 
 	IF r.current_since < now() - greatest(published_retention / 2, interval '10 seconds') THEN
 		tbl := format('@extschema@.%I', 'outbox_log_' || (r.current_log + 1) % 4);
-		EXECUTE format('SELECT NOT EXISTS (SELECT FROM %s)', tbl) INTO STRICT removable;
-		IF removable THEN
+		EXECUTE format('SELECT NOT EXISTS (SELECT FROM %s)', tbl) INTO STRICT next_empty;
+		IF next_empty THEN
 			UPDATE @extschema@.outbox_reader
 			   SET current_log = (r.current_log + 1) % 4, current_since = now();
 		END IF;
@@ -809,7 +810,8 @@ CREATE VIEW @extschema@.outbox_stats AS
 		 WHERE m.status = 'abandoned'
 		 GROUP BY m.topic
 		UNION ALL
-		-- unread events of the log: past last_id, or of late transactions
+		-- unread events of the log: outbox_unread() written out, so that
+		-- the id and txid indexes answer it
 		SELECT l.topic, pg_catalog.count(*), 0, 0, pg_catalog.min(l.created_at)
 		  FROM @extschema@.outbox_reader r
 		  JOIN @extschema@.outbox_log l
