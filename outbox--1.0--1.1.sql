@@ -103,13 +103,13 @@ CREATE TABLE @extschema@.outbox_log_2 () INHERITS (@extschema@.outbox_log)
 CREATE TABLE @extschema@.outbox_log_3 () INHERITS (@extschema@.outbox_log)
 	WITH (autovacuum_enabled = false);
 CREATE INDEX outbox_log_0_id ON @extschema@.outbox_log_0 (id);
-CREATE INDEX outbox_log_0_txid ON @extschema@.outbox_log_0 (txid);
+CREATE INDEX outbox_log_0_txid ON @extschema@.outbox_log_0 (txid, id);
 CREATE INDEX outbox_log_1_id ON @extschema@.outbox_log_1 (id);
-CREATE INDEX outbox_log_1_txid ON @extschema@.outbox_log_1 (txid);
+CREATE INDEX outbox_log_1_txid ON @extschema@.outbox_log_1 (txid, id);
 CREATE INDEX outbox_log_2_id ON @extschema@.outbox_log_2 (id);
-CREATE INDEX outbox_log_2_txid ON @extschema@.outbox_log_2 (txid);
+CREATE INDEX outbox_log_2_txid ON @extschema@.outbox_log_2 (txid, id);
 CREATE INDEX outbox_log_3_id ON @extschema@.outbox_log_3 (id);
-CREATE INDEX outbox_log_3_txid ON @extschema@.outbox_log_3 (txid);
+CREATE INDEX outbox_log_3_txid ON @extschema@.outbox_log_3 (txid, id);
 
 -- Caller-given event ids, so that a duplicate fails with 23505 without an
 -- index on event_id in the log; kept while the event is.
@@ -169,6 +169,22 @@ AS 'MODULE_PATHNAME', 'outbox_in_progress'
 LANGUAGE C VOLATILE STRICT
 SET search_path = pg_catalog, pg_temp;
 
+-- The log rows of the given ids, in id order, found with an index search
+-- of each log table (src/reader.c): the planner has no statistics of the
+-- log tables, which are never analyzed.
+CREATE FUNCTION @extschema@.outbox_log_rows(ids bigint[])
+RETURNS SETOF @extschema@.outbox_log
+AS 'MODULE_PATHNAME', 'outbox_log_rows'
+LANGUAGE C STABLE STRICT
+SET search_path = pg_catalog, pg_temp;
+
+-- The log events that reader r has not read yet (src/reader.c).
+CREATE FUNCTION @extschema@.outbox_unread_events(r @extschema@.outbox_reader)
+RETURNS TABLE (id bigint, topic text, created_at timestamptz)
+AS 'MODULE_PATHNAME', 'outbox_unread_events'
+LANGUAGE C STABLE STRICT
+SET search_path = pg_catalog, pg_temp;
+
 -- Is the log row (id, txid) still unread at reader state r?
 CREATE FUNCTION @extschema@.outbox_unread(id bigint, txid xid8, r @extschema@.outbox_reader)
 RETURNS boolean
@@ -208,9 +224,8 @@ AS $$
 	WITH copied AS (
 		INSERT INTO @extschema@.outbox_retries (id, event_id, topic, key, payload, headers, created_at)
 		SELECT l.id, l.event_id, l.topic, l.key, l.payload, l.headers, l.created_at
-		  FROM @extschema@.outbox_log l
-		 WHERE l.id = ANY (ids)
-		   AND NOT EXISTS (SELECT FROM @extschema@.outbox_retries m WHERE m.id = l.id)
+		  FROM @extschema@.outbox_log_rows(ids) l
+		 WHERE NOT EXISTS (SELECT FROM @extschema@.outbox_retries m WHERE m.id = l.id)
 		 ORDER BY l.id
 		RETURNING 1
 	)
@@ -234,153 +249,22 @@ $$;
 -- table is claimed only if every earlier unfinished event of its key there
 -- is claimed with it; an event of the log whose key has an unfinished
 -- event in the retry table is copied there instead, to wait its turn.
--- The log is read in id order past last_id, in one statement with the
--- snapshot's transactions in progress: an event with a smaller id that one
--- of them commits later is read by its txid once it has ended, so none is
--- skipped, however late its transaction commits.  Every log event claimed
--- must be recorded (outbox_mark_published, outbox_mark_failed,
+-- The log is read in id order past last_id, with the snapshot's
+-- transactions in progress: an event with a smaller id that one of them
+-- commits later is read by its txid once it has ended, so none is skipped,
+-- however late its transaction commits (src/reader.c).  Every log event
+-- claimed must be recorded (outbox_mark_published, outbox_mark_failed,
 -- outbox_mark_released) before the transaction commits.  One claim runs at
--- a time: a second claimer gets nothing until the first ends.
+-- a time: a second claimer gets nothing until the first ends.  The
+-- worker's own claim (src/claim.c).
 DROP FUNCTION @extschema@.outbox_claim(integer);
 CREATE FUNCTION @extschema@.outbox_claim(batch_size integer,
 	max_bytes bigint DEFAULT 16777216)
 RETURNS TABLE (id bigint, event_id uuid, topic text, key text,
 			   payload bytea, headers jsonb)
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_column
-DECLARE
-	r @extschema@.outbox_reader;
-	retried bigint[];
-	drained bigint[];
-	fresh bigint[];
-	in_progress xid8[];
-	held bigint[];
-	sent bigint[];
-	room integer;
-	bytes_left bigint;
-	drain_done boolean;
-BEGIN
-	IF NOT @extschema@.outbox_lock_reader(false) THEN
-		RETURN;
-	END IF;
-	SELECT * INTO STRICT r FROM @extschema@.outbox_reader;
-
-	-- the due events of the retry table
-	WITH claimed AS MATERIALIZED (
-		SELECT m.id, m.topic, m.key,
-			   coalesce(octet_length(m.payload), 0) + coalesce(octet_length(m.key), 0)
-			   + coalesce(pg_column_size(m.headers), 0) AS bytes
-		  FROM @extschema@.outbox_retries m
-		 WHERE m.status IN ('pending', 'failed')
-		   AND (m.next_attempt_at IS NULL OR m.next_attempt_at <= now())
-		 ORDER BY m.id
-		 LIMIT batch_size
-		   FOR UPDATE OF m SKIP LOCKED
-	), held_back AS (
-		-- earlier unfinished events that this claim did not take
-		SELECT h.topic, h.key, min(h.id) AS first_id
-		  FROM @extschema@.outbox_retries h
-		 WHERE h.status IN ('pending', 'failed')
-		   AND h.key IS NOT NULL
-		   AND h.id < (SELECT max(c.id) FROM claimed c)
-		   AND NOT EXISTS (SELECT FROM claimed c WHERE c.id = h.id)
-		 GROUP BY h.topic, h.key
-	), ready AS (
-		SELECT c.id, sum(c.bytes) OVER (ORDER BY c.id) - c.bytes AS bytes_before
-		  FROM claimed c
-		 WHERE NOT EXISTS (SELECT FROM held_back h
-							WHERE h.topic = c.topic AND h.key = c.key AND h.first_id < c.id)
-	)
-	SELECT coalesce(array_agg(ready.id ORDER BY ready.id), '{}'),
-		   max_bytes - coalesce(max(ready.bytes_before), 0)
-	  INTO retried, bytes_left
-	  FROM ready
-	 WHERE ready.bytes_before < max_bytes;
-	room := batch_size - cardinality(retried);
-
-	-- the events of transactions that have ended since they were running
-	IF cardinality(r.draining) = 0 THEN
-		r.draining := ARRAY(SELECT x FROM unnest(r.running) x
-							 WHERE pg_visible_in_snapshot(x, pg_current_snapshot()));
-		r.running := ARRAY(SELECT x FROM unnest(r.running) x WHERE x <> ALL (r.draining));
-		r.drain_upto := r.last_id;
-		r.drain_after := 0;
-	END IF;
-	drained := '{}';
-	IF cardinality(r.draining) > 0 AND room > 0 AND bytes_left > 0 THEN
-		SELECT coalesce(array_agg(d.id ORDER BY d.id) FILTER (WHERE d.bytes_before < bytes_left), '{}'),
-			   count(*) < room AND count(*) FILTER (WHERE d.bytes_before >= bytes_left) = 0
-		  INTO drained, drain_done
-		  FROM (SELECT l.id, sum(l.bytes) OVER (ORDER BY l.id) - l.bytes AS bytes_before
-				  FROM (SELECT l.id,
-							   coalesce(octet_length(l.payload), 0) + coalesce(octet_length(l.key), 0)
-							   + coalesce(pg_column_size(l.headers), 0) AS bytes
-						  FROM @extschema@.outbox_log l
-						 WHERE l.txid = ANY (r.draining)
-						   AND l.id > r.drain_after AND l.id <= r.drain_upto
-						 ORDER BY l.id LIMIT room) l) d;
-		IF drain_done THEN
-			r.draining := '{}';
-			r.drain_after := 0;
-		ELSE
-			r.drain_after := drained[cardinality(drained)];
-		END IF;
-		room := room - cardinality(drained);
-	END IF;
-
-	-- the next events past last_id, and the transactions in progress in
-	-- the same snapshot
-	fresh := '{}';
-	IF room > 0 THEN
-		SELECT coalesce(array_agg(f.id ORDER BY f.id) FILTER (WHERE f.bytes_before < bytes_left), '{}'),
-			   @extschema@.outbox_in_progress()
-		  INTO fresh, in_progress
-		  FROM (SELECT l.id, sum(l.bytes) OVER (ORDER BY l.id) - l.bytes AS bytes_before
-				  FROM (SELECT l.id,
-							   coalesce(octet_length(l.payload), 0) + coalesce(octet_length(l.key), 0)
-							   + coalesce(pg_column_size(l.headers), 0) AS bytes
-						  FROM @extschema@.outbox_log l
-						 WHERE l.id > r.last_id
-						 ORDER BY l.id LIMIT room) l) f;
-		IF cardinality(fresh) > 0 THEN
-			r.last_id := fresh[cardinality(fresh)];
-			r.running := ARRAY(SELECT DISTINCT x FROM unnest(r.running || in_progress) x);
-		END IF;
-	END IF;
-
-	-- events of keys that wait in the retry table join them there; events
-	-- there already (recorded after a failed batch) are theirs
-	SELECT coalesce(array_agg(l.id ORDER BY l.id) FILTER (WHERE w.waits AND NOT w.there), '{}'),
-		   coalesce(array_agg(l.id ORDER BY l.id) FILTER (WHERE NOT w.waits AND NOT w.there), '{}')
-	  INTO held, sent
-	  FROM @extschema@.outbox_log l
-	 CROSS JOIN LATERAL (
-			SELECT EXISTS (SELECT FROM @extschema@.outbox_retries m WHERE m.id = l.id) AS there,
-				   l.key IS NOT NULL
-				   AND EXISTS (SELECT FROM @extschema@.outbox_retries h
-								WHERE h.topic = l.topic AND h.key = l.key
-								  AND h.status IN ('pending', 'failed')) AS waits) w
-	 WHERE l.id = ANY (drained || fresh);
-	PERFORM @extschema@.outbox_copy_to_retries(held);
-
-	UPDATE @extschema@.outbox_reader s
-	   SET last_id = r.last_id, running = r.running, draining = r.draining,
-		   drain_upto = r.drain_upto, drain_after = r.drain_after,
-		   unrecorded = s.unrecorded + cardinality(sent);
-
-	RETURN QUERY
-		SELECT m.id, m.event_id, m.topic, m.key, m.payload, m.headers
-		  FROM @extschema@.outbox_retries m
-		 WHERE m.id = ANY (retried)
-		UNION ALL
-		SELECT l.id, l.event_id, l.topic, l.key, l.payload, l.headers
-		  FROM @extschema@.outbox_log l
-		 WHERE l.id = ANY (sent)
-		 ORDER BY 1;
-END
-$$;
+AS 'MODULE_PATHNAME', 'outbox_claim'
+LANGUAGE C VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION @extschema@.outbox_claim(integer, bigint) FROM PUBLIC;
 
 -- At commit: every log event claimed in this transaction has its outcome.
@@ -404,59 +288,16 @@ CREATE CONSTRAINT TRIGGER outbox_check_recorded
 	FOR EACH ROW WHEN (NEW.unrecorded <> 0)
 	EXECUTE FUNCTION @extschema@.outbox_check_recorded();
 
--- Record deliveries.  Events of the log: one ledger row (none when keep is
--- false, outbox.published_retention = 0: nothing will show them).  Events
--- of the retry table: published, or deleted when keep is false.  Counts
--- them in outbox_publish_stats.
-CREATE OR REPLACE FUNCTION @extschema@.outbox_mark_published(ids bigint[], partitions integer[],
-	offsets bigint[], keep boolean)
+-- Count published events, of the given topics and creation times, in
+-- outbox_publish_stats; returns how many.
+CREATE FUNCTION @extschema@.outbox_count_published(topics text[], created_at timestamptz[])
 RETURNS bigint
-LANGUAGE plpgsql VOLATILE
+LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-	marked bigint;
-	logged bigint;
-BEGIN
-	WITH delivered AS (
-		SELECT u.id, u.kafka_partition, u.kafka_offset
-		  FROM ROWS FROM (unnest(ids), unnest(partitions), unnest(offsets))
-			   AS u(id, kafka_partition, kafka_offset)
-	), kept AS (
-		UPDATE @extschema@.outbox_retries m
-		   SET status = 'published',
-			   attempts = m.attempts + 1,
-			   published_at = clock_timestamp(),
-			   next_attempt_at = NULL,
-			   kafka_partition = d.kafka_partition,
-			   kafka_offset = d.kafka_offset
-		  FROM delivered d
-		 WHERE keep AND m.id = d.id
-		RETURNING m.id, m.topic, m.created_at
-	), deleted AS (
-		DELETE FROM @extschema@.outbox_retries m
-		 WHERE NOT keep AND m.id = ANY (ids)
-		RETURNING m.id, m.topic, m.created_at
-	), logged AS (
-		-- the snapshot predates the update and the delete above
-		SELECT l.id, l.topic, l.created_at, d.kafka_partition, d.kafka_offset
-		  FROM @extschema@.outbox_log l
-		  JOIN delivered d ON d.id = l.id
-		 WHERE l.id = ANY (ids)
-		   AND NOT EXISTS (SELECT FROM @extschema@.outbox_retries m WHERE m.id = l.id)
-	), ledger AS (
-		INSERT INTO @extschema@.outbox_ledger (first_id, last_id, ids, partitions, offsets, published_at)
-		SELECT min(g.id), max(g.id), array_agg(g.id ORDER BY g.id),
-			   array_agg(g.kafka_partition ORDER BY g.id), array_agg(g.kafka_offset ORDER BY g.id),
-			   clock_timestamp()
-		  FROM logged g
-		 WHERE keep
-		HAVING count(*) > 0
-	), done AS (
+	WITH done AS (
 		SELECT d.topic, 1000 * date_part('epoch', clock_timestamp() - d.created_at) AS ms
-		  FROM (SELECT k.topic, k.created_at FROM kept k
-				UNION ALL SELECT x.topic, x.created_at FROM deleted x
-				UNION ALL SELECT g.topic, g.created_at FROM logged g) AS d
+		  FROM ROWS FROM (unnest(topics), unnest(created_at)) AS d(topic, created_at)
 	), counted AS (
 		INSERT INTO @extschema@.outbox_publish_stats AS s
 			(topic, bucket, published, latency_ms_sum, latency_histogram)
@@ -471,9 +312,79 @@ BEGIN
 			   latency_histogram = @extschema@.outbox_histogram_add(s.latency_histogram,
 																	excluded.latency_histogram)
 	)
-	SELECT count(*), (SELECT count(*) FROM logged) INTO marked, logged FROM done;
-	PERFORM @extschema@.outbox_count_recorded(logged);
-	RETURN marked;
+	SELECT count(*) FROM done
+$$;
+
+-- Record deliveries of log events (ids in increasing order, with their
+-- topics and creation times): one ledger row, none when keep is false
+-- (outbox.published_retention = 0: nothing will show them), and their
+-- count in outbox_publish_stats.  What the worker calls, with what it read
+-- from the log at hand; returns how many.
+CREATE FUNCTION @extschema@.outbox_mark_logged(ids bigint[], partitions integer[],
+	offsets bigint[], topics text[], created_at timestamptz[], keep boolean)
+RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	INSERT INTO @extschema@.outbox_ledger (first_id, last_id, ids, partitions, offsets, published_at)
+	SELECT ids[1], ids[cardinality(ids)], ids, partitions, offsets, clock_timestamp()
+	 WHERE keep AND cardinality(ids) > 0;
+	SELECT @extschema@.outbox_count_recorded(cardinality(ids));
+	SELECT @extschema@.outbox_count_published(topics, created_at);
+$$;
+
+-- Record deliveries.  Events of the log: outbox_mark_logged.  Events of
+-- the retry table: published, or deleted when keep is false, and counted
+-- in outbox_publish_stats.  Returns how many it recorded.
+CREATE OR REPLACE FUNCTION @extschema@.outbox_mark_published(ids bigint[], partitions integer[],
+	offsets bigint[], keep boolean)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	logged bigint;
+	retried bigint;
+BEGIN
+	-- first the log, while the retry table still has the events it holds
+	SELECT @extschema@.outbox_mark_logged(
+			   coalesce(array_agg(l.id ORDER BY l.id), '{}'),
+			   coalesce(array_agg(d.kafka_partition ORDER BY l.id), '{}'),
+			   coalesce(array_agg(d.kafka_offset ORDER BY l.id), '{}'),
+			   coalesce(array_agg(l.topic ORDER BY l.id), '{}'),
+			   coalesce(array_agg(l.created_at ORDER BY l.id), '{}'), keep)
+	  INTO logged
+	  FROM @extschema@.outbox_log_rows(ids) l
+	  JOIN ROWS FROM (unnest(ids), unnest(partitions), unnest(offsets))
+		   AS d(id, kafka_partition, kafka_offset) ON d.id = l.id
+	 WHERE NOT EXISTS (SELECT FROM @extschema@.outbox_retries m WHERE m.id = l.id);
+
+	WITH delivered AS (
+		SELECT u.id, u.kafka_partition, u.kafka_offset
+		  FROM ROWS FROM (unnest(ids), unnest(partitions), unnest(offsets))
+			   AS u(id, kafka_partition, kafka_offset)
+	), kept AS (
+		UPDATE @extschema@.outbox_retries m
+		   SET status = 'published',
+			   attempts = m.attempts + 1,
+			   published_at = clock_timestamp(),
+			   next_attempt_at = NULL,
+			   kafka_partition = d.kafka_partition,
+			   kafka_offset = d.kafka_offset
+		  FROM delivered d
+		 WHERE keep AND m.id = d.id
+		RETURNING m.topic, m.created_at
+	), deleted AS (
+		DELETE FROM @extschema@.outbox_retries m
+		 WHERE NOT keep AND m.id = ANY (ids)
+		RETURNING m.topic, m.created_at
+	)
+	SELECT @extschema@.outbox_count_published(coalesce(array_agg(d.topic), '{}'),
+											  coalesce(array_agg(d.created_at), '{}'))
+	  INTO retried
+	  FROM (SELECT k.topic, k.created_at FROM kept k
+			UNION ALL SELECT x.topic, x.created_at FROM deleted x) d;
+	RETURN logged + retried;
 END
 $$;
 
@@ -776,8 +687,8 @@ DECLARE
 BEGIN
 	PERFORM @extschema@.outbox_lock_reader(true);
 	PERFORM @extschema@.outbox_copy_to_retries(ARRAY[l.id])
-	   FROM @extschema@.outbox_log l, @extschema@.outbox_reader r
-	  WHERE l.id = $1 AND @extschema@.outbox_unread(l.id, l.txid, r);
+	   FROM @extschema@.outbox_log_rows(ARRAY[$1]) l, @extschema@.outbox_reader r
+	  WHERE @extschema@.outbox_unread(l.id, l.txid, r);
 	UPDATE @extschema@.outbox_retries m
 	   SET status = 'abandoned', next_attempt_at = NULL,
 		   last_error = coalesce(m.last_error, 'abandoned by outbox_abandon()')
@@ -810,17 +721,12 @@ CREATE VIEW @extschema@.outbox_stats AS
 		 WHERE m.status = 'abandoned'
 		 GROUP BY m.topic
 		UNION ALL
-		-- unread events of the log: outbox_unread() written out, so that
-		-- the id and txid indexes answer it
-		SELECT l.topic, pg_catalog.count(*), 0, 0, pg_catalog.min(l.created_at)
+		-- unread events of the log
+		SELECT u.topic, pg_catalog.count(*), 0, 0, pg_catalog.min(u.created_at)
 		  FROM @extschema@.outbox_reader r
-		  JOIN @extschema@.outbox_log l
-			ON l.id > r.last_id
-			   OR l.txid OPERATOR(pg_catalog.=) ANY (r.running)
-			   OR (l.txid OPERATOR(pg_catalog.=) ANY (r.draining)
-				   AND l.id > r.drain_after AND l.id <= r.drain_upto)
-		 WHERE NOT EXISTS (SELECT FROM @extschema@.outbox_retries m WHERE m.id = l.id)
-		 GROUP BY l.topic
+		 CROSS JOIN LATERAL @extschema@.outbox_unread_events(r) u
+		 WHERE NOT EXISTS (SELECT FROM @extschema@.outbox_retries m WHERE m.id = u.id)
+		 GROUP BY u.topic
 	), recent AS (
 		SELECT s.topic,
 			   pg_catalog.sum(s.published) FILTER (WHERE s.bucket > pg_catalog.now() - interval '1 minute') AS published_last_minute,
@@ -872,6 +778,10 @@ COMMENT ON VIEW @extschema@.outbox_stats IS
 	'Queue and delivery health per topic, and in total (topic NULL)';
 
 REVOKE ALL ON FUNCTION @extschema@.outbox_in_progress() FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.outbox_log_rows(bigint[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.outbox_count_published(text[], timestamptz[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.outbox_mark_logged(bigint[], integer[], bigint[], text[], timestamptz[], boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.outbox_unread_events(@extschema@.outbox_reader) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.outbox_unread(bigint, xid8, @extschema@.outbox_reader) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.outbox_lock_reader(boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.outbox_copy_to_retries(bigint[]) FROM PUBLIC;

@@ -52,6 +52,19 @@ SELECT key, convert_from(payload, 'UTF8') AS payload,
 	   event_id <> '00000000-0000-0000-0000-000000000000' AS real_event_id
   FROM outbox_messages ORDER BY id;
 
+-- the log is read by index scans, not SQL: the right to run them is not
+-- the right to read the log, which is checked for the caller
+GRANT EXECUTE ON FUNCTION outbox_claim(integer, bigint), outbox_log_rows(bigint[]) TO outbox_nobody;
+SET ROLE outbox_nobody;
+SELECT * FROM outbox_log_rows(ARRAY[1]);
+\echo :LAST_ERROR_SQLSTATE
+BEGIN;
+SELECT * FROM outbox_claim(10);
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+RESET ROLE;
+REVOKE EXECUTE ON FUNCTION outbox_claim(integer, bigint), outbox_log_rows(bigint[]) FROM outbox_nobody;
+
 -- the objects go in the schema named at CREATE EXTENSION
 DROP EXTENSION outbox;
 CREATE SCHEMA "Events";

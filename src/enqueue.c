@@ -184,24 +184,6 @@ check_event(text *topic, text *key, bytea *payload, Jsonb *headers)
 						   outbox_record_bytes(&ev), outbox_max_message_bytes)));
 }
 
-/* The columns of the log tables, all of them */
-typedef enum LogColumn
-{
-	COL_ID,
-	COL_TXID,
-	COL_EVENT_ID,
-	COL_TOPIC,
-	COL_KEY,
-	COL_PAYLOAD,
-	COL_HEADERS,
-	COL_CREATED_AT,
-	NUM_LOG_COLUMNS
-} LogColumn;
-
-static const char *const log_column_names[NUM_LOG_COLUMNS] = {
-	"id", "txid", "event_id", "topic", "key", "payload", "headers", "created_at"
-};
-
 /*
  * What an insert needs to know about the event log of one schema, looked
  * up once per session.  A relation is opened by oid at each call and
@@ -214,14 +196,18 @@ typedef struct EventLog
 	Oid			tables[OUTBOX_LOG_TABLES];	/* outbox_log_0 .. 3 */
 	Oid			event_ids;		/* outbox_event_ids */
 	Oid			id_sequence;	/* outbox_event_id_seq */
-	AttrNumber	attnum[NUM_LOG_COLUMNS];	/* the same in every log table */
+	AttrNumber	attnum[OUTBOX_LOG_COLUMNS];	/* the same in every log table */
 	AttrNumber	event_ids_attnum[2];	/* event_id, id */
 } EventLog;
 
 static EventLog event_log;
 
-static Oid
-relation_in(Oid nspid, const char *name)
+/*
+ * The relation of extension outbox named name in schema nspid; an error
+ * that says to update the extension if there is none.
+ */
+Oid
+outbox_relation_in(Oid nspid, const char *name)
 {
 	Oid			relid = get_relname_relid(name, nspid);
 
@@ -256,20 +242,20 @@ look_up_event_log(Oid nspid)
 		char		name[NAMEDATALEN];
 
 		snprintf(name, sizeof(name), "outbox_log_%d", t);
-		event_log.tables[t] = relation_in(nspid, name);
-		for (int i = 0; i < NUM_LOG_COLUMNS; i++)
+		event_log.tables[t] = outbox_relation_in(nspid, name);
+		for (int i = 0; i < OUTBOX_LOG_COLUMNS; i++)
 		{
-			AttrNumber	attnum = column_of(event_log.tables[t], log_column_names[i]);
+			AttrNumber	attnum = column_of(event_log.tables[t], outbox_log_column_names[i]);
 
 			if (t > 0 && attnum != event_log.attnum[i])
 				elog(ERROR, "the log tables of outbox differ in their columns");
 			event_log.attnum[i] = attnum;
 		}
 	}
-	event_log.event_ids = relation_in(nspid, "outbox_event_ids");
+	event_log.event_ids = outbox_relation_in(nspid, "outbox_event_ids");
 	event_log.event_ids_attnum[0] = column_of(event_log.event_ids, "event_id");
 	event_log.event_ids_attnum[1] = column_of(event_log.event_ids, "id");
-	event_log.id_sequence = relation_in(nspid, "outbox_event_id_seq");
+	event_log.id_sequence = outbox_relation_in(nspid, "outbox_event_id_seq");
 	event_log.nspid = nspid;
 }
 
@@ -365,8 +351,8 @@ append_event(Oid nspid, Datum *columns, bool *nulls, Datum event_id, bool event_
 	FullTransactionId txid = GetTopFullTransactionId();
 	Relation	log = open_log_relation(nspid, false);
 	int64		id = nextval_internal(event_log.id_sequence, false);
-	Datum		values[NUM_LOG_COLUMNS];
-	bool		isnull[NUM_LOG_COLUMNS];
+	Datum		values[OUTBOX_LOG_COLUMNS];
+	bool		isnull[OUTBOX_LOG_COLUMNS];
 
 	if (!event_id_isnull)
 	{
@@ -380,18 +366,18 @@ append_event(Oid nspid, Datum *columns, bool *nulls, Datum event_id, bool event_
 	else
 		event_id = OidFunctionCall0(F_GEN_RANDOM_UUID);
 
-	columns[COL_ID] = Int64GetDatum(id);
-	nulls[COL_ID] = false;
-	columns[COL_TXID] = FullTransactionIdGetDatum(txid);
-	nulls[COL_TXID] = false;
-	columns[COL_EVENT_ID] = event_id;
-	nulls[COL_EVENT_ID] = false;
-	columns[COL_CREATED_AT] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
-	nulls[COL_CREATED_AT] = false;
+	columns[LOG_ID] = Int64GetDatum(id);
+	nulls[LOG_ID] = false;
+	columns[LOG_TXID] = FullTransactionIdGetDatum(txid);
+	nulls[LOG_TXID] = false;
+	columns[LOG_EVENT_ID] = event_id;
+	nulls[LOG_EVENT_ID] = false;
+	columns[LOG_CREATED_AT] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+	nulls[LOG_CREATED_AT] = false;
 
-	if (RelationGetDescr(log)->natts != NUM_LOG_COLUMNS)
+	if (RelationGetDescr(log)->natts != OUTBOX_LOG_COLUMNS)
 		elog(ERROR, "log table \"%s\" has unexpected columns", RelationGetRelationName(log));
-	for (int i = 0; i < NUM_LOG_COLUMNS; i++)
+	for (int i = 0; i < OUTBOX_LOG_COLUMNS; i++)
 	{
 		values[event_log.attnum[i] - 1] = columns[i];
 		isnull[event_log.attnum[i] - 1] = nulls[i];
@@ -409,8 +395,8 @@ int64
 outbox_store_event(Oid nspid, text *topic, text *key, bytea *payload,
 				   Jsonb *headers, Datum event_id, bool event_id_isnull)
 {
-	Datum		columns[NUM_LOG_COLUMNS];
-	bool		nulls[NUM_LOG_COLUMNS];
+	Datum		columns[OUTBOX_LOG_COLUMNS];
+	bool		nulls[OUTBOX_LOG_COLUMNS];
 	int64		id;
 
 	/* the insert below bypasses the executor, which would check this */
@@ -424,14 +410,14 @@ outbox_store_event(Oid nspid, text *topic, text *key, bytea *payload,
 											   JsonbPGetDatum(headers)));
 	check_event(topic, key, payload, headers);
 
-	columns[COL_TOPIC] = PointerGetDatum(topic);
-	nulls[COL_TOPIC] = false;
-	columns[COL_KEY] = PointerGetDatum(key);
-	nulls[COL_KEY] = key == NULL;
-	columns[COL_PAYLOAD] = PointerGetDatum(payload);
-	nulls[COL_PAYLOAD] = payload == NULL;
-	columns[COL_HEADERS] = PointerGetDatum(headers);
-	nulls[COL_HEADERS] = headers == NULL;
+	columns[LOG_TOPIC] = PointerGetDatum(topic);
+	nulls[LOG_TOPIC] = false;
+	columns[LOG_KEY] = PointerGetDatum(key);
+	nulls[LOG_KEY] = key == NULL;
+	columns[LOG_PAYLOAD] = PointerGetDatum(payload);
+	nulls[LOG_PAYLOAD] = payload == NULL;
+	columns[LOG_HEADERS] = PointerGetDatum(headers);
+	nulls[LOG_HEADERS] = headers == NULL;
 
 	id = append_event(nspid, columns, nulls, event_id, event_id_isnull);
 

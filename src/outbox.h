@@ -10,6 +10,8 @@
 #ifndef OUTBOX_H
 #define OUTBOX_H
 
+#include "access/transam.h"
+#include "access/tupdesc.h"
 #include "access/xlogdefs.h"
 #include "fmgr.h"
 #include "port/atomics.h"
@@ -43,6 +45,22 @@ extern void outbox_define_gucs(void);
 /* the ring of log tables, outbox_log_0 .. 3 (outbox--1.0--1.1.sql) */
 #define OUTBOX_LOG_TABLES 4
 
+/* the columns of the log tables, in order */
+typedef enum OutboxLogColumn
+{
+	LOG_ID,
+	LOG_TXID,
+	LOG_EVENT_ID,
+	LOG_TOPIC,
+	LOG_KEY,
+	LOG_PAYLOAD,
+	LOG_HEADERS,
+	LOG_CREATED_AT,
+	OUTBOX_LOG_COLUMNS
+} OutboxLogColumn;
+
+extern const char *const outbox_log_column_names[OUTBOX_LOG_COLUMNS];
+
 /* enqueue.c: validate one event and insert it in the caller's transaction */
 extern const char *outbox_topic_problem(const char *topic, int len);
 extern void outbox_check_topic(const char *topic, int len);
@@ -51,6 +69,7 @@ extern int64 outbox_store_event(Oid nspid, text *topic, text *key,
 								bytea *payload, Jsonb *headers,
 								Datum event_id, bool event_id_isnull);
 extern Oid	outbox_function_namespace(FunctionCallInfo fcinfo);
+extern Oid	outbox_relation_in(Oid nspid, const char *name);
 
 /* shmem.c: state shared by the launcher, the workers and the backends */
 typedef enum OutboxWorkerState
@@ -158,6 +177,9 @@ typedef enum OutboxOutcome
 typedef struct OutboxEvent
 {
 	int64		id;
+	bool		from_log;		/* not from the retry table */
+	text	   *stored_topic;	/* the topic as stored, for the statistics */
+	TimestampTz created_at;
 	char		event_id[UUID_TEXT_LEN + 1];	/* canonical uuid text */
 	char	   *topic;
 	char	   *key;			/* NULL: no key */
@@ -187,6 +209,32 @@ extern char *outbox_to_utf8(const char *str, int len, int *utf8_len);
 extern const char *outbox_unpack_headers(Jsonb *headers, OutboxEvent *ev,
 										 bool *not_utf8);
 extern int64 outbox_record_bytes(const OutboxEvent *ev);
+
+/* reader.c: reading the log in id order; callers hold a transaction */
+typedef struct OutboxRow
+{
+	Datum		values[OUTBOX_LOG_COLUMNS];
+	bool		isnull[OUTBOX_LOG_COLUMNS];
+	int64		bytes;			/* of payload, key and headers */
+} OutboxRow;
+
+/* where the claim is in the log (table outbox_reader) */
+typedef struct OutboxReader
+{
+	int64		last_id;
+	FullTransactionId *running;
+	int			nrunning;
+	FullTransactionId *draining;
+	int			ndraining;
+	int64		drain_upto;
+	int64		drain_after;
+} OutboxReader;
+
+extern int	outbox_read_log(Oid nspid, OutboxReader *reader, int room,
+							int64 *bytes_left, OutboxRow *rows);
+extern bool outbox_log_has_after(Oid nspid, int64 after);
+extern void outbox_copy_row(TupleDesc desc, Datum *values, bool *isnull,
+							bool whole, OutboxRow *row);
 
 /* claim.c: the SQL side of publishing; callers hold a transaction */
 extern Oid	outbox_extension_owner(void);
