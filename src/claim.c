@@ -460,8 +460,10 @@ hold_back(OutboxRow *rows, int n)
 	}
 	if (nheld > 0)
 	{
+		bool		isnull;
+
 		values[0] = PointerGetDatum(construct_array(held, nheld, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-		run_value_plan(COPY_PLAN, values, &(bool){false});
+		run_value_plan(COPY_PLAN, values, &isnull);
 	}
 	for (int i = 0; i < n; i++)
 		if (!skip[i])
@@ -500,6 +502,8 @@ claim_rows(int batch_size, int64 max_bytes, OutboxRow **rows)
 	int			nlog;
 	int			n = 0;
 
+	/* up to batch_size: as many as one allocation can hold */
+	batch_size = Min(batch_size, MaxAllocSize / sizeof(OutboxRow) - 1);
 	*rows = palloc((Max(batch_size, 0) + 1) * sizeof(OutboxRow));
 	SPI_connect();
 	if (batch_size > 0 && DatumGetBool(run_value_plan(LOCK_PLAN, NULL, &isnull)))

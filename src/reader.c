@@ -36,6 +36,8 @@
 #include "access/tableam.h"
 #include "access/transam.h"
 #include "access/xact.h"
+#include "catalog/pg_am_d.h"
+#include "catalog/pg_index.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -117,19 +119,27 @@ stream_advance(LogStream *stream)
 }
 
 /*
- * Add a scan of log table t through its index named outbox_log_<t>_<suffix>
- * with the given keys, which must return rows in id order.
+ * Add a scan of log table t with the given keys, through its btree index
+ * on (id) (by_txid false) or (txid, id): rows come in id order.
  */
 static void
-cursor_add(LogCursor *cursor, int t, const char *suffix, ScanKey keys, int nkeys)
+cursor_add(LogCursor *cursor, int t, bool by_txid, ScanKey keys, int nkeys)
 {
 	Relation	table = cursor->tables[t];
 	LogStream  *stream = &cursor->streams[cursor->nstreams++];
 	char		name[NAMEDATALEN];
+	Form_pg_index index;
 
-	snprintf(name, sizeof(name), "outbox_log_%d_%s", t, suffix);
+	snprintf(name, sizeof(name), "outbox_log_%d_%s", t, by_txid ? "txid" : "id");
 	stream->index = index_open(outbox_relation_in(RelationGetNamespace(table), name),
 							   AccessShareLock);
+	index = stream->index->rd_index;
+	if (stream->index->rd_rel->relam != BTREE_AM_OID ||
+		index->indrelid != RelationGetRelid(table) ||
+		index->indnkeyatts != (by_txid ? 2 : 1) ||
+		index->indkey.values[0] != (by_txid ? LOG_TXID + 1 : LOG_ID + 1) ||
+		(by_txid && index->indkey.values[1] != LOG_ID + 1))
+		elog(ERROR, "index \"%s\" is not the one outbox expects", name);
 	stream->slot = table_slot_create(table, NULL);
 	stream->scan = index_beginscan(table, stream->index, cursor->snapshot, nkeys, 0);
 	index_rescan(stream->scan, keys, nkeys, NULL, 0);
@@ -243,7 +253,7 @@ cursor_open_after(LogCursor *cursor, Oid nspid, Snapshot snapshot, int64 after)
 		ScanKeyData key;
 
 		ScanKeyInit(&key, 1, BTGreaterStrategyNumber, F_INT8GT, Int64GetDatum(after));
-		cursor_add(cursor, t, "id", &key, 1);
+		cursor_add(cursor, t, false, &key, 1);
 	}
 }
 
@@ -262,7 +272,7 @@ cursor_open_txids(LogCursor *cursor, Oid nspid, Snapshot snapshot,
 						FullTransactionIdGetDatum(txids[i]));
 			ScanKeyInit(&keys[1], 2, BTGreaterStrategyNumber, F_INT8GT, Int64GetDatum(after));
 			ScanKeyInit(&keys[2], 2, BTLessEqualStrategyNumber, F_INT8LE, Int64GetDatum(upto));
-			cursor_add(cursor, t, "txid", keys, 3);
+			cursor_add(cursor, t, true, keys, 3);
 		}
 }
 
@@ -505,7 +515,7 @@ outbox_log_rows(PG_FUNCTION_ARGS)
 
 		ScanKeyEntryInitialize(&key, SK_SEARCHARRAY, 1, BTEqualStrategyNumber,
 							   INT8OID, InvalidOid, F_INT8EQ, PointerGetDatum(ids));
-		cursor_add(&cursor, t, "id", &key, 1);
+		cursor_add(&cursor, t, false, &key, 1);
 	}
 	put_rows(&cursor, rsinfo, true);
 	PG_RETURN_NULL();
