@@ -65,6 +65,20 @@ ROLLBACK;
 RESET ROLE;
 REVOKE EXECUTE ON FUNCTION outbox_claim(integer, bigint), outbox_log_rows(bigint[]) FROM outbox_nobody;
 
+-- a monitoring role reads outbox_stats with the rights the README lists,
+-- and none on the log, whose events it counts without reading them
+GRANT SELECT ON outbox_stats TO outbox_nobody;
+GRANT EXECUTE ON FUNCTION outbox_unread_events(outbox_reader), outbox_histogram_sum(bigint[]),
+	outbox_histogram_quantile(bigint[], double precision) TO outbox_nobody;
+SET ROLE outbox_nobody;
+SELECT topic, pending FROM outbox_stats;
+SELECT * FROM outbox_log_0;
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+REVOKE SELECT ON outbox_stats FROM outbox_nobody;
+REVOKE EXECUTE ON FUNCTION outbox_unread_events(outbox_reader), outbox_histogram_sum(bigint[]),
+	outbox_histogram_quantile(bigint[], double precision) FROM outbox_nobody;
+
 -- the objects go in the schema named at CREATE EXTENSION
 DROP EXTENSION outbox;
 CREATE SCHEMA "Events";

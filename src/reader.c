@@ -9,8 +9,9 @@
  * statistics, was measured to answer "the next 1,000 ids past last_id"
  * with a sort of the whole backlog, per batch.  An index scan of each of
  * the four tables, merged by id, reads what the batch takes and no more.
- * The only functions evaluated are built-in btree comparisons; the caller
- * needs the SELECT privilege on each log table.
+ * The only functions evaluated are built-in btree comparisons.  Reading
+ * events needs the SELECT privilege on each log table; counting them
+ * (outbox_unread_events) only the right to run the function.
  *
  * The claim reads the log in id order past the highest id it has read.
  * outbox_enqueue takes its transaction's xid before the event's id, so an
@@ -78,11 +79,12 @@ typedef struct LogCursor
 } LogCursor;
 
 /*
- * Open the log tables of schema nspid for reading with snapshot, checking
- * that the current user may read them.
+ * Open the log tables of schema nspid for reading with snapshot; with
+ * check_acl, check that the current user may read them.
  */
 static void
-cursor_open(LogCursor *cursor, Oid nspid, Snapshot snapshot, int max_streams)
+cursor_open(LogCursor *cursor, Oid nspid, Snapshot snapshot, int max_streams,
+			bool check_acl)
 {
 	cursor->snapshot = snapshot;
 	cursor->nstreams = 0;
@@ -96,7 +98,7 @@ cursor_open(LogCursor *cursor, Oid nspid, Snapshot snapshot, int max_streams)
 
 		snprintf(name, sizeof(name), "outbox_log_%d", t);
 		relid = outbox_relation_in(nspid, name);
-		aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
+		aclresult = check_acl ? pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) : ACLCHECK_OK;
 		if (aclresult != ACLCHECK_OK)
 			aclcheck_error(aclresult, OBJECT_TABLE, name);
 		cursor->tables[t] = table_open(relid, AccessShareLock);
@@ -245,9 +247,10 @@ cursor_close(LogCursor *cursor)
 
 /* Read every row with an id greater than after. */
 static void
-cursor_open_after(LogCursor *cursor, Oid nspid, Snapshot snapshot, int64 after)
+cursor_open_after(LogCursor *cursor, Oid nspid, Snapshot snapshot, int64 after,
+				  bool check_acl)
 {
-	cursor_open(cursor, nspid, snapshot, OUTBOX_LOG_TABLES);
+	cursor_open(cursor, nspid, snapshot, OUTBOX_LOG_TABLES, check_acl);
 	for (int t = 0; t < OUTBOX_LOG_TABLES; t++)
 	{
 		ScanKeyData key;
@@ -260,9 +263,10 @@ cursor_open_after(LogCursor *cursor, Oid nspid, Snapshot snapshot, int64 after)
 /* Read the rows of the transactions txids with an id in (after, upto]. */
 static void
 cursor_open_txids(LogCursor *cursor, Oid nspid, Snapshot snapshot,
-				  FullTransactionId *txids, int ntxids, int64 after, int64 upto)
+				  FullTransactionId *txids, int ntxids, int64 after, int64 upto,
+				  bool check_acl)
 {
-	cursor_open(cursor, nspid, snapshot, OUTBOX_LOG_TABLES * ntxids);
+	cursor_open(cursor, nspid, snapshot, OUTBOX_LOG_TABLES * ntxids, check_acl);
 	for (int t = 0; t < OUTBOX_LOG_TABLES; t++)
 		for (int i = 0; i < ntxids; i++)
 		{
@@ -378,7 +382,7 @@ outbox_read_log(Oid nspid, OutboxReader *reader, int room, int64 *bytes_left,
 	if (reader->ndraining > 0 && room > 0 && *bytes_left > 0)
 	{
 		cursor_open_txids(&cursor, nspid, snapshot, reader->draining, reader->ndraining,
-						  reader->drain_after, reader->drain_upto);
+						  reader->drain_after, reader->drain_upto, true);
 		n = read_rows(&cursor, rows, room, bytes_left, &more);
 		cursor_close(&cursor);
 		if (more)
@@ -394,7 +398,7 @@ outbox_read_log(Oid nspid, OutboxReader *reader, int room, int64 *bytes_left,
 	{
 		int			fresh;
 
-		cursor_open_after(&cursor, nspid, snapshot, reader->last_id);
+		cursor_open_after(&cursor, nspid, snapshot, reader->last_id, true);
 		fresh = read_rows(&cursor, rows + n, room - n, bytes_left, &more);
 		cursor_close(&cursor);
 		if (fresh > 0)
@@ -424,7 +428,7 @@ outbox_log_has_after(Oid nspid, int64 after)
 	LogCursor	cursor;
 	bool		found;
 
-	cursor_open_after(&cursor, nspid, GetActiveSnapshot(), after);
+	cursor_open_after(&cursor, nspid, GetActiveSnapshot(), after, true);
 	found = cursor_head(&cursor) != NULL;
 	cursor_close(&cursor);
 	return found;
@@ -508,7 +512,7 @@ outbox_log_rows(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 
 	cursor_open(&cursor, outbox_function_namespace(fcinfo), GetActiveSnapshot(),
-				OUTBOX_LOG_TABLES);
+				OUTBOX_LOG_TABLES, true);
 	for (int t = 0; t < OUTBOX_LOG_TABLES; t++)
 	{
 		ScanKeyData key;
@@ -562,7 +566,9 @@ reader_int8(HeapTupleHeader reader, const char *field)
  *
  * The log events that the reader r has not read yet, as the active
  * snapshot sees them: past last_id, of a running transaction, or of a
- * draining one and not read yet.  outbox_stats counts them.
+ * draining one and not read yet.  outbox_stats counts them.  No event's
+ * content: the right to run it (EXECUTE) is enough, so that a monitoring
+ * role needs no right to read the log.
  */
 Datum
 outbox_unread_events(PG_FUNCTION_ARGS)
@@ -577,18 +583,18 @@ outbox_unread_events(PG_FUNCTION_ARGS)
 	LogCursor	cursor;
 
 	InitMaterializedSRF(fcinfo, 0);
-	cursor_open_after(&cursor, nspid, snapshot, last_id);
+	cursor_open_after(&cursor, nspid, snapshot, last_id, false);
 	put_rows(&cursor, rsinfo, false);
 	if ((n = reader_xids(reader, "running", &xids)) > 0)
 	{
-		cursor_open_txids(&cursor, nspid, snapshot, xids, n, PG_INT64_MIN, last_id);
+		cursor_open_txids(&cursor, nspid, snapshot, xids, n, PG_INT64_MIN, last_id, false);
 		put_rows(&cursor, rsinfo, false);
 	}
 	if ((n = reader_xids(reader, "draining", &xids)) > 0)
 	{
 		cursor_open_txids(&cursor, nspid, snapshot, xids, n,
 						  reader_int8(reader, "drain_after"),
-						  reader_int8(reader, "drain_upto"));
+						  reader_int8(reader, "drain_upto"), false);
 		put_rows(&cursor, rsinfo, false);
 	}
 	PG_RETURN_NULL();
