@@ -40,7 +40,6 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/uuid.h"
-#include "utils/xid8.h"
 
 #include "outbox.h"
 
@@ -316,38 +315,13 @@ run_value_plan(int which, Datum *values, bool *isnull)
 	return SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, isnull);
 }
 
-/* The xids of an xid8[] datum, in memory context cxt; returns how many. */
-static int
-xids_of(Datum array, FullTransactionId **xids, MemoryContext cxt)
-{
-	Datum	   *datums;
-	int			n;
-
-	deconstruct_array(DatumGetArrayTypeP(array), XID8OID, sizeof(FullTransactionId),
-					  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &datums, NULL, &n);
-	*xids = MemoryContextAlloc(cxt, (n + 1) * sizeof(FullTransactionId));
-	for (int i = 0; i < n; i++)
-		(*xids)[i] = DatumGetFullTransactionId(datums[i]);
-	return n;
-}
-
-static Datum
-xid_array(FullTransactionId *xids, int n)
-{
-	Datum	   *datums = palloc((n + 1) * sizeof(Datum));
-
-	for (int i = 0; i < n; i++)
-		datums[i] = FullTransactionIdGetDatum(xids[i]);
-	return PointerGetDatum(construct_array(datums, n, XID8OID, sizeof(FullTransactionId),
-										   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-}
-
 /* Read the reader row into reader, its arrays in memory context cxt. */
 static void
 read_reader(OutboxReader *reader, MemoryContext cxt)
 {
 	HeapTuple	tuple;
 	TupleDesc	desc;
+	MemoryContext spi_cxt;
 	bool		isnull;
 	int			ret = SPI_execute_plan(plans[READER_PLAN], NULL, NULL, false, 0);
 
@@ -356,8 +330,10 @@ read_reader(OutboxReader *reader, MemoryContext cxt)
 	tuple = SPI_tuptable->vals[0];
 	desc = SPI_tuptable->tupdesc;
 	reader->last_id = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
-	reader->nrunning = xids_of(SPI_getbinval(tuple, desc, 2, &isnull), &reader->running, cxt);
-	reader->ndraining = xids_of(SPI_getbinval(tuple, desc, 3, &isnull), &reader->draining, cxt);
+	spi_cxt = MemoryContextSwitchTo(cxt);
+	reader->nrunning = outbox_xids_of(SPI_getbinval(tuple, desc, 2, &isnull), &reader->running);
+	reader->ndraining = outbox_xids_of(SPI_getbinval(tuple, desc, 3, &isnull), &reader->draining);
+	MemoryContextSwitchTo(spi_cxt);
 	reader->drain_upto = DatumGetInt64(SPI_getbinval(tuple, desc, 4, &isnull));
 	reader->drain_after = DatumGetInt64(SPI_getbinval(tuple, desc, 5, &isnull));
 }
@@ -370,8 +346,8 @@ save_reader(OutboxReader *reader, int nread)
 	int			ret;
 
 	values[0] = Int64GetDatum(reader->last_id);
-	values[1] = xid_array(reader->running, reader->nrunning);
-	values[2] = xid_array(reader->draining, reader->ndraining);
+	values[1] = outbox_xid_array(reader->running, reader->nrunning);
+	values[2] = outbox_xid_array(reader->draining, reader->ndraining);
 	values[3] = Int64GetDatum(reader->drain_upto);
 	values[4] = Int64GetDatum(reader->drain_after);
 	values[5] = Int64GetDatum(nread);
@@ -451,11 +427,14 @@ hold_back(OutboxRow *rows, int n)
 		elog(ERROR, "outbox statement failed: %s", SPI_result_code_string(ret));
 	for (uint64 r = 0; r < SPI_processed; r++)
 	{
+		HeapTuple	tuple = SPI_tuptable->vals[r];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
 		bool		isnull;
-		int			i = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull)) - 1;
+		int			i = DatumGetInt32(SPI_getbinval(tuple, desc, 1, &isnull)) - 1;
+		bool		there = DatumGetBool(SPI_getbinval(tuple, desc, 2, &isnull));
 
 		skip[i] = true;
-		if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2, &isnull)))
+		if (!there)
 			held[nheld++] = ids[i];
 	}
 	if (nheld > 0)
@@ -503,7 +482,7 @@ claim_rows(int batch_size, int64 max_bytes, OutboxRow **rows)
 	int			n = 0;
 
 	/* up to batch_size: as many as one allocation can hold */
-	batch_size = Min(batch_size, MaxAllocSize / sizeof(OutboxRow) - 1);
+	batch_size = Min(batch_size, (int) (MaxAllocSize / sizeof(OutboxRow)) - 1);
 	*rows = palloc((Max(batch_size, 0) + 1) * sizeof(OutboxRow));
 	SPI_connect();
 	if (batch_size > 0 && DatumGetBool(run_value_plan(LOCK_PLAN, NULL, &isnull)))

@@ -233,6 +233,8 @@ typedef struct OutboxReader
 extern int	outbox_read_log(Oid nspid, OutboxReader *reader, int room,
 							int64 *bytes_left, OutboxRow *rows);
 extern bool outbox_log_has_after(Oid nspid, int64 after);
+extern int	outbox_xids_of(Datum array, FullTransactionId **xids);
+extern Datum outbox_xid_array(FullTransactionId *xids, int n);
 extern void outbox_copy_row(TupleDesc desc, Datum *values, bool *isnull,
 							bool whole, OutboxRow *row);
 

@@ -344,6 +344,33 @@ xid_in(FullTransactionId xid, FullTransactionId *set, int n)
 	return false;
 }
 
+/* The xids of an xid8[] datum, palloc'd; returns how many. */
+int
+outbox_xids_of(Datum array, FullTransactionId **xids)
+{
+	Datum	   *datums;
+	int			n;
+
+	deconstruct_array(DatumGetArrayTypeP(array), XID8OID, sizeof(FullTransactionId),
+					  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &datums, NULL, &n);
+	*xids = palloc((n + 1) * sizeof(FullTransactionId));
+	for (int i = 0; i < n; i++)
+		(*xids)[i] = DatumGetFullTransactionId(datums[i]);
+	return n;
+}
+
+/* An xid8[] datum of n xids. */
+Datum
+outbox_xid_array(FullTransactionId *xids, int n)
+{
+	Datum	   *datums = palloc((n + 1) * sizeof(Datum));
+
+	for (int i = 0; i < n; i++)
+		datums[i] = FullTransactionIdGetDatum(xids[i]);
+	return PointerGetDatum(construct_array(datums, n, XID8OID, sizeof(FullTransactionId),
+										   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
 /*
  * Read the next events of the log of schema nspid for a claim, at most
  * room of them, and while the bytes read stay below *bytes_left (reduced
@@ -478,16 +505,11 @@ outbox_in_progress(PG_FUNCTION_ARGS)
 {
 	FullTransactionId *xids;
 	int			n;
-	Datum	   *datums;
 
 	if (!ActiveSnapshotSet())
 		elog(ERROR, "outbox_in_progress() needs an active snapshot");
 	n = in_progress(GetActiveSnapshot(), &xids);
-	datums = palloc((n + 1) * sizeof(Datum));
-	for (int i = 0; i < n; i++)
-		datums[i] = FullTransactionIdGetDatum(xids[i]);
-	PG_RETURN_ARRAYTYPE_P(construct_array(datums, n, XID8OID, sizeof(FullTransactionId),
-										  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	PG_RETURN_DATUM(outbox_xid_array(xids, n));
 }
 
 /*
@@ -543,15 +565,7 @@ reader_field(HeapTupleHeader reader, const char *field)
 static int
 reader_xids(HeapTupleHeader reader, const char *field, FullTransactionId **xids)
 {
-	Datum	   *datums;
-	int			n;
-
-	deconstruct_array(DatumGetArrayTypeP(reader_field(reader, field)), XID8OID, sizeof(FullTransactionId), FLOAT8PASSBYVAL,
-					  TYPALIGN_DOUBLE, &datums, NULL, &n);
-	*xids = palloc((n + 1) * sizeof(FullTransactionId));
-	for (int i = 0; i < n; i++)
-		(*xids)[i] = DatumGetFullTransactionId(datums[i]);
-	return n;
+	return outbox_xids_of(reader_field(reader, field), xids);
 }
 
 static int64
