@@ -6,7 +6,8 @@
 #	postgres user owns, and run ROOT/SCRIPT again from the copy as that user,
 #	with OUTBOX_WORK set to the scratch directory; does not return.
 #	Otherwise: make sure OUTBOX_WORK names a scratch directory, put
-#	PostgreSQL's programs first in PATH, and return.
+#	PostgreSQL's programs (PG_BINDIR, by default Debian's) first in PATH,
+#	and return.
 #
 # start_mock_broker ROOT DIR
 #	Start a one-broker Kafka-protocol cluster (ROOT/test/mock_broker) with
@@ -31,7 +32,7 @@ become_postgres() {
 	fi
 	OUTBOX_WORK=${OUTBOX_WORK:-$(mktemp -d /tmp/outbox.XXXXXX)}
 	export OUTBOX_WORK
-	export PATH="/usr/lib/postgresql/15/bin:$PATH"
+	export PATH="${PG_BINDIR:-/usr/lib/postgresql/15/bin}:$PATH"
 }
 
 start_mock_broker() {
