@@ -204,22 +204,27 @@ else
 fi
 # the checker must refuse a broken META.json
 for breakage in \
-	'provides.outbox.version 1.2 (not a semantic version)|m["provides"]["outbox"]["version"] = "1.2"' \
-	'no license|del m["license"]' \
+	'provides.outbox.version 1.2 (not a semantic version)|m.setdefault("provides", {}).setdefault("outbox", {})["version"] = "1.2"' \
+	'no license|m.pop("license", None)' \
 	'license "PostgreSQL License"|m["license"] = "PostgreSQL License"' \
 	'an unknown key|m["homepage"] = "https://example.org"' \
-	'prereq PostgreSQL 15.0|m["prereqs"]["runtime"]["requires"]["PostgreSQL"] = "15.0"'; do
-	/usr/bin/python3 -c 'import json, sys
+	'prereq PostgreSQL 15.0|m.setdefault("prereqs", {}).setdefault("runtime", {}).setdefault("requires", {})["PostgreSQL"] = "15.0"'; do
+	what=${breakage%%|*}
+	rm -f "$TMP/META.broken.json"
+	if ! /usr/bin/python3 -c 'import json, sys
 m = json.load(open(sys.argv[1]))
 exec(sys.argv[2])
-json.dump(m, open(sys.argv[3], "w"))' "$SRC/META.json" "${breakage#*|}" "$TMP/META.broken.json"
+json.dump(m, open(sys.argv[3], "w"))' "$SRC/META.json" "${breakage#*|}" "$TMP/META.broken.json"; then
+		fail "a copy of META.json with $what can be made"
+		continue
+	fi
 	out=$($VALIDATE "$TMP/META.broken.json" 2>&1)
 	rc=$?
 	if [ "$rc" = 1 ] && grep -q 'NOT valid' <<<"$out"; then
-		pass "the META.json check refuses a copy with ${breakage%%|*}"
+		pass "the META.json check refuses a copy with $what"
 	else
 		echo "$out" | sed 's/^/    /'
-		fail "the META.json check refuses a copy with ${breakage%%|*} (exit $rc)"
+		fail "the META.json check refuses a copy with $what (exit $rc)"
 	fi
 done
 meta() { /usr/bin/python3 -c 'import json, sys
