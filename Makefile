@@ -2,6 +2,8 @@
 
 MODULE_big = outbox
 OBJS = \
+	src/capture.o \
+	src/catalog.o \
 	src/claim.o \
 	src/enqueue.o \
 	src/event.o \
@@ -11,20 +13,21 @@ OBJS = \
 	src/launcher.o \
 	src/outbox.o \
 	src/reader.o \
-	src/shmem.o \
+	src/record.o \
+	src/restore.o \
+	src/retention.o \
 	src/standby.o \
 	src/status.o \
-	src/trigger.o \
 	src/utility.o \
-	src/wakeup.o \
 	src/worker.o
 
 EXTENSION = outbox
-DATA = outbox--1.0.sql outbox--1.0--1.1.sql
+DATA = outbox--1.0.sql outbox--1.0--1.1.sql outbox--1.1--1.2.sql outbox--1.2.sql
 PGFILEDESC = "outbox - transactional outbox publishing to Kafka"
 
-REGRESS = enqueue state_machine privileges settings capture retry stats security headers upgrade
+REGRESS = setup enqueue state_machine privileges settings capture retry stats security headers upgrade
 ISOLATION = claim order commit_order rotate
+REGRESS_OPTS = --temp-config=$(srcdir)/specs/temp.conf
 ISOLATION_OPTS = --temp-config=$(srcdir)/specs/temp.conf
 
 RDKAFKA_CFLAGS := $(shell pkg-config --cflags rdkafka)
@@ -40,6 +43,11 @@ EXTRA_CLEAN = $(TEST_PROGRAMS)
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# rebuild what includes a header when the header changes
+override CPPFLAGS += -MMD -MP
+-include $(OBJS:.o=.d)
+EXTRA_CLEAN += $(OBJS:.o=.d)
 
 all: $(TEST_PROGRAMS)
 

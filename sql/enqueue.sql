@@ -2,7 +2,7 @@
 -- outbox_enqueue: signatures, payload bytes, transactions, bad input,
 -- settings.  Runs without shared_preload_libraries: enqueue must not need it.
 --
-CREATE EXTENSION outbox;
+CREATE EXTENSION IF NOT EXISTS outbox;
 
 -- the objects, all named outbox_*
 SELECT pg_describe_object(classid, objid, objsubid) AS object

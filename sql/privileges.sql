@@ -68,7 +68,7 @@ REVOKE EXECUTE ON FUNCTION outbox_claim(integer, bigint), outbox_log_rows(bigint
 -- a monitoring role reads outbox_stats with the rights the README lists,
 -- and none on the log, whose events it counts without reading them
 GRANT SELECT ON outbox_stats TO outbox_nobody;
-GRANT EXECUTE ON FUNCTION outbox_unread_events(outbox_reader), outbox_histogram_sum(bigint[]),
+GRANT EXECUTE ON FUNCTION outbox_unread_topics(), outbox_histogram_sum(bigint[]),
 	outbox_histogram_quantile(bigint[], double precision) TO outbox_nobody;
 SET ROLE outbox_nobody;
 SELECT topic, pending FROM outbox_stats;
@@ -76,16 +76,18 @@ SELECT * FROM outbox_log_0;
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 REVOKE SELECT ON outbox_stats FROM outbox_nobody;
-REVOKE EXECUTE ON FUNCTION outbox_unread_events(outbox_reader), outbox_histogram_sum(bigint[]),
+REVOKE EXECUTE ON FUNCTION outbox_unread_topics(), outbox_histogram_sum(bigint[]),
 	outbox_histogram_quantile(bigint[], double precision) FROM outbox_nobody;
 
 -- the objects go in the schema named at CREATE EXTENSION
+SELECT outbox_discard() AS discarded;
 DROP EXTENSION outbox;
 CREATE SCHEMA "Events";
 CREATE EXTENSION outbox SCHEMA "Events";
 SELECT "Events".outbox_enqueue('orders', 'in another schema'::text) > 0 AS enqueued;
 SELECT convert_from(payload, 'UTF8') AS payload FROM "Events".outbox_messages;
 SELECT to_regclass('public.outbox_messages') AS not_in_public;
+SELECT "Events".outbox_discard() AS discarded;
 DROP EXTENSION outbox;
 DROP SCHEMA "Events";
 CREATE EXTENSION outbox;

@@ -50,6 +50,6 @@ SELECT topic, pending, failed, abandoned,
 TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids, outbox_publish_stats;
 SELECT * FROM outbox_stats;
 
--- the worker's status needs the library preloaded
-SELECT * FROM outbox_worker_status();
-\echo :LAST_ERROR_SQLSTATE
+-- the worker's status, from shared memory: this database's worker is off
+SELECT database = current_database() AS this_database, pid, state, last_error
+  FROM outbox_worker_status();

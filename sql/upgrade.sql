@@ -1,18 +1,30 @@
 --
--- ALTER EXTENSION outbox UPDATE from 1.0 (the script kept in the
--- repository): every row is kept with its state, the due ones are claimed
--- afterwards, their event ids stay taken, and every function pins
--- search_path but outbox_enqueue, which runs with its caller's rights and
--- resolves no name (src/enqueue.c).
+-- ALTER EXTENSION outbox UPDATE from 1.0, through 1.1, to 1.2 (the scripts
+-- kept in the repository): every row is kept with its state, the due ones
+-- are claimed afterwards, their event ids stay taken, and every function
+-- pins search_path but outbox_enqueue, which runs with its caller's rights
+-- and resolves no name (src/enqueue.c).  This library serves 1.1 as it is,
+-- and refuses, cleanly, to serve 1.0.
 --
-DROP EXTENSION IF EXISTS outbox;
+SELECT outbox_discard() >= 0 AS discarded;
+DROP EXTENSION outbox;
 CREATE EXTENSION outbox VERSION '1.0';
--- (the library of 1.1 enqueues into the log of 1.1 only)
+SELECT outbox_enqueue('up', 'x'::text);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM outbox_worker_status();
+\echo :LAST_ERROR_SQLSTATE
+-- rows in every state, written by hand
 INSERT INTO outbox_messages (topic, key, payload)
 	SELECT 'up', 'k' || i, convert_to('e' || i, 'UTF8') FROM generate_series(1, 5) i;
-SELECT outbox_mark_published('{1}', '{0}', '{10}', true);
-SELECT outbox_mark_failed('{2}', '{"Local: Message timed out"}', '{f}', 10, '0s', '0s', 0, '');
-SELECT outbox_mark_failed('{3}', '{"Broker: Message size too large"}', '{t}', 10, '0s', '0s', 0, '');
+UPDATE outbox_messages
+   SET status = 'published', attempts = 1, published_at = now(), kafka_partition = 0, kafka_offset = 10
+ WHERE id = 1;
+UPDATE outbox_messages
+   SET status = 'failed', attempts = 1, last_error = 'Local: Message timed out', next_attempt_at = now()
+ WHERE id = 2;
+UPDATE outbox_messages
+   SET status = 'abandoned', attempts = 1, last_error = 'Broker: Message size too large'
+ WHERE id = 3;
 
 -- the extension's functions, except aggregates, that do not pin search_path
 CREATE VIEW unpinned AS
@@ -27,12 +39,19 @@ CREATE VIEW unpinned AS
 SELECT count(*) AS unpinned_in_1_0 FROM unpinned;
 
 ALTER EXTENSION outbox UPDATE TO '1.1';
+-- served as it is: enqueue and claim
+SELECT outbox_enqueue('up', 'e6'::text, key => 'k6');
+BEGIN;
+SELECT id, key FROM outbox_claim(10);
+ROLLBACK;
+
+ALTER EXTENSION outbox UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'outbox';
 SELECT id, key, status, attempts, last_error, kafka_offset
   FROM outbox_messages ORDER BY id;
 -- the rows of 1.0 are in the retry table, the log starts after them
 SELECT last_id FROM outbox_reader;
-SELECT outbox_enqueue('up', 'e6'::text, key => 'k6');
+SELECT outbox_enqueue('up', 'e7'::text, key => 'k7');
 BEGIN;
 SELECT id, key FROM outbox_claim(10);
 ROLLBACK;
@@ -42,9 +61,4 @@ SELECT outbox_enqueue('up', 'again'::text, event_id => (SELECT event_id FROM out
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM unpinned ORDER BY function::text;
 SELECT prosecdef AS capture_is_security_definer FROM pg_proc WHERE proname = 'outbox_capture';
-
--- a new installation is the same as an updated one
 DROP VIEW unpinned;
-DROP EXTENSION outbox;
-CREATE EXTENSION outbox;
-SELECT extversion FROM pg_extension WHERE extname = 'outbox';

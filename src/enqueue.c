@@ -32,37 +32,14 @@
 #include "utils/rel.h"
 #include "utils/xid8.h"
 
-#include "outbox.h"
+#include "catalog.h"
+#include "enqueue.h"
+#include "event.h"
+#include "guc.h"
+#include "launcher.h"
+#include "utility.h"
 
 PG_FUNCTION_INFO_V1(outbox_enqueue);
-
-/* Kafka's own limit on topic names */
-#define KAFKA_TOPIC_MAX_LENGTH 249
-
-/*
- * What is wrong with a topic name, or NULL if Kafka would take it.  Also
- * the check hook of outbox.dead_letter_topic.
- */
-const char *
-outbox_topic_problem(const char *topic, int len)
-{
-	if (len == 0)
-		return "A topic name must not be empty.";
-	if (len > KAFKA_TOPIC_MAX_LENGTH)
-		return "Kafka topic names are at most 249 characters.";
-	if ((len == 1 && topic[0] == '.') ||
-		(len == 2 && topic[0] == '.' && topic[1] == '.'))
-		return "\".\" and \"..\" are not valid topic names.";
-	for (int i = 0; i < len; i++)
-	{
-		char		c = topic[i];
-
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-			  (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
-			return "Kafka topic names may contain only ASCII letters, digits, \".\", \"_\" and \"-\".";
-	}
-	return NULL;
-}
 
 /*
  * Refuse a topic name that Kafka would refuse.
@@ -202,23 +179,6 @@ typedef struct EventLog
 
 static EventLog event_log;
 
-/*
- * The relation of extension outbox named name in schema nspid; an error
- * that says to update the extension if there is none.
- */
-Oid
-outbox_relation_in(Oid nspid, const char *name)
-{
-	Oid			relid = get_relname_relid(name, nspid);
-
-	if (!OidIsValid(relid))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("relation \"%s\" of extension \"outbox\" does not exist", name),
-				 errhint("Update the extension with ALTER EXTENSION outbox UPDATE.")));
-	return relid;
-}
-
 static AttrNumber
 column_of(Oid relid, const char *name)
 {
@@ -230,11 +190,11 @@ column_of(Oid relid, const char *name)
 }
 
 /*
- * Look up the log tables of schema nspid, their columns, the event id
- * table and the id sequence.
+ * Look up the log tables of ext, their columns, the event id table and
+ * the id sequence.
  */
 static void
-look_up_event_log(Oid nspid)
+look_up_event_log(const OutboxExtension *ext)
 {
 	event_log.nspid = InvalidOid;
 	for (int t = 0; t < OUTBOX_LOG_TABLES; t++)
@@ -242,7 +202,7 @@ look_up_event_log(Oid nspid)
 		char		name[NAMEDATALEN];
 
 		snprintf(name, sizeof(name), "outbox_log_%d", t);
-		event_log.tables[t] = outbox_relation_in(nspid, name);
+		event_log.tables[t] = outbox_relation(ext, name);
 		for (int i = 0; i < OUTBOX_LOG_COLUMNS; i++)
 		{
 			AttrNumber	attnum = column_of(event_log.tables[t], outbox_log_column_names[i]);
@@ -252,11 +212,11 @@ look_up_event_log(Oid nspid)
 			event_log.attnum[i] = attnum;
 		}
 	}
-	event_log.event_ids = outbox_relation_in(nspid, "outbox_event_ids");
+	event_log.event_ids = outbox_relation(ext, "outbox_event_ids");
 	event_log.event_ids_attnum[0] = column_of(event_log.event_ids, "event_id");
 	event_log.event_ids_attnum[1] = column_of(event_log.event_ids, "id");
-	event_log.id_sequence = outbox_relation_in(nspid, "outbox_event_id_seq");
-	event_log.nspid = nspid;
+	event_log.id_sequence = outbox_relation(ext, "outbox_event_id_seq");
+	event_log.nspid = ext->schema;
 }
 
 /*
@@ -280,12 +240,13 @@ open_if_still(Oid relid, Oid nspid, const char *name)
 
 /*
  * Open the log table that outbox_enqueue writes to now (any of them would
- * be correct, see outbox_rotate), or the event id table, of schema nspid.
+ * be correct, see retention.c), or the event id table, of ext.
  */
 static Relation
-open_log_relation(Oid nspid, bool event_ids)
+open_log_relation(const OutboxExtension *ext, bool event_ids)
 {
-	int			t = outbox_shmem_current_log(MyDatabaseId);
+	Oid			nspid = ext->schema;
+	int			t = outbox_launcher_current_log(MyDatabaseId);
 	char		name[NAMEDATALEN];
 	Relation	rel = NULL;
 
@@ -298,7 +259,7 @@ open_log_relation(Oid nspid, bool event_ids)
 							nspid, name);
 	if (rel == NULL)
 	{
-		look_up_event_log(nspid);
+		look_up_event_log(ext);
 		rel = table_open(event_ids ? event_log.event_ids : event_log.tables[t],
 						 RowExclusiveLock);
 	}
@@ -339,24 +300,25 @@ insert_row(Relation rel, Datum *values, bool *nulls)
 }
 
 /*
- * Append an event to the log of schema nspid; returns its id.  columns
+ * Append an event to the log of ext; returns its id.  columns
  * holds every column but id, txid, event_id and created_at.  The txid is
  * taken before the id: the claim relies on it (src/reader.c).  An
  * event_id given by the caller is entered in outbox_event_ids first, so a
  * duplicate fails with 23505 before anything else is written.
  */
 static int64
-append_event(Oid nspid, Datum *columns, bool *nulls, Datum event_id, bool event_id_isnull)
+append_event(const OutboxExtension *ext, Datum *columns, bool *nulls, Datum event_id,
+			 bool event_id_isnull)
 {
 	FullTransactionId txid = GetTopFullTransactionId();
-	Relation	log = open_log_relation(nspid, false);
+	Relation	log = open_log_relation(ext, false);
 	int64		id = nextval_internal(event_log.id_sequence, false);
 	Datum		values[OUTBOX_LOG_COLUMNS];
 	bool		isnull[OUTBOX_LOG_COLUMNS];
 
 	if (!event_id_isnull)
 	{
-		Relation	rel = open_log_relation(nspid, true);
+		Relation	rel = open_log_relation(ext, true);
 
 		values[event_log.event_ids_attnum[0] - 1] = event_id;
 		values[event_log.event_ids_attnum[1] - 1] = Int64GetDatum(id);
@@ -387,12 +349,12 @@ append_event(Oid nspid, Datum *columns, bool *nulls, Datum event_id, bool event_
 }
 
 /*
- * Validate an event and append it to the log of schema
- * nspid, in the current transaction; returns the new row's id.  A NULL
- * payload is a tombstone; key and headers may be NULL.
+ * Validate an event and append it to the log of ext, in the current
+ * transaction; returns the new row's id.  A NULL payload is a tombstone;
+ * key and headers may be NULL.
  */
 int64
-outbox_store_event(Oid nspid, text *topic, text *key, bytea *payload,
+outbox_store_event(const OutboxExtension *ext, text *topic, text *key, bytea *payload,
 				   Jsonb *headers, Datum event_id, bool event_id_isnull)
 {
 	Datum		columns[OUTBOX_LOG_COLUMNS];
@@ -419,28 +381,10 @@ outbox_store_event(Oid nspid, text *topic, text *key, bytea *payload,
 	columns[LOG_HEADERS] = PointerGetDatum(headers);
 	nulls[LOG_HEADERS] = headers == NULL;
 
-	id = append_event(nspid, columns, nulls, event_id, event_id_isnull);
+	id = append_event(ext, columns, nulls, event_id, event_id_isnull);
 
-	outbox_wake_worker_at_commit();
+	outbox_wake_at_commit();
 	return id;
-}
-
-/*
- * The schema of the called function, the extension's, looked up at the
- * first call through an FmgrInfo and kept in its fn_extra.
- */
-Oid
-outbox_function_namespace(FunctionCallInfo fcinfo)
-{
-	Oid		   *nspid = (Oid *) fcinfo->flinfo->fn_extra;
-
-	if (nspid == NULL)
-	{
-		nspid = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(Oid));
-		*nspid = get_func_namespace(fcinfo->flinfo->fn_oid);
-		fcinfo->flinfo->fn_extra = nspid;
-	}
-	return *nspid;
 }
 
 /*
@@ -460,7 +404,7 @@ outbox_enqueue(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("topic must not be null")));
 
-	id = outbox_store_event(outbox_function_namespace(fcinfo),
+	id = outbox_store_event(outbox_entry(fcinfo),
 							PG_GETARG_TEXT_PP(0),
 							PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2),
 							PG_ARGISNULL(1) ? NULL : payload_bytes(fcinfo, 1),

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * event.c
- *		What an event is made of on the wire: its text as UTF-8, its
- *		headers, and the size of its Kafka record.
+ *		What an event is made of: the row as stored, and its parts on the
+ *		wire (its text as UTF-8, its headers, the size of its Kafka record).
  *
  * outbox_enqueue and the capture trigger use these to refuse what could
  * not be published; the worker uses the same functions to unpack a claimed
@@ -16,17 +16,53 @@
  */
 #include "postgres.h"
 
+#include "access/detoast.h"
+#include "access/tupdesc.h"
 #include "catalog/namespace.h"
 #include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/jsonb.h"
+#include "utils/uuid.h"
 
-#include "outbox.h"
+#include "event.h"
+
+const char *const outbox_log_column_names[OUTBOX_LOG_COLUMNS] = {
+	"id", "txid", "event_id", "topic", "key", "payload", "headers", "created_at"
+};
+
+/* Kafka's own limit on topic names */
+#define KAFKA_TOPIC_MAX_LENGTH 249
 
 /*
  * Bytes that a Kafka record header costs beside its name and value: two
  * varint lengths, at most 5 bytes each.
  */
 #define HEADER_OVERHEAD 10
+
+/*
+ * What is wrong with a topic name, or NULL if Kafka would take it.
+ */
+const char *
+outbox_topic_problem(const char *topic, int len)
+{
+	if (len == 0)
+		return "A topic name must not be empty.";
+	if (len > KAFKA_TOPIC_MAX_LENGTH)
+		return "Kafka topic names are at most 249 characters.";
+	if ((len == 1 && topic[0] == '.') ||
+		(len == 2 && topic[0] == '.' && topic[1] == '.'))
+		return "\".\" and \"..\" are not valid topic names.";
+	for (int i = 0; i < len; i++)
+	{
+		char		c = topic[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			  (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+			return "Kafka topic names may contain only ASCII letters, digits, \".\", \"_\" and \"-\".";
+	}
+	return NULL;
+}
 
 /*
  * Text in the server encoding as a NUL-terminated UTF-8 copy; *utf8_len
@@ -126,4 +162,88 @@ int64
 outbox_record_bytes(const OutboxEvent *ev)
 {
 	return (int64) ev->payload_len + ev->key_len + ev->headers_bytes;
+}
+
+/*
+ * Keep a row of the log (or of the retry table, whose first columns are
+ * the log's, txid null) in ev: copies of its values in the current memory
+ * context, detoasted, and what a batch's byte limit counts of it.
+ */
+void
+outbox_event_store(OutboxEvent *ev, TupleDesc desc, Datum *values, bool *isnull)
+{
+	memset(ev, 0, sizeof(*ev));
+	for (int i = 0; i < OUTBOX_LOG_COLUMNS; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(desc, i);
+
+		ev->isnull[i] = isnull[i];
+		if (isnull[i])
+			ev->values[i] = (Datum) 0;
+		else if (attr->attlen == -1)
+			ev->values[i] = PointerGetDatum(PG_DETOAST_DATUM_COPY(values[i]));
+		else
+			ev->values[i] = datumCopy(values[i], attr->attbyval, attr->attlen);
+	}
+	ev->id = DatumGetInt64(ev->values[LOG_ID]);
+	ev->from_log = !ev->isnull[LOG_TXID];
+	ev->created_at = DatumGetTimestampTz(ev->values[LOG_CREATED_AT]);
+	for (int i = LOG_KEY; i <= LOG_HEADERS; i++)
+		if (!ev->isnull[i])
+			ev->bytes += VARSIZE_ANY_EXHDR(DatumGetPointer(ev->values[i]));
+}
+
+/*
+ * Text of a stored value as UTF-8, NUL-terminated; NULL if it cannot be
+ * converted.
+ */
+static char *
+utf8_of(Datum d, int *len)
+{
+	text	   *t = (text *) DatumGetPointer(d);
+
+	return outbox_to_utf8(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), len);
+}
+
+/*
+ * Set ev's parts on the wire from its stored row.  An event that cannot go
+ * on the wire (a row stored before enqueue checked the encoding) is
+ * refused for good here, so that it fails alone instead of failing its
+ * batch.
+ */
+void
+outbox_event_unpack(OutboxEvent *ev)
+{
+	const char *problem = NULL;
+	bool		not_utf8;
+	int			len;
+
+	ev->outcome = OUTBOX_IN_FLIGHT;
+	strlcpy(ev->event_id,
+			DatumGetCString(DirectFunctionCall1(uuid_out, ev->values[LOG_EVENT_ID])),
+			sizeof(ev->event_id));
+	ev->topic = utf8_of(ev->values[LOG_TOPIC], &len);
+	if (!ev->isnull[LOG_KEY] &&
+		(ev->key = utf8_of(ev->values[LOG_KEY], &ev->key_len)) == NULL)
+		problem = "The key cannot be converted to UTF-8.";
+	if (!ev->isnull[LOG_PAYLOAD])
+	{
+		bytea	   *payload = (bytea *) DatumGetPointer(ev->values[LOG_PAYLOAD]);
+
+		/* the bytes as stored are the bytes published: no copy */
+		ev->payload = VARDATA_ANY(payload);
+		ev->payload_len = VARSIZE_ANY_EXHDR(payload);
+	}
+	if (!ev->isnull[LOG_HEADERS] && problem == NULL)
+		problem = outbox_unpack_headers(DatumGetJsonbP(ev->values[LOG_HEADERS]),
+										ev, &not_utf8);
+	if (ev->topic == NULL)
+		problem = "The topic cannot be converted to UTF-8.";
+
+	if (problem != NULL)
+	{
+		ev->outcome = OUTBOX_REFUSED;
+		ev->error = problem;
+		ev->permanent = true;
+	}
 }

@@ -29,10 +29,13 @@
 #include "utils/jsonb.h"
 #include "utils/varlena.h"
 
-#include "outbox.h"
+#include "event.h"
+#include "guc.h"
+#include "kafka.h"
 
 char	   *outbox_databases = NULL;
 int			outbox_max_workers = 8;
+bool		outbox_enabled = true;
 char	   *outbox_brokers = NULL;
 char	   *outbox_kafka_properties = NULL;
 int			outbox_max_message_bytes = 1000000;
@@ -125,6 +128,36 @@ check_dead_letter_topic(char **newval, void **extra, GucSource source)
 }
 
 /*
+ * Is the JSON text nested deeper than one object?  Looked at before the
+ * text is parsed: a parser that recursed a hundred thousand levels down
+ * would stop with "stack depth limit exceeded", not with what is wrong.
+ */
+static bool
+nested(const char *json)
+{
+	int			depth = 0;
+	bool		in_string = false;
+
+	for (const char *p = json; *p; p++)
+	{
+		if (in_string)
+		{
+			if (*p == '\\' && p[1] != '\0')
+				p++;
+			else if (*p == '"')
+				in_string = false;
+		}
+		else if (*p == '"')
+			in_string = true;
+		else if ((*p == '{' || *p == '[') && ++depth > 1)
+			return true;
+		else if (*p == '}' || *p == ']')
+			depth--;
+	}
+	return false;
+}
+
+/*
  * outbox.headers must be a JSON object of strings without "event_id", as
  * the headers argument of outbox_enqueue.  Parsed here, without raising
  * errors, into a Jsonb kept as the setting's extra: enqueue merges it with
@@ -142,6 +175,11 @@ check_headers(char **newval, void **extra, GucSource source)
 
 	if (*newval == NULL || (*newval)[strspn(*newval, " \t\n\r")] == '\0')
 		return true;
+	if (nested(*newval))
+	{
+		GUC_check_errdetail("Kafka headers are given as a JSON object {\"name\": \"value\", ...}, with no object or array inside.");
+		return false;
+	}
 	lex = makeJsonLexContextCstringLen(*newval, strlen(*newval),
 									  GetDatabaseEncoding(), true);
 	err = pg_parse_json(lex, &nullSemAction);
@@ -174,9 +212,10 @@ assign_headers(const char *newval, void *extra)
 }
 
 /*
- * outbox.standby_slots: a comma-separated list of replication slot names.
- * Whether each exists is checked when the worker publishes, where a slot
- * dropped later is caught too.
+ * outbox.standby_slots: a comma-separated list of replication slot names,
+ * taken as written (slot names are not identifiers: "Standby1" is no slot
+ * name, and is not folded into one).  Whether each exists is checked when
+ * the worker publishes, where a slot dropped later is caught too.
  */
 static bool
 check_standby_slots(char **newval, void **extra, GucSource source)
@@ -188,7 +227,7 @@ check_standby_slots(char **newval, void **extra, GucSource source)
 	if (*newval == NULL || **newval == '\0')
 		return true;
 	names = pstrdup(*newval);
-	if (!SplitIdentifierString(names, ',', &slots))
+	if (!SplitGUCList(names, ',', &slots))
 	{
 		GUC_check_errdetail("List syntax is invalid.");
 		return false;
@@ -237,6 +276,15 @@ outbox_define_gucs(void)
 								0,
 								NULL, NULL, NULL);
 	}
+
+	DefineCustomBoolVariable("outbox.enabled",
+							 "Whether the worker publishes the events of a database.",
+							 "Off keeps them waiting, nothing lost, until it is on again; set it per database with ALTER DATABASE.",
+							 &outbox_enabled,
+							 true,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
 
 	DefineCustomStringVariable("outbox.brokers",
 							   "Kafka bootstrap servers, as a comma-separated host:port list.",

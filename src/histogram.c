@@ -19,7 +19,10 @@
 #include "catalog/pg_type.h"
 #include "utils/array.h"
 
-#define HISTOGRAM_BUCKETS 128
+#include "catalog.h"
+#include "histogram.h"
+
+#define HISTOGRAM_BUCKETS OUTBOX_HISTOGRAM_BUCKETS
 
 PG_FUNCTION_INFO_V1(outbox_latency_histogram);
 PG_FUNCTION_INFO_V1(outbox_histogram_add);
@@ -35,6 +38,17 @@ make_histogram(int64 *counts, int n)
 }
 
 /*
+ * The bucket of a latency of ms milliseconds.
+ */
+int
+outbox_latency_bucket(double ms)
+{
+	double		bucket = floor(4.0 * log2(1.0 + Max(ms, 0.0)));
+
+	return (int) Min(bucket, HISTOGRAM_BUCKETS - 1);
+}
+
+/*
  * outbox_latency_histogram(latencies_ms float8[]) RETURNS bigint[]
  */
 Datum
@@ -45,19 +59,12 @@ outbox_latency_histogram(PG_FUNCTION_ARGS)
 	bool	   *nulls;
 	int			n;
 
+	outbox_entry(fcinfo);
 	deconstruct_array(PG_GETARG_ARRAYTYPE_P(0), FLOAT8OID, 8, FLOAT8PASSBYVAL,
 					  TYPALIGN_DOUBLE, &latencies, &nulls, &n);
 	for (int i = 0; i < n; i++)
-	{
-		double		ms;
-		double		bucket;
-
-		if (nulls[i])
-			continue;
-		ms = Max(DatumGetFloat8(latencies[i]), 0.0);
-		bucket = floor(4.0 * log2(1.0 + ms));
-		counts[(int) Min(bucket, HISTOGRAM_BUCKETS - 1)]++;
-	}
+		if (!nulls[i])
+			counts[outbox_latency_bucket(DatumGetFloat8(latencies[i]))]++;
 	PG_RETURN_ARRAYTYPE_P(make_histogram(counts, HISTOGRAM_BUCKETS));
 }
 
@@ -76,6 +83,7 @@ outbox_histogram_add(PG_FUNCTION_ARGS)
 	int			nb;
 	int64	   *sum;
 
+	outbox_entry(fcinfo);
 	deconstruct_array(PG_GETARG_ARRAYTYPE_P(0), INT8OID, 8, FLOAT8PASSBYVAL,
 					  TYPALIGN_DOUBLE, &a, &anulls, &na);
 	deconstruct_array(PG_GETARG_ARRAYTYPE_P(1), INT8OID, 8, FLOAT8PASSBYVAL,

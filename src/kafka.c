@@ -31,7 +31,8 @@
 #include "utils/hsearch.h"
 #include "utils/timestamp.h"
 
-#include "outbox.h"
+#include "guc.h"
+#include "kafka.h"
 
 /* how long all brokers may be down before a batch in flight is released */
 #define OUTAGE_GRACE_MS 2000
@@ -67,6 +68,9 @@ static int	producer_max_message_bytes = 0;
 /* outage tracking, from ALL_BROKERS_DOWN errors and successful deliveries */
 static bool brokers_down = false;
 static TimestampTz brokers_down_since = 0;
+
+/* broker connections up, from the last statistics; -1 without a producer */
+static int	brokers_up = -1;
 
 /*
  * The batch awaiting delivery reports.  Each message's opaque is a sequence
@@ -258,7 +262,7 @@ error_report(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 		brokers_down_since = GetCurrentTimestamp();
 	}
 	ereport(LOG,
-			(errmsg("outbox: Kafka error: %s", rd_kafka_err2str(err)),
+			(errmsg("Kafka error: %s", rd_kafka_err2str(err)),
 			 errdetail("%s", reason)));
 }
 
@@ -269,11 +273,9 @@ error_report(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 static int
 stats_report(rd_kafka_t *rk, char *json, size_t json_len, void *opaque)
 {
-	int			brokers_up = 0;
-
+	brokers_up = 0;
 	for (const char *p = json; (p = strstr(p, "\"state\":\"UP\"")) != NULL; p++)
 		brokers_up++;
-	outbox_shmem_set_brokers_up(brokers_up);
 	return 0;					/* librdkafka frees json */
 }
 
@@ -282,7 +284,7 @@ static void
 log_report(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
 	ereport(level <= 3 ? LOG : DEBUG1,
-			(errmsg("outbox: librdkafka %s: %s", fac, buf)));
+			(errmsg("librdkafka %s: %s", fac, buf)));
 }
 
 /*
@@ -386,7 +388,7 @@ outbox_kafka_configure(void)
 
 	if (producer != NULL)
 		ereport(LOG,
-				(errmsg("outbox: Kafka settings changed, rebuilding the producer")));
+				(errmsg("Kafka settings changed, rebuilding the producer")));
 	outbox_kafka_shutdown();
 
 	conf = make_conf();
@@ -429,7 +431,17 @@ outbox_kafka_shutdown(void)
 	free(producer_brokers);
 	free(producer_properties);
 	producer_brokers = producer_properties = NULL;
-	outbox_shmem_set_brokers_up(-1);
+	brokers_up = -1;
+}
+
+/*
+ * How many broker connections are up, as librdkafka's statistics said
+ * last (every second); -1 while there is no producer.
+ */
+int
+outbox_kafka_brokers_up(void)
+{
+	return brokers_up;
 }
 
 /*
@@ -758,7 +770,7 @@ outbox_kafka_publish(OutboxBatch *batch)
 	if (rd_kafka_fatal_error(producer, errbuf, sizeof(errbuf)) != RD_KAFKA_RESP_ERR_NO_ERROR)
 	{
 		ereport(LOG,
-				(errmsg("outbox: fatal Kafka producer error, rebuilding the producer"),
+				(errmsg("fatal Kafka producer error, rebuilding the producer"),
 				 errdetail("%s", errbuf)));
 		outbox_kafka_shutdown();
 	}

@@ -3,7 +3,9 @@
  * launcher.c
  *		The outbox launcher: starts a publishing worker for every database of
  *		outbox.databases that has the extension, as the role that owns the
- *		extension there, restarts it, and stops it when the database goes.
+ *		extension there, restarts it, and stops it when the database goes;
+ *		and the shared memory it owns, through which backends ask it, and
+ *		the workers, for what concerns them.
  *
  * A process connects to one database as one role, for good, and whether
  * a database has the extension, and who owns it, can only be read inside
@@ -12,10 +14,10 @@
  *
  * 1. the owner lookup connects as the bootstrap superuser, reads the
  *    catalogs only (no SPI, no user code), leaves what it found in the
- *    database's slot (shmem.c) and exits: no extension (the database is
- *    left alone until CREATE EXTENSION outbox commits there, utility.c),
- *    an owner that cannot log in (looked up again every few seconds), or
- *    the owner;
+ *    database's slot and exits: no extension (the database is left alone
+ *    until CREATE EXTENSION outbox commits there), an owner that cannot
+ *    log in (looked up again every few seconds), outbox.enabled off for
+ *    the database (left alone until its settings change), or the owner;
  * 2. the publishing worker connects as that owner and publishes until the
  *    extension is dropped or changes hands, or it is asked to start again,
  *    then exits, and step 1 runs again.
@@ -23,17 +25,25 @@
  * Lookups run one at a time; at most outbox.max_workers publishing
  * workers run at once.  A database that waits for one says so in its slot
  * and in the log, and gets one as soon as a worker exits (bgw_notify_pid
- * wakes the launcher).
+ * wakes the launcher).  The launcher itself connects to no database: it
+ * reads pg_database, so that a database created later is found and one
+ * that is dropped loses its worker.
  *
- * The launcher itself connects to no database: it reads pg_database, so
- * that a database created later is found and one that is dropped loses
- * its worker.
+ * Shared memory: a slot per database that is served or waits to be (see
+ * launcher_internal.h), outbox.max_workers of them for publishing workers
+ * and WAITING_SLOTS more so that databases waiting for a worker show in
+ * outbox_worker_status() too; the databases the launcher should look at
+ * again (CREATE EXTENSION, changed settings); the databases DROP DATABASE
+ * works on; the backends that write the event log by hand (a restore).
+ * It exists only where the library is preloaded.
  *
  * src/launcher.c
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+
+#include <signal.h>
 
 #include "access/heapam.h"
 #include "access/htup_details.h"
@@ -44,7 +54,11 @@
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
+#include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/procarray.h"
+#include "storage/shmem.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
@@ -52,7 +66,11 @@
 #include "utils/timestamp.h"
 #include "utils/varlena.h"
 
-#include "outbox.h"
+#include "event.h"
+#include "guc.h"
+#include "launcher.h"
+#include "launcher_internal.h"
+#include "worker.h"
 
 /* how often pg_database is read for databases created or dropped */
 #define DATABASE_CHECK_MS 5000
@@ -62,6 +80,489 @@
 #define LOOKUP_RETRY_MS 5000
 /* how long a database that DROP DATABASE works on gets no worker */
 #define DROP_HOLD_MS 10000
+/* slots beyond outbox.max_workers, for databases waiting for a worker */
+#define WAITING_SLOTS 32
+/* requests to look at a database again, restores under way, drops */
+#define MAX_LOOK_AGAIN 16
+#define MAX_RESTORES 16
+#define MAX_DROPS 8
+
+struct OutboxShared
+{
+	slock_t		mutex;
+	Latch	   *launcher_latch;
+	Oid			look_again[MAX_LOOK_AGAIN]; /* CREATE EXTENSION, settings */
+	int			nlook_again;
+	bool		look_again_overflow;	/* and more: look at all of them */
+	struct
+	{
+		Oid			database;
+		TimestampTz since;
+	}			dropping[MAX_DROPS];	/* DROP DATABASE under way */
+	struct
+	{
+		Oid			database;
+		pid_t		pid;
+	}			restoring[MAX_RESTORES];	/* backends writing the log */
+	int			nslots;
+	OutboxWorkerSlot slots[FLEXIBLE_ARRAY_MEMBER];
+};
+
+OutboxShared *outbox_shared = NULL;
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static Size
+shared_size(void)
+{
+	return add_size(offsetof(OutboxShared, slots),
+					mul_size(outbox_max_workers + WAITING_SLOTS,
+							 sizeof(OutboxWorkerSlot)));
+}
+
+static void
+shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(MAXALIGN(shared_size()));
+}
+
+static void
+shmem_startup(void)
+{
+	bool		found;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	outbox_shared = ShmemInitStruct("outbox", shared_size(), &found);
+	if (!found)
+	{
+		memset(outbox_shared, 0, shared_size());
+		SpinLockInit(&outbox_shared->mutex);
+		outbox_shared->nslots = outbox_max_workers + WAITING_SLOTS;
+		for (int i = 0; i < outbox_shared->nslots; i++)
+		{
+			pg_atomic_init_u64(&outbox_shared->slots[i].published, 0);
+			pg_atomic_init_u64(&outbox_shared->slots[i].failed, 0);
+			pg_atomic_init_u32(&outbox_shared->slots[i].current_log, 0);
+		}
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * Reserve the shared memory.  Called from _PG_init while
+ * shared_preload_libraries is processed, after the settings are defined.
+ */
+void
+outbox_launcher_shmem_init(void)
+{
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = shmem_startup;
+}
+
+bool
+outbox_launcher_exists(void)
+{
+	return outbox_shared != NULL;
+}
+
+int
+outbox_slot_count(void)
+{
+	return outbox_shared->nslots;
+}
+
+OutboxWorkerSlot *
+outbox_slot(int slotno)
+{
+	return &outbox_shared->slots[slotno];
+}
+
+void
+outbox_slot_lock(void)
+{
+	SpinLockAcquire(&outbox_shared->mutex);
+}
+
+void
+outbox_slot_unlock(void)
+{
+	SpinLockRelease(&outbox_shared->mutex);
+}
+
+/*
+ * Take a free slot for database dboid (InvalidOid while it does not exist)
+ * called dbname.  Returns its number, or -1 if none is free.
+ */
+static int
+claim_slot(Oid dboid, const char *dbname)
+{
+	int			slotno = -1;
+
+	SpinLockAcquire(&outbox_shared->mutex);
+	for (int i = 0; i < outbox_shared->nslots; i++)
+	{
+		OutboxWorkerSlot *slot = &outbox_shared->slots[i];
+
+		if (slot->in_use)
+			continue;
+		slot->in_use = true;
+		slot->database = dboid;
+		namestrcpy(&slot->dbname, dbname);
+		slot->pid = 0;
+		slot->role = InvalidOid;
+		slot->state = OUTBOX_WORKER_STOPPED;
+		slot->state_since = 0;
+		slot->last_error[0] = '\0';
+		slot->lookup = OUTBOX_LOOKUP_NONE;
+		slot->owner = InvalidOid;
+		slot->restart_requested = false;
+		slotno = i;
+		break;
+	}
+	SpinLockRelease(&outbox_shared->mutex);
+	return slotno;
+}
+
+/*
+ * Free a slot whose worker has exited.
+ */
+static void
+free_slot(int slotno)
+{
+	SpinLockAcquire(&outbox_shared->mutex);
+	outbox_shared->slots[slotno].in_use = false;
+	outbox_shared->slots[slotno].database = InvalidOid;
+	SpinLockRelease(&outbox_shared->mutex);
+}
+
+/*
+ * Say in slot slotno why its database has no worker running.
+ */
+static void
+report_slot(int slotno, OutboxWorkerState state, const char *error)
+{
+	OutboxWorkerSlot *slot = &outbox_shared->slots[slotno];
+
+	SpinLockAcquire(&outbox_shared->mutex);
+	if (slot->state != state)
+	{
+		slot->state = state;
+		slot->state_since = GetCurrentTimestamp();
+		slot->last_error[0] = '\0';
+	}
+	if (error != NULL)
+		strlcpy(slot->last_error, error, sizeof(slot->last_error));
+	SpinLockRelease(&outbox_shared->mutex);
+}
+
+/*
+ * What the owner lookup of slot slotno found, and the owner if it found
+ * one.  Returns the verdict once, then OUTBOX_LOOKUP_NONE.
+ */
+static OutboxLookup
+take_lookup(int slotno, Oid *owner)
+{
+	OutboxWorkerSlot *slot = &outbox_shared->slots[slotno];
+	OutboxLookup lookup;
+
+	SpinLockAcquire(&outbox_shared->mutex);
+	lookup = slot->lookup;
+	*owner = slot->owner;
+	slot->lookup = OUTBOX_LOOKUP_NONE;
+	SpinLockRelease(&outbox_shared->mutex);
+	return lookup;
+}
+
+/*
+ * The databases to look at again since the last call, at most max of
+ * them; *overflow is set if more were dropped for lack of room (look at
+ * every database again).
+ */
+static int
+take_look_again(Oid *databases, int max, bool *overflow)
+{
+	int			n;
+
+	SpinLockAcquire(&outbox_shared->mutex);
+	n = Min(outbox_shared->nlook_again, max);
+	memcpy(databases, outbox_shared->look_again, n * sizeof(Oid));
+	*overflow = outbox_shared->look_again_overflow || outbox_shared->nlook_again > max;
+	outbox_shared->nlook_again = 0;
+	outbox_shared->look_again_overflow = false;
+	SpinLockRelease(&outbox_shared->mutex);
+	return n;
+}
+
+/*
+ * Make the calling process the launcher that backends wake.  A launcher
+ * that starts again (after an error) does not know the workers its
+ * predecessor started: it stops them, waits up to 10 s for them to leave
+ * their slots, and starts from empty slots.
+ */
+static void
+attach_launcher(void)
+{
+	SpinLockAcquire(&outbox_shared->mutex);
+	outbox_shared->launcher_latch = MyLatch;
+	SpinLockRelease(&outbox_shared->mutex);
+
+	for (int waited = 0; waited < 100; waited++)
+	{
+		pid_t		pids[64];
+		int			npids = 0;
+
+		SpinLockAcquire(&outbox_shared->mutex);
+		for (int i = 0; i < outbox_shared->nslots && npids < lengthof(pids); i++)
+		{
+			if (outbox_shared->slots[i].pid != 0)
+				pids[npids++] = outbox_shared->slots[i].pid;
+		}
+		SpinLockRelease(&outbox_shared->mutex);
+		if (npids == 0)
+			break;
+		for (int i = 0; i < npids; i++)
+			(void) kill(pids[i], SIGTERM);
+		pg_usleep(100 * 1000L);
+	}
+
+	SpinLockAcquire(&outbox_shared->mutex);
+	for (int i = 0; i < outbox_shared->nslots; i++)
+	{
+		outbox_shared->slots[i].in_use = false;
+		outbox_shared->slots[i].database = InvalidOid;
+	}
+	SpinLockRelease(&outbox_shared->mutex);
+}
+
+/*
+ * Backend: wake the worker of database dboid, if it has one.  No lock: a
+ * slot's database and latch are read as single words, and setting a latch
+ * that a gone worker left behind is harmless.
+ */
+void
+outbox_launcher_wake_worker(Oid dboid)
+{
+	for (int i = 0; i < outbox_shared->nslots; i++)
+	{
+		OutboxWorkerSlot *slot = &outbox_shared->slots[i];
+		Latch	   *latch;
+
+		if (slot->database != dboid)
+			continue;
+		latch = slot->latch;
+		if (latch != NULL)
+			SetLatch(latch);
+		break;
+	}
+}
+
+/* Ask the launcher to look at database dboid again, and wake it. */
+static void
+look_again(Oid dboid)
+{
+	Latch	   *latch;
+
+	SpinLockAcquire(&outbox_shared->mutex);
+	if (outbox_shared->nlook_again < MAX_LOOK_AGAIN)
+		outbox_shared->look_again[outbox_shared->nlook_again++] = dboid;
+	else
+		outbox_shared->look_again_overflow = true;
+	latch = outbox_shared->launcher_latch;
+	SpinLockRelease(&outbox_shared->mutex);
+	if (latch != NULL)
+		SetLatch(latch);
+}
+
+/*
+ * Backend, at commit: ask the workers of database dboid that run as role
+ * roleid (either InvalidOid: any) to exit after their batch in flight, so
+ * that the launcher starts them again as things now are; and the launcher
+ * to look at the database again, should it have none.
+ */
+void
+outbox_launcher_restart_workers(Oid dboid, Oid roleid)
+{
+	Latch	   *latches[64];
+	int			nlatches = 0;
+
+	SpinLockAcquire(&outbox_shared->mutex);
+	for (int i = 0; i < outbox_shared->nslots; i++)
+	{
+		OutboxWorkerSlot *slot = &outbox_shared->slots[i];
+
+		if (!slot->in_use ||
+			(OidIsValid(dboid) && slot->database != dboid) ||
+			(OidIsValid(roleid) && slot->role != roleid))
+			continue;
+		slot->restart_requested = true;
+		if (slot->latch != NULL && nlatches < lengthof(latches))
+			latches[nlatches++] = slot->latch;
+	}
+	SpinLockRelease(&outbox_shared->mutex);
+	for (int i = 0; i < nlatches; i++)
+		SetLatch(latches[i]);
+	if (OidIsValid(dboid) && !OidIsValid(roleid))
+		look_again(dboid);
+}
+
+/*
+ * Backend: tell the launcher that CREATE EXTENSION outbox committed in
+ * database dboid.
+ */
+void
+outbox_launcher_extension_created(Oid dboid)
+{
+	look_again(dboid);
+}
+
+/*
+ * Backend: DROP DATABASE (or another statement that needs a database free
+ * of sessions) is about to work on dboid: stop its worker at once (SIGTERM:
+ * it finishes a batch in flight, as at shutdown), and start none there for
+ * a while; or, with hold false, it did not happen: serve it again.
+ */
+void
+outbox_launcher_hold_database(Oid dboid, bool hold)
+{
+	pid_t		pids[64];
+	int			npids = 0;
+	int			free = -1;
+	int			oldest = 0;
+
+	SpinLockAcquire(&outbox_shared->mutex);
+	for (int i = 0; i < MAX_DROPS; i++)
+	{
+		if (outbox_shared->dropping[i].database == dboid)
+			outbox_shared->dropping[i].database = InvalidOid;
+		if (!OidIsValid(outbox_shared->dropping[i].database))
+			free = i;
+		else if (outbox_shared->dropping[i].since < outbox_shared->dropping[oldest].since)
+			oldest = i;
+	}
+	if (hold)
+	{
+		int			d = free >= 0 ? free : oldest;
+
+		outbox_shared->dropping[d].database = dboid;
+		outbox_shared->dropping[d].since = GetCurrentTimestamp();
+		for (int i = 0; i < outbox_shared->nslots && npids < lengthof(pids); i++)
+		{
+			OutboxWorkerSlot *slot = &outbox_shared->slots[i];
+
+			if (slot->in_use && slot->database == dboid && slot->pid != 0)
+				pids[npids++] = slot->pid;
+		}
+	}
+	SpinLockRelease(&outbox_shared->mutex);
+	for (int i = 0; i < npids; i++)
+		(void) kill(pids[i], SIGTERM);
+	if (!hold)
+		look_again(dboid);
+}
+
+/*
+ * Is DROP DATABASE working on dboid?  It has said so within DROP_HOLD_MS.
+ */
+static bool
+being_dropped(Oid dboid)
+{
+	bool		dropping = false;
+	TimestampTz now = GetCurrentTimestamp();
+
+	SpinLockAcquire(&outbox_shared->mutex);
+	for (int i = 0; i < MAX_DROPS; i++)
+		dropping |= outbox_shared->dropping[i].database == dboid &&
+			!TimestampDifferenceExceeds(outbox_shared->dropping[i].since, now, DROP_HOLD_MS);
+	SpinLockRelease(&outbox_shared->mutex);
+	return dropping;
+}
+
+/*
+ * Backend: the log table to write to in database dboid, as its worker
+ * said; 0 if it has none.  A hint: every log table is read.
+ */
+int
+outbox_launcher_current_log(Oid dboid)
+{
+	if (outbox_shared == NULL)
+		return 0;
+	for (int i = 0; i < outbox_shared->nslots; i++)
+	{
+		OutboxWorkerSlot *slot = &outbox_shared->slots[i];
+
+		if (slot->database == dboid)
+			return pg_atomic_read_u32(&slot->current_log) % OUTBOX_LOG_TABLES;
+	}
+	return 0;
+}
+
+/*
+ * Backend: the calling backend writes the event log of database dboid by
+ * hand (a restore): the worker there waits until this backend is gone.
+ */
+void
+outbox_launcher_note_restore(Oid dboid)
+{
+	pid_t		pids[MAX_RESTORES];
+	bool		gone[MAX_RESTORES];
+	bool		noted = false;
+
+	SpinLockAcquire(&outbox_shared->mutex);
+	for (int i = 0; i < MAX_RESTORES; i++)
+	{
+		pids[i] = outbox_shared->restoring[i].pid;
+		noted |= pids[i] == MyProcPid && outbox_shared->restoring[i].database == dboid;
+	}
+	SpinLockRelease(&outbox_shared->mutex);
+	if (noted)
+		return;
+	for (int i = 0; i < MAX_RESTORES; i++)
+		gone[i] = pids[i] == 0 || BackendPidGetProc(pids[i]) == NULL;
+
+	SpinLockAcquire(&outbox_shared->mutex);
+	for (int i = 0; i < MAX_RESTORES && !noted; i++)
+		if (gone[i] && outbox_shared->restoring[i].pid == pids[i])
+		{
+			outbox_shared->restoring[i].database = dboid;
+			outbox_shared->restoring[i].pid = MyProcPid;
+			noted = true;
+		}
+	SpinLockRelease(&outbox_shared->mutex);
+	if (!noted)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("too many sessions write the outbox event log by hand at once")));
+}
+
+/*
+ * Worker: a live backend that writes the event log of database dboid by
+ * hand, or 0 if there is none.
+ */
+pid_t
+outbox_restoring_backend(Oid dboid)
+{
+	pid_t		pids[MAX_RESTORES];
+	int			n = 0;
+
+	SpinLockAcquire(&outbox_shared->mutex);
+	for (int i = 0; i < MAX_RESTORES; i++)
+		if (outbox_shared->restoring[i].database == dboid &&
+			outbox_shared->restoring[i].pid != 0)
+			pids[n++] = outbox_shared->restoring[i].pid;
+	SpinLockRelease(&outbox_shared->mutex);
+	for (int i = 0; i < n; i++)
+		if (BackendPidGetProc(pids[i]) != NULL)
+			return pids[i];
+	return 0;
+}
 
 /* what a database listed in outbox.databases needs next */
 typedef enum DatabaseStep
@@ -69,6 +570,7 @@ typedef enum DatabaseStep
 	STEP_LOOK_UP,				/* find whether it has the extension, and its owner */
 	STEP_PUBLISH,				/* run the publishing worker as owner */
 	STEP_NO_EXTENSION,			/* nothing until CREATE EXTENSION */
+	STEP_DISABLED,				/* nothing until its settings change */
 	STEP_MISSING,				/* named in outbox.databases, does not exist */
 	STEP_GONE					/* no longer listed: forget once its worker exits */
 } DatabaseStep;
@@ -83,7 +585,7 @@ typedef struct ServedDatabase
 	bool		publishing;		/* handle is the publishing worker */
 	Oid			owner;			/* for STEP_PUBLISH */
 	TimestampTz start_at;		/* not before */
-	bool		look_again;		/* CREATE EXTENSION during its lookup */
+	bool		look_again;		/* asked to, during its lookup */
 	bool		listed;			/* seen by the last read of pg_database */
 	bool		said_waiting;	/* the log said why it waits */
 } ServedDatabase;
@@ -97,7 +599,7 @@ static int	max_databases = 0;
  * Register the launcher.  Called from _PG_init in the postmaster.
  */
 void
-outbox_register_launcher(void)
+outbox_launcher_register(void)
 {
 	BackgroundWorker worker;
 
@@ -185,7 +687,7 @@ static void
 release_slot(ServedDatabase *db)
 {
 	if (db->slot >= 0)
-		outbox_shmem_release_slot(db->slot);
+		free_slot(db->slot);
 	db->slot = -1;
 }
 
@@ -210,6 +712,21 @@ database_wanted(const char *name, bool is_template, List *names)
 }
 
 /*
+ * Set *spelled to the name in names equal to name but for case, if any.
+ */
+static void
+name_but_for_case(List *names, const char *name, const char **spelled)
+{
+	ListCell   *lc;
+
+	foreach(lc, names)
+	{
+		if (pg_strcasecmp((const char *) lfirst(lc), name) == 0)
+			*spelled = (const char *) lfirst(lc);
+	}
+}
+
+/*
  * Read pg_database: add the databases of outbox.databases that are new,
  * mark those that went away, and note the names listed that do not exist.
  * A heap scan, as autovacuum's get_database_list: without a database, no
@@ -222,6 +739,7 @@ read_databases(void)
 	TableScanDesc scan;
 	HeapTuple	tuple;
 	List	   *names = NIL;
+	List	   *existing = NIL;
 	ListCell   *lc;
 
 	for (int i = 0; i < ndatabases; i++)
@@ -239,6 +757,7 @@ read_databases(void)
 		Form_pg_database form = (Form_pg_database) GETSTRUCT(tuple);
 		ServedDatabase *db;
 
+		existing = lappend(existing, pstrdup(NameStr(form->datname)));
 		if (!form->datallowconn ||
 			!database_wanted(NameStr(form->datname), form->datistemplate, names))
 			continue;
@@ -265,22 +784,27 @@ read_databases(void)
 		db = find_database(InvalidOid, name);
 		if (db == NULL)
 		{
+			const char *spelled = NULL;
+
+			name_but_for_case(existing, name, &spelled);
 			db = add_database(InvalidOid, name, STEP_MISSING);
 			ereport(LOG,
-					(errmsg("outbox: database \"%s\" does not exist or does not allow connections, waiting for it",
+					(errmsg("database \"%s\" named in outbox.databases does not exist or does not allow connections, waiting for it",
 							name),
+					 spelled ?
+					 errhint("A database \"%s\" exists: names in outbox.databases are folded to lower case unless double-quoted, as identifiers are.",
+							 spelled) :
 					 errhint("Create the database, or change outbox.databases.")));
 		}
 		db->listed = true;
 		if (db->slot < 0)
-			db->slot = outbox_shmem_claim_slot(InvalidOid, name);
+			db->slot = claim_slot(InvalidOid, name);
 		if (db->slot >= 0)
 		{
 			char		reason[NAMEDATALEN + 64];
 
 			snprintf(reason, sizeof(reason), "database \"%s\" does not exist", name);
-			outbox_shmem_report_waiting(db->slot,
-										OUTBOX_WORKER_WAITING_FOR_DATABASE, reason);
+			report_slot(db->slot, OUTBOX_WORKER_WAITING_FOR_DATABASE, reason);
 		}
 	}
 	CommitTransactionCommand();
@@ -318,16 +842,16 @@ forget_gone_databases(void)
 }
 
 /*
- * Look at the databases where CREATE EXTENSION outbox committed.  Returns
- * true if pg_database must be read (a database the launcher does not know
- * yet, or too many to say).
+ * Look again at the databases that backends asked for (CREATE EXTENSION,
+ * changed settings).  Returns true if pg_database must be read (a database
+ * the launcher does not know yet, or too many to say).
  */
 static bool
-take_created(void)
+look_at_asked(void)
 {
-	Oid			created[16];
+	Oid			asked[MAX_LOOK_AGAIN];
 	bool		overflow;
-	int			n = outbox_shmem_take_created(created, lengthof(created), &overflow);
+	int			n = take_look_again(asked, lengthof(asked), &overflow);
 	bool		read_again = overflow;
 
 	for (int i = 0; i < ndatabases; i++)
@@ -336,8 +860,8 @@ take_created(void)
 		bool		hit = overflow;
 
 		for (int j = 0; j < n; j++)
-			hit |= db->oid == created[j];
-		if (hit && db->step == STEP_NO_EXTENSION)
+			hit |= db->oid == asked[j];
+		if (hit && (db->step == STEP_NO_EXTENSION || db->step == STEP_DISABLED))
 		{
 			db->step = STEP_LOOK_UP;
 			db->start_at = 0;
@@ -346,25 +870,8 @@ take_created(void)
 			db->look_again = true;
 	}
 	for (int j = 0; j < n; j++)
-		read_again |= find_database(created[j], NULL) == NULL;
+		read_again |= find_database(asked[j], NULL) == NULL;
 	return read_again;
-}
-
-/*
- * Is DROP DATABASE working on dboid (utility.c)?  It has done within
- * DROP_HOLD_MS: dropped the database, or failed and left it to the worker.
- */
-static bool
-being_dropped(Oid dboid)
-{
-	bool		dropping;
-
-	SpinLockAcquire(&outbox_shared->mutex);
-	dropping = outbox_shared->dropping_database == dboid &&
-		!TimestampDifferenceExceeds(outbox_shared->dropping_since,
-									GetCurrentTimestamp(), DROP_HOLD_MS);
-	SpinLockRelease(&outbox_shared->mutex);
-	return dropping;
 }
 
 /*
@@ -380,6 +887,7 @@ reap_workers(void)
 	{
 		ServedDatabase *db = &databases[i];
 		pid_t		pid;
+		OutboxLookup verdict;
 
 		if (db->handle == NULL ||
 			GetBackgroundWorkerPid(db->handle, &pid) != BGWH_STOPPED)
@@ -395,17 +903,21 @@ reap_workers(void)
 			db->start_at = TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS);
 			continue;
 		}
-		switch (outbox_shmem_take_lookup(db->slot, &db->owner))
+		verdict = take_lookup(db->slot, &db->owner);
+		switch (verdict)
 		{
 			case OUTBOX_LOOKUP_FOUND:
 				db->step = STEP_PUBLISH;
 				db->start_at = 0;
 				break;
 			case OUTBOX_LOOKUP_NO_EXTENSION:
+			case OUTBOX_LOOKUP_DISABLED:
 				if (db->look_again)
 					break;
-				db->step = STEP_NO_EXTENSION;
-				release_slot(db);
+				/* a disabled database keeps its slot: the status says so */
+				db->step = verdict == OUTBOX_LOOKUP_DISABLED ? STEP_DISABLED : STEP_NO_EXTENSION;
+				if (db->step == STEP_NO_EXTENSION)
+					release_slot(db);
 				break;
 			case OUTBOX_LOOKUP_CANNOT_LOG_IN:
 				db->start_at = TimestampTzPlusMilliseconds(now, LOOKUP_RETRY_MS);
@@ -423,11 +935,11 @@ reap_workers(void)
 static void
 report_waiting(ServedDatabase *db, const char *reason)
 {
-	outbox_shmem_report_waiting(db->slot, OUTBOX_WORKER_WAITING_FOR_WORKER_SLOT,
+	report_slot(db->slot, OUTBOX_WORKER_WAITING_FOR_WORKER_SLOT,
 								reason);
 	if (!db->said_waiting)
 		ereport(LOG,
-				(errmsg("outbox: database \"%s\" waits for a worker: %s",
+				(errmsg("database \"%s\" waits for a worker: %s",
 						NameStr(db->name), reason)));
 	db->said_waiting = true;
 }
@@ -469,11 +981,11 @@ start_workers(void)
 			delay = Min(delay, RESTART_DELAY_MS);
 			continue;
 		}
-		if (db->slot < 0 && (db->slot = outbox_shmem_claim_slot(db->oid, NameStr(db->name))) < 0)
+		if (db->slot < 0 && (db->slot = claim_slot(db->oid, NameStr(db->name))) < 0)
 		{
 			if (!db->said_waiting)
 				ereport(LOG,
-						(errmsg("outbox: database \"%s\" waits for a worker: every slot is taken",
+						(errmsg("database \"%s\" waits for a worker: every slot is taken",
 								NameStr(db->name)),
 						 errhint("Raise outbox.max_workers.")));
 			db->said_waiting = true;
@@ -516,7 +1028,7 @@ outbox_launcher_main(Datum main_arg)
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	pgstat_report_appname("outbox launcher");
-	outbox_shmem_attach_launcher();
+	attach_launcher();
 
 	for (;;)
 	{
@@ -528,9 +1040,13 @@ outbox_launcher_main(Datum main_arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 			next_read = 0;
+			/* outbox.enabled may have changed */
+			for (int i = 0; i < ndatabases; i++)
+				if (databases[i].step == STEP_DISABLED)
+					databases[i].step = STEP_LOOK_UP;
 		}
 
-		if (take_created() || GetCurrentTimestamp() >= next_read)
+		if (look_at_asked() || GetCurrentTimestamp() >= next_read)
 		{
 			read_databases();
 			next_read = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),

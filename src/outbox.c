@@ -4,9 +4,10 @@
  *		Entry point of the outbox extension: module magic and _PG_init.
  *
  * Loaded on demand (the first outbox_enqueue of a session), the library
- * only defines its settings and the commit callback that wakes the worker.
- * Loaded through shared_preload_libraries, it also reserves shared memory,
- * hooks DROP DATABASE and registers the launcher of the publishing worker.
+ * only defines its settings and the end-of-transaction callback that wakes
+ * the worker.  Loaded through shared_preload_libraries, it also reserves
+ * the launcher's shared memory, installs the hooks every backend runs and
+ * registers the launcher of the publishing workers.
  *
  * src/outbox.c
  *
@@ -16,7 +17,9 @@
 
 #include "miscadmin.h"
 
-#include "outbox.h"
+#include "guc.h"
+#include "launcher.h"
+#include "utility.h"
 
 PG_MODULE_MAGIC;
 
@@ -28,13 +31,12 @@ void		_PG_init(void);
 void
 _PG_init(void)
 {
+	bool		preloaded = process_shared_preload_libraries_in_progress;
+
 	outbox_define_gucs();
-	outbox_register_xact_callback();
-
-	if (!process_shared_preload_libraries_in_progress)
+	outbox_utility_init(preloaded);
+	if (!preloaded)
 		return;
-
-	outbox_shmem_install_hooks();
-	outbox_install_utility_hook();
-	outbox_register_launcher();
+	outbox_launcher_shmem_init();
+	outbox_launcher_register();
 }

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * reader.c
- *		Reading the event log in id order: the log part of a claim, the
- *		log rows of given ids, the unread events per topic.
+ *		Reading the event log in id order: the log part of a claim, the log
+ *		rows of given ids, and the unread events that monitoring counts.
  *
  * The log tables are read with index scans opened here, not with SQL:
  * they are never vacuumed, so never analyzed, and the planner, without
@@ -10,8 +10,8 @@
  * with a sort of the whole backlog, per batch.  An index scan of each of
  * the four tables, merged by id, reads what the batch takes and no more.
  * The only functions evaluated are built-in btree comparisons.  Reading
- * events needs the SELECT privilege on each log table; counting them
- * (outbox_unread_events) only the right to run the function.
+ * events needs the SELECT privilege on each log table; counting them only
+ * the right to run the counting function.
  *
  * The claim reads the log in id order past the highest id it has read.
  * outbox_enqueue takes its transaction's xid before the event's id, so an
@@ -30,12 +30,11 @@
  */
 #include "postgres.h"
 
-#include "access/detoast.h"
 #include "access/genam.h"
+#include "access/heapam.h"
 #include "access/relscan.h"
 #include "access/table.h"
 #include "access/tableam.h"
-#include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/pg_am_d.h"
 #include "catalog/pg_index.h"
@@ -45,7 +44,6 @@
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/datum.h"
 #include "utils/fmgroids.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
@@ -54,11 +52,16 @@
 #include "utils/snapmgr.h"
 #include "utils/xid8.h"
 
-#include "outbox.h"
+#include "reader.h"
 
-const char *const outbox_log_column_names[OUTBOX_LOG_COLUMNS] = {
-	"id", "txid", "event_id", "topic", "key", "payload", "headers", "created_at"
-};
+/*
+ * Counting unread events for monitoring stops after this many; the rest
+ * is an estimate bounded from above, so that a look at the queue costs
+ * about the same with ten million unread events as with ten thousand.
+ */
+#define UNREAD_COUNT_LIMIT 10000
+/* and it opens index scans for at most this many transactions */
+#define UNREAD_COUNT_MAX_XIDS 1000
 
 /* one index scan of one log table, and the row it is at */
 typedef struct LogStream
@@ -72,23 +75,28 @@ typedef struct LogStream
 /* index scans of the log tables, read as one stream in id order */
 typedef struct LogCursor
 {
+	const OutboxExtension *ext;
 	Snapshot	snapshot;
 	Relation	tables[OUTBOX_LOG_TABLES];
 	int			nstreams;
+	int			max_streams;
 	LogStream  *streams;
 } LogCursor;
 
 /*
- * Open the log tables of schema nspid for reading with snapshot; with
- * check_acl, check that the current user may read them.
+ * Open the log tables of ext for reading with snapshot, for up to
+ * max_streams scans; with check_acl, check that the current user may read
+ * them.
  */
 static void
-cursor_open(LogCursor *cursor, Oid nspid, Snapshot snapshot, int max_streams,
-			bool check_acl)
+cursor_open(LogCursor *cursor, const OutboxExtension *ext, Snapshot snapshot,
+			int max_streams, bool check_acl)
 {
+	cursor->ext = ext;
 	cursor->snapshot = snapshot;
 	cursor->nstreams = 0;
-	cursor->streams = palloc(max_streams * sizeof(LogStream));
+	cursor->max_streams = max_streams;
+	cursor->streams = palloc(Max(max_streams, 1) * sizeof(LogStream));
 	for (int t = 0; t < OUTBOX_LOG_TABLES; t++)
 	{
 		char		name[NAMEDATALEN];
@@ -97,7 +105,7 @@ cursor_open(LogCursor *cursor, Oid nspid, Snapshot snapshot, int max_streams,
 		TupleDesc	desc;
 
 		snprintf(name, sizeof(name), "outbox_log_%d", t);
-		relid = outbox_relation_in(nspid, name);
+		relid = outbox_relation(ext, name);
 		aclresult = check_acl ? pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) : ACLCHECK_OK;
 		if (aclresult != ACLCHECK_OK)
 			aclcheck_error(aclresult, OBJECT_TABLE, name);
@@ -114,27 +122,29 @@ cursor_open(LogCursor *cursor, Oid nspid, Snapshot snapshot, int max_streams,
 
 /* Move a stream to its next row. */
 static void
-stream_advance(LogStream *stream)
+stream_advance(LogStream *stream, ScanDirection direction)
 {
-	stream->at_row = index_getnext_slot(stream->scan, ForwardScanDirection,
-										stream->slot);
+	stream->at_row = index_getnext_slot(stream->scan, direction, stream->slot);
 }
 
 /*
  * Add a scan of log table t with the given keys, through its btree index
- * on (id) (by_txid false) or (txid, id): rows come in id order.
+ * on (id) (by_txid false) or (txid, id): rows come in id order, or in
+ * reverse with direction backward.
  */
 static void
-cursor_add(LogCursor *cursor, int t, bool by_txid, ScanKey keys, int nkeys)
+cursor_add(LogCursor *cursor, int t, bool by_txid, ScanKey keys, int nkeys,
+		   ScanDirection direction)
 {
 	Relation	table = cursor->tables[t];
-	LogStream  *stream = &cursor->streams[cursor->nstreams++];
+	LogStream  *stream;
 	char		name[NAMEDATALEN];
 	Form_pg_index index;
 
+	Assert(cursor->nstreams < cursor->max_streams);
+	stream = &cursor->streams[cursor->nstreams++];
 	snprintf(name, sizeof(name), "outbox_log_%d_%s", t, by_txid ? "txid" : "id");
-	stream->index = index_open(outbox_relation_in(RelationGetNamespace(table), name),
-							   AccessShareLock);
+	stream->index = index_open(outbox_relation(cursor->ext, name), AccessShareLock);
 	index = stream->index->rd_index;
 	if (stream->index->rd_rel->relam != BTREE_AM_OID ||
 		index->indrelid != RelationGetRelid(table) ||
@@ -145,7 +155,7 @@ cursor_add(LogCursor *cursor, int t, bool by_txid, ScanKey keys, int nkeys)
 	stream->slot = table_slot_create(table, NULL);
 	stream->scan = index_beginscan(table, stream->index, cursor->snapshot, nkeys, 0);
 	index_rescan(stream->scan, keys, nkeys, NULL, 0);
-	stream_advance(stream);
+	stream_advance(stream, direction);
 }
 
 static int64
@@ -172,62 +182,21 @@ cursor_head(LogCursor *cursor)
 	return head;
 }
 
-/* What the byte limit of a batch counts of an event: payload, key, headers. */
-static int64
-row_bytes(OutboxRow *row)
-{
-	int64		bytes = 0;
-
-	if (!row->isnull[LOG_PAYLOAD])
-		bytes += toast_raw_datum_size(row->values[LOG_PAYLOAD]) - VARHDRSZ;
-	if (!row->isnull[LOG_KEY])
-		bytes += toast_raw_datum_size(row->values[LOG_KEY]) - VARHDRSZ;
-	if (!row->isnull[LOG_HEADERS])
-		bytes += toast_datum_size(row->values[LOG_HEADERS]);
-	return bytes;
-}
-
 /*
- * Copy the log columns of a row (values and isnull of a tuple of desc,
- * whose first columns are those of the log) into row, in the current
- * memory context, detoasted.  Unless whole, only its id, topic and
- * created_at are copied, the other columns are null.
- */
-void
-outbox_copy_row(TupleDesc desc, Datum *values, bool *isnull, bool whole, OutboxRow *row)
-{
-	for (int i = 0; i < OUTBOX_LOG_COLUMNS; i++)
-	{
-		Form_pg_attribute attr = TupleDescAttr(desc, i);
-
-		row->isnull[i] = isnull[i] ||
-			!(whole || i == LOG_ID || i == LOG_TOPIC || i == LOG_CREATED_AT);
-		if (row->isnull[i])
-			row->values[i] = (Datum) 0;
-		else if (attr->attlen == -1)
-			row->values[i] = PointerGetDatum(PG_DETOAST_DATUM_COPY(values[i]));
-		else
-			row->values[i] = datumCopy(values[i], attr->attbyval, attr->attlen);
-	}
-	row->bytes = row_bytes(row);
-}
-
-/*
- * Copy the next row in id order into row, in the current memory context,
- * detoasted; false when there is none.  Unless whole, only its id, topic
- * and created_at are copied, the other columns are null.
+ * Keep the next row in id order in ev, in the current memory context,
+ * detoasted; false when there is none.
  */
 static bool
-cursor_next(LogCursor *cursor, OutboxRow *row, bool whole)
+cursor_next(LogCursor *cursor, OutboxEvent *ev)
 {
 	LogStream  *stream = cursor_head(cursor);
 
 	if (stream == NULL)
 		return false;
 	slot_getallattrs(stream->slot);
-	outbox_copy_row(stream->slot->tts_tupleDescriptor, stream->slot->tts_values,
-					stream->slot->tts_isnull, whole, row);
-	stream_advance(stream);
+	outbox_event_store(ev, stream->slot->tts_tupleDescriptor,
+					   stream->slot->tts_values, stream->slot->tts_isnull);
+	stream_advance(stream, ForwardScanDirection);
 	return true;
 }
 
@@ -245,28 +214,24 @@ cursor_close(LogCursor *cursor)
 	pfree(cursor->streams);
 }
 
-/* Read every row with an id greater than after. */
+/* Add scans of every row with an id greater than after. */
 static void
-cursor_open_after(LogCursor *cursor, Oid nspid, Snapshot snapshot, int64 after,
-				  bool check_acl)
+cursor_add_after(LogCursor *cursor, int64 after)
 {
-	cursor_open(cursor, nspid, snapshot, OUTBOX_LOG_TABLES, check_acl);
 	for (int t = 0; t < OUTBOX_LOG_TABLES; t++)
 	{
 		ScanKeyData key;
 
 		ScanKeyInit(&key, 1, BTGreaterStrategyNumber, F_INT8GT, Int64GetDatum(after));
-		cursor_add(cursor, t, false, &key, 1);
+		cursor_add(cursor, t, false, &key, 1, ForwardScanDirection);
 	}
 }
 
-/* Read the rows of the transactions txids with an id in (after, upto]. */
+/* Add scans of the rows of the transactions txids with an id in (after, upto]. */
 static void
-cursor_open_txids(LogCursor *cursor, Oid nspid, Snapshot snapshot,
-				  FullTransactionId *txids, int ntxids, int64 after, int64 upto,
-				  bool check_acl)
+cursor_add_txids(LogCursor *cursor, FullTransactionId *txids, int ntxids,
+				 int64 after, int64 upto)
 {
-	cursor_open(cursor, nspid, snapshot, OUTBOX_LOG_TABLES * ntxids, check_acl);
 	for (int t = 0; t < OUTBOX_LOG_TABLES; t++)
 		for (int i = 0; i < ntxids; i++)
 		{
@@ -276,22 +241,23 @@ cursor_open_txids(LogCursor *cursor, Oid nspid, Snapshot snapshot,
 						FullTransactionIdGetDatum(txids[i]));
 			ScanKeyInit(&keys[1], 2, BTGreaterStrategyNumber, F_INT8GT, Int64GetDatum(after));
 			ScanKeyInit(&keys[2], 2, BTLessEqualStrategyNumber, F_INT8LE, Int64GetDatum(upto));
-			cursor_add(cursor, t, true, keys, 3);
+			cursor_add(cursor, t, true, keys, 3, ForwardScanDirection);
 		}
 }
 
 /*
- * Read up to room rows into rows while the bytes read stay below
- * *bytes_left, which is reduced by what they take; returns how many were
- * read, and sets *more if the cursor has rows left.
+ * Read up to room events while the bytes read stay below *bytes_left,
+ * which is reduced by what they take; returns how many were read, and sets
+ * *more if the cursor has rows left.
  */
 static int
-read_rows(LogCursor *cursor, OutboxRow *rows, int room, int64 *bytes_left, bool *more)
+read_events(LogCursor *cursor, OutboxEvent *events, int room, int64 *bytes_left,
+			bool *more)
 {
 	int			n = 0;
 
-	while (n < room && *bytes_left > 0 && cursor_next(cursor, &rows[n], true))
-		*bytes_left -= rows[n++].bytes;
+	while (n < room && *bytes_left > 0 && cursor_next(cursor, &events[n]))
+		*bytes_left -= events[n++].bytes;
 	*more = cursor_head(cursor) != NULL;
 	return n;
 }
@@ -334,7 +300,7 @@ in_progress(Snapshot snapshot, FullTransactionId **xids)
 	return n;
 }
 
-/* Is xid, of running, among the n xids of set? */
+/* Is xid among the n xids of set? */
 static bool
 xid_in(FullTransactionId xid, FullTransactionId *set, int n)
 {
@@ -372,15 +338,15 @@ outbox_xid_array(FullTransactionId *xids, int n)
 }
 
 /*
- * Read the next events of the log of schema nspid for a claim, at most
- * room of them, and while the bytes read stay below *bytes_left (reduced
- * by what they take), into rows; returns how many, in id order, and moves
- * reader past them.  First the events of transactions that have ended
- * since they were running, then those past last_id.
+ * Read the next events of the log of ext for a claim, at most room of
+ * them, and while the bytes read stay below *bytes_left (reduced by what
+ * they take), into events; returns how many, in id order, and moves reader
+ * past them.  First the events of transactions that have ended since they
+ * were running, then those past last_id.
  */
 int
-outbox_read_log(Oid nspid, OutboxReader *reader, int room, int64 *bytes_left,
-				OutboxRow *rows)
+outbox_read_log(const OutboxExtension *ext, OutboxReader *reader, int room,
+				int64 *bytes_left, OutboxEvent *events)
 {
 	Snapshot	snapshot = RegisterSnapshot(GetTransactionSnapshot());
 	LogCursor	cursor;
@@ -408,12 +374,13 @@ outbox_read_log(Oid nspid, OutboxReader *reader, int room, int64 *bytes_left,
 
 	if (reader->ndraining > 0 && room > 0 && *bytes_left > 0)
 	{
-		cursor_open_txids(&cursor, nspid, snapshot, reader->draining, reader->ndraining,
-						  reader->drain_after, reader->drain_upto, true);
-		n = read_rows(&cursor, rows, room, bytes_left, &more);
+		cursor_open(&cursor, ext, snapshot, OUTBOX_LOG_TABLES * reader->ndraining, true);
+		cursor_add_txids(&cursor, reader->draining, reader->ndraining,
+						 reader->drain_after, reader->drain_upto);
+		n = read_events(&cursor, events, room, bytes_left, &more);
 		cursor_close(&cursor);
 		if (more)
-			reader->drain_after = DatumGetInt64(rows[n - 1].values[LOG_ID]);
+			reader->drain_after = events[n - 1].id;
 		else
 		{
 			reader->ndraining = 0;
@@ -425,15 +392,16 @@ outbox_read_log(Oid nspid, OutboxReader *reader, int room, int64 *bytes_left,
 	{
 		int			fresh;
 
-		cursor_open_after(&cursor, nspid, snapshot, reader->last_id, true);
-		fresh = read_rows(&cursor, rows + n, room - n, bytes_left, &more);
+		cursor_open(&cursor, ext, snapshot, OUTBOX_LOG_TABLES, true);
+		cursor_add_after(&cursor, reader->last_id);
+		fresh = read_events(&cursor, events + n, room - n, bytes_left, &more);
 		cursor_close(&cursor);
 		if (fresh > 0)
 		{
 			FullTransactionId *xids;
 			int			nxids = in_progress(snapshot, &xids);
 
-			reader->last_id = DatumGetInt64(rows[n + fresh - 1].values[LOG_ID]);
+			reader->last_id = events[n + fresh - 1].id;
 			reader->running = repalloc(reader->running,
 									   (reader->nrunning + nxids + 1) * sizeof(FullTransactionId));
 			for (int i = 0; i < nxids; i++)
@@ -447,53 +415,265 @@ outbox_read_log(Oid nspid, OutboxReader *reader, int room, int64 *bytes_left,
 }
 
 /*
- * Does the log of schema nspid hold an event past id after?
+ * Does the log of ext hold an event past id after?
  */
 bool
-outbox_log_has_after(Oid nspid, int64 after)
+outbox_log_has_after(const OutboxExtension *ext, int64 after)
 {
 	LogCursor	cursor;
 	bool		found;
 
-	cursor_open_after(&cursor, nspid, GetActiveSnapshot(), after, true);
+	cursor_open(&cursor, ext, GetActiveSnapshot(), OUTBOX_LOG_TABLES, true);
+	cursor_add_after(&cursor, after);
 	found = cursor_head(&cursor) != NULL;
 	cursor_close(&cursor);
 	return found;
 }
 
 /*
- * Put every row of cursor in rsinfo, and close it: all its columns if
- * whole, else its id, topic and created_at.
+ * The first and the last id of log table t that snapshot sees; false if
+ * it sees none.
+ */
+bool
+outbox_log_table_range(const OutboxExtension *ext, int t, Snapshot snapshot,
+					   int64 *first_id, int64 *last_id)
+{
+	LogCursor	cursor;
+	bool		found;
+
+	cursor_open(&cursor, ext, snapshot, 2, true);
+	cursor_add(&cursor, t, false, NULL, 0, ForwardScanDirection);
+	cursor_add(&cursor, t, false, NULL, 0, BackwardScanDirection);
+	found = cursor.streams[0].at_row;
+	if (found)
+	{
+		*first_id = stream_id(&cursor.streams[0]);
+		*last_id = stream_id(&cursor.streams[1]);
+	}
+	cursor_close(&cursor);
+	return found;
+}
+
+/*
+ * Does log table t hold, as snapshot sees it, a row of one of the n
+ * transactions xids?
+ */
+bool
+outbox_log_table_holds(const OutboxExtension *ext, int t, Snapshot snapshot,
+					   FullTransactionId *xids, int n)
+{
+	LogCursor	cursor;
+	bool		found = false;
+
+	cursor_open(&cursor, ext, snapshot, n, true);
+	for (int i = 0; i < n && !found; i++)
+	{
+		ScanKeyData key;
+
+		ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_XID8EQ,
+					FullTransactionIdGetDatum(xids[i]));
+		cursor_add(&cursor, t, true, &key, 1, ForwardScanDirection);
+		found = cursor.streams[cursor.nstreams - 1].at_row;
+	}
+	cursor_close(&cursor);
+	return found;
+}
+
+/* Refuse an array of ids that a caller could make up to mislead a scan. */
+static void
+check_ids(ArrayType *ids)
+{
+	if (ARR_NDIM(ids) > 1 || array_contains_nulls(ids))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("ids must be a one-dimensional array without nulls")));
+}
+
+/*
+ * Open cursor on the log rows of the given ids (a bigint[] datum) that the
+ * active snapshot sees; false, with nothing opened, if there are none.
+ */
+static bool
+cursor_open_ids(LogCursor *cursor, const OutboxExtension *ext, Datum ids)
+{
+	ArrayType  *array = DatumGetArrayTypeP(ids);
+
+	check_ids(array);
+	if (ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array)) == 0)
+		return false;
+	cursor_open(cursor, ext, GetActiveSnapshot(), OUTBOX_LOG_TABLES, true);
+	for (int t = 0; t < OUTBOX_LOG_TABLES; t++)
+	{
+		ScanKeyData key;
+
+		ScanKeyEntryInitialize(&key, SK_SEARCHARRAY, 1, BTEqualStrategyNumber,
+							   INT8OID, InvalidOid, F_INT8EQ, PointerGetDatum(array));
+		cursor_add(cursor, t, false, &key, 1, ForwardScanDirection);
+	}
+	return true;
+}
+
+/*
+ * The log events of the given ids (a bigint[] datum) that the active
+ * snapshot sees, in id order, in *events (palloc'd); returns how many.
+ */
+int
+outbox_log_events(const OutboxExtension *ext, Datum ids, OutboxEvent **events)
+{
+	ArrayType  *array = DatumGetArrayTypeP(ids);
+	LogCursor	cursor;
+	int			n = 0;
+
+	*events = palloc((ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array)) + 1) *
+					 sizeof(OutboxEvent));
+	if (!cursor_open_ids(&cursor, ext, ids))
+		return 0;
+	while (cursor_next(&cursor, &(*events)[n]))
+		n++;
+	cursor_close(&cursor);
+	return n;
+}
+
+/* the attribute number of column name of a relation's descriptor */
+static AttrNumber
+column_number(TupleDesc desc, const char *name)
+{
+	for (int i = 0; i < desc->natts; i++)
+		if (strcmp(NameStr(TupleDescAttr(desc, i)->attname), name) == 0)
+			return i + 1;
+	elog(ERROR, "column \"%s\" of outbox_reader does not exist", name);
+	return InvalidAttrNumber;	/* keep compiler quiet */
+}
+
+/*
+ * Read the row of outbox_reader as snapshot sees it, with no permission
+ * check: monitoring counts unread events without any right on the tables.
  */
 static void
-put_rows(LogCursor *cursor, ReturnSetInfo *rsinfo, bool whole)
+read_reader_row(const OutboxExtension *ext, Snapshot snapshot, OutboxReader *reader)
 {
-	MemoryContext row_context = AllocSetContextCreate(CurrentMemoryContext,
-													  "outbox log row",
-													  ALLOCSET_DEFAULT_SIZES);
-	MemoryContext caller_context = MemoryContextSwitchTo(row_context);
-	OutboxRow	row;
+	Relation	rel = table_open(outbox_relation(ext, "outbox_reader"), AccessShareLock);
+	TupleDesc	desc = RelationGetDescr(rel);
+	TableScanDesc scan = table_beginscan(rel, snapshot, 0, NULL);
+	HeapTuple	tuple = heap_getnext(scan, ForwardScanDirection);
+	bool		isnull;
 
-	while (cursor_next(cursor, &row, whole))
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "outbox reader row not found");
+	reader->last_id = DatumGetInt64(heap_getattr(tuple, column_number(desc, "last_id"),
+												 desc, &isnull));
+	reader->nrunning = outbox_xids_of(heap_getattr(tuple, column_number(desc, "running"),
+												   desc, &isnull), &reader->running);
+	reader->ndraining = outbox_xids_of(heap_getattr(tuple, column_number(desc, "draining"),
+													desc, &isnull), &reader->draining);
+	reader->drain_upto = DatumGetInt64(heap_getattr(tuple, column_number(desc, "drain_upto"),
+													desc, &isnull));
+	reader->drain_after = DatumGetInt64(heap_getattr(tuple, column_number(desc, "drain_after"),
+													 desc, &isnull));
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+}
+
+/* The highest id in the log that snapshot sees, 0 if none. */
+static int64
+log_max_id(const OutboxExtension *ext, Snapshot snapshot)
+{
+	LogCursor	cursor;
+	int64		max_id = 0;
+
+	cursor_open(&cursor, ext, snapshot, OUTBOX_LOG_TABLES, false);
+	for (int t = 0; t < OUTBOX_LOG_TABLES; t++)
 	{
-		Datum		values[3] = {row.values[LOG_ID], row.values[LOG_TOPIC],
-		row.values[LOG_CREATED_AT]};
-		bool		isnull[3] = {false, false, false};
-
-		if (whole)
-			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row.values, row.isnull);
-		else
-			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, isnull);
-		MemoryContextReset(row_context);
+		cursor_add(&cursor, t, false, NULL, 0, BackwardScanDirection);
+		if (cursor.streams[t].at_row)
+			max_id = Max(max_id, stream_id(&cursor.streams[t]));
 	}
-	MemoryContextSwitchTo(caller_context);
-	MemoryContextDelete(row_context);
-	cursor_close(cursor);
+	cursor_close(&cursor);
+	return max_id;
+}
+
+/* What is counted of each unread event: its id, topic and creation time. */
+typedef void (*UnreadVisitor) (void *arg, int64 id, Datum topic, TimestampTz created_at);
+
+/*
+ * Visit the unread log events, as the active snapshot sees them, in id
+ * order, at most limit of them: past last_id, of a running transaction,
+ * or of a draining one and not read yet.  Returns an upper bound of how
+ * many were not visited (0 if all were).
+ */
+static int64
+visit_unread(const OutboxExtension *ext, int64 limit, UnreadVisitor visit, void *arg)
+{
+	Snapshot	snapshot = GetActiveSnapshot();
+	OutboxReader reader;
+	LogCursor	cursor;
+	LogStream  *stream;
+	int			nrunning;
+	int			ndraining;
+	int64		first_id = -1;
+	int64		visited = 0;
+	bool		left;
+
+	read_reader_row(ext, snapshot, &reader);
+	nrunning = limit < PG_INT64_MAX ? Min(reader.nrunning, UNREAD_COUNT_MAX_XIDS) : reader.nrunning;
+	ndraining = limit < PG_INT64_MAX ? Min(reader.ndraining, UNREAD_COUNT_MAX_XIDS - nrunning) :
+		reader.ndraining;
+	cursor_open(&cursor, ext, snapshot,
+				OUTBOX_LOG_TABLES * (1 + nrunning + ndraining), false);
+	cursor_add_after(&cursor, reader.last_id);
+	cursor_add_txids(&cursor, reader.running, nrunning, PG_INT64_MIN, reader.last_id);
+	cursor_add_txids(&cursor, reader.draining, ndraining,
+					 reader.drain_after, reader.drain_upto);
+	while (visited < limit && (stream = cursor_head(&cursor)) != NULL)
+	{
+		bool		isnull;
+		int64		id = stream_id(stream);
+
+		if (first_id < 0)
+			first_id = id;
+		visit(arg, id, slot_getattr(stream->slot, LOG_TOPIC + 1, &isnull),
+			  DatumGetTimestampTz(slot_getattr(stream->slot, LOG_CREATED_AT + 1, &isnull)));
+		visited++;
+		stream_advance(stream, ForwardScanDirection);
+	}
+	left = cursor_head(&cursor) != NULL ||
+		nrunning < reader.nrunning || ndraining < reader.ndraining;
+	cursor_close(&cursor);
+	if (!left)
+		return 0;
+
+	/*
+	 * What was not visited lies between the first unread id and the highest
+	 * one; with transactions left out, anywhere from the start.
+	 */
+	if (nrunning < reader.nrunning || ndraining < reader.ndraining)
+		first_id = 1;
+	return Max(log_max_id(ext, snapshot) - first_id + 1 - visited, 0);
+}
+
+/* outbox_count_unread: each event visited is counted */
+static void
+count_one(void *arg, int64 id, Datum topic, TimestampTz created_at)
+{
+	(*(int64 *) arg)++;
+}
+
+/*
+ * How many log events the claim has not read yet, exactly, however many.
+ */
+int64
+outbox_count_unread(const OutboxExtension *ext)
+{
+	int64		n = 0;
+
+	visit_unread(ext, PG_INT64_MAX, count_one, &n);
+	return n;
 }
 
 PG_FUNCTION_INFO_V1(outbox_in_progress);
 PG_FUNCTION_INFO_V1(outbox_log_rows);
 PG_FUNCTION_INFO_V1(outbox_unread_events);
+PG_FUNCTION_INFO_V1(outbox_unread_topics);
 
 /*
  * outbox_in_progress() RETURNS xid8[]
@@ -506,6 +686,7 @@ outbox_in_progress(PG_FUNCTION_ARGS)
 	FullTransactionId *xids;
 	int			n;
 
+	outbox_entry(fcinfo);
 	if (!ActiveSnapshotSet())
 		elog(ERROR, "outbox_in_progress() needs an active snapshot");
 	n = in_progress(GetActiveSnapshot(), &xids);
@@ -522,94 +703,140 @@ Datum
 outbox_log_rows(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	ArrayType  *ids = PG_GETARG_ARRAYTYPE_P(0);
+	const OutboxExtension *ext = outbox_entry(fcinfo);
 	LogCursor	cursor;
+	MemoryContext row_context;
+	MemoryContext caller_context;
+	OutboxEvent ev;
 
 	InitMaterializedSRF(fcinfo, 0);
-	if (ARR_NDIM(ids) > 1 || array_contains_nulls(ids))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("ids must be a one-dimensional array without nulls")));
-	if (ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids)) == 0)
+	if (rsinfo->setDesc->natts != OUTBOX_LOG_COLUMNS)
+		elog(ERROR, "outbox_log_rows() is not declared as returning the log's rows");
+	if (!cursor_open_ids(&cursor, ext, PG_GETARG_DATUM(0)))
 		PG_RETURN_NULL();
-
-	cursor_open(&cursor, outbox_function_namespace(fcinfo), GetActiveSnapshot(),
-				OUTBOX_LOG_TABLES, true);
-	for (int t = 0; t < OUTBOX_LOG_TABLES; t++)
+	row_context = AllocSetContextCreate(CurrentMemoryContext, "outbox log row",
+										ALLOCSET_DEFAULT_SIZES);
+	caller_context = MemoryContextSwitchTo(row_context);
+	while (cursor_next(&cursor, &ev))
 	{
-		ScanKeyData key;
-
-		ScanKeyEntryInitialize(&key, SK_SEARCHARRAY, 1, BTEqualStrategyNumber,
-							   INT8OID, InvalidOid, F_INT8EQ, PointerGetDatum(ids));
-		cursor_add(&cursor, t, false, &key, 1);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, ev.values, ev.isnull);
+		MemoryContextReset(row_context);
 	}
-	put_rows(&cursor, rsinfo, true);
+	MemoryContextSwitchTo(caller_context);
+	MemoryContextDelete(row_context);
+	cursor_close(&cursor);
 	PG_RETURN_NULL();
 }
 
-/* A field of a reader row, which must not be null. */
-static Datum
-reader_field(HeapTupleHeader reader, const char *field)
+/* outbox_unread_events: each event visited is a row */
+static void
+put_event(void *arg, int64 id, Datum topic, TimestampTz created_at)
 {
-	bool		isnull;
-	Datum		value = GetAttributeByName(reader, field, &isnull);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) arg;
+	Datum		values[3] = {Int64GetDatum(id), topic, TimestampTzGetDatum(created_at)};
+	bool		isnull[3] = {false, false, false};
 
-	if (isnull)
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("field \"%s\" of the reader row must not be null", field)));
-	return value;
-}
-
-/* The xids of an xid8[] field of a reader row; returns how many. */
-static int
-reader_xids(HeapTupleHeader reader, const char *field, FullTransactionId **xids)
-{
-	return outbox_xids_of(reader_field(reader, field), xids);
-}
-
-static int64
-reader_int8(HeapTupleHeader reader, const char *field)
-{
-	return DatumGetInt64(reader_field(reader, field));
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, isnull);
 }
 
 /*
  * outbox_unread_events(r outbox_reader)
  *		RETURNS TABLE (id bigint, topic text, created_at timestamptz)
  *
- * The log events that the reader r has not read yet, as the active
- * snapshot sees them: past last_id, of a running transaction, or of a
- * draining one and not read yet.  outbox_stats counts them.  No event's
- * content: the right to run it (EXECUTE) is enough, so that a monitoring
- * role needs no right to read the log.
+ * Of version 1.1, whose outbox_stats counts these rows.  The argument is
+ * ignored: what is unread is what the reader row says now, not what a
+ * caller makes up (a made-up row listed published events).  At most
+ * UNREAD_COUNT_LIMIT rows.
  */
 Datum
 outbox_unread_events(PG_FUNCTION_ARGS)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	HeapTupleHeader reader = PG_GETARG_HEAPTUPLEHEADER(0);
-	Oid			nspid = outbox_function_namespace(fcinfo);
-	Snapshot	snapshot = GetActiveSnapshot();
-	int64		last_id = reader_int8(reader, "last_id");
-	FullTransactionId *xids;
-	int			n;
-	LogCursor	cursor;
+	const OutboxExtension *ext = outbox_entry(fcinfo);
 
 	InitMaterializedSRF(fcinfo, 0);
-	cursor_open_after(&cursor, nspid, snapshot, last_id, false);
-	put_rows(&cursor, rsinfo, false);
-	if ((n = reader_xids(reader, "running", &xids)) > 0)
+	if (((ReturnSetInfo *) fcinfo->resultinfo)->setDesc->natts != 3)
+		elog(ERROR, "outbox_unread_events() is not declared as version 1.1 declares it");
+	visit_unread(ext, UNREAD_COUNT_LIMIT, put_event, fcinfo->resultinfo);
+	PG_RETURN_NULL();
+}
+
+/* a topic and what was counted of its unread events */
+typedef struct TopicCount
+{
+	char		topic[NAMEDATALEN * 4 + 1]; /* 249 bytes at most, see enqueue */
+	Datum		topic_datum;
+	int64		count;
+	TimestampTz oldest;
+} TopicCount;
+
+/* outbox_unread_topics: each event visited counts for its topic */
+static void
+count_event(void *arg, int64 id, Datum topic, TimestampTz created_at)
+{
+	HTAB	   *counts = (HTAB *) arg;
+	text	   *t = DatumGetTextPP(topic);
+	char		key[sizeof(((TopicCount *) NULL)->topic)] = {0};
+	TopicCount *entry;
+	bool		found;
+
+	memcpy(key, VARDATA_ANY(t), Min(VARSIZE_ANY_EXHDR(t), sizeof(key) - 1));
+	entry = hash_search(counts, key, HASH_ENTER, &found);
+	if (!found)
 	{
-		cursor_open_txids(&cursor, nspid, snapshot, xids, n, PG_INT64_MIN, last_id, false);
-		put_rows(&cursor, rsinfo, false);
+		entry->topic_datum = PointerGetDatum(cstring_to_text(key));
+		entry->count = 0;
+		entry->oldest = created_at;
 	}
-	if ((n = reader_xids(reader, "draining", &xids)) > 0)
+	entry->count++;
+	entry->oldest = Min(entry->oldest, created_at);
+}
+
+/*
+ * outbox_unread_topics()
+ *		RETURNS TABLE (topic text, unread bigint, oldest_created_at timestamptz)
+ *
+ * The log events the claim has not read yet, counted per topic, with the
+ * creation time of the oldest.  At most UNREAD_COUNT_LIMIT are counted,
+ * in id order; past that, a row with topic NULL gives an upper bound of
+ * how many more there are.  Takes no input: it counts what the reader row
+ * says is unread now, and needs no right on the log.
+ */
+Datum
+outbox_unread_topics(PG_FUNCTION_ARGS)
+{
+	const OutboxExtension *ext = outbox_entry(fcinfo);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	HASHCTL		ctl;
+	HTAB	   *counts;
+	HASH_SEQ_STATUS status;
+	TopicCount *entry;
+	int64		left;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (rsinfo->setDesc->natts != 3)
+		elog(ERROR, "outbox_unread_topics() is not declared as this library expects");
+	ctl.keysize = sizeof(entry->topic);
+	ctl.entrysize = sizeof(TopicCount);
+	ctl.hcxt = CurrentMemoryContext;
+	counts = hash_create("outbox unread topics", 64, &ctl,
+						 HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	left = visit_unread(ext, UNREAD_COUNT_LIMIT, count_event, counts);
+
+	hash_seq_init(&status, counts);
+	while ((entry = hash_seq_search(&status)) != NULL)
 	{
-		cursor_open_txids(&cursor, nspid, snapshot, xids, n,
-						  reader_int8(reader, "drain_after"),
-						  reader_int8(reader, "drain_upto"), false);
-		put_rows(&cursor, rsinfo, false);
+		Datum		values[3] = {entry->topic_datum, Int64GetDatum(entry->count),
+		TimestampTzGetDatum(entry->oldest)};
+		bool		isnull[3] = {false, false, false};
+
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, isnull);
+	}
+	if (left > 0)
+	{
+		Datum		values[3] = {0, Int64GetDatum(left), 0};
+		bool		isnull[3] = {true, false, true};
+
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, isnull);
 	}
 	PG_RETURN_NULL();
 }

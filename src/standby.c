@@ -21,7 +21,6 @@
 
 #include "miscadmin.h"
 #include "nodes/pg_list.h"
-#include "pgstat.h"
 #include "postmaster/interrupt.h"
 #include "replication/slot.h"
 #include "storage/latch.h"
@@ -30,7 +29,8 @@
 #include "utils/varlena.h"
 #include "utils/wait_event.h"
 
-#include "outbox.h"
+#include "guc.h"
+#include "standby.h"
 
 /* how often the slots are looked at while a standby lags */
 #define STANDBY_POLL_MS 1
@@ -80,7 +80,7 @@ lagging_slot(XLogRecPtr target, XLogRecPtr *flushed)
 	List	   *slots;
 	ListCell   *lc;
 
-	if (!SplitIdentifierString(names, ',', &slots))
+	if (!SplitGUCList(names, ',', &slots))
 		elog(ERROR, "outbox.standby_slots is not a list of names");
 	foreach(lc, slots)
 	{
@@ -95,16 +95,14 @@ lagging_slot(XLogRecPtr target, XLogRecPtr *flushed)
 
 /*
  * Wait, for at most max_ms, until the standbys of outbox.standby_slots have
- * flushed WAL up to target.  Returns false if they have not: the caller
- * publishes nothing.  Says which slot it waits for, and how far behind it
- * is, in the worker's status and pg_stat_activity.
+ * flushed WAL up to target.  Returns false if they have not, with *reason
+ * saying which slot lags and how far: the caller publishes nothing.
  */
 bool
-outbox_standbys_have(XLogRecPtr target, long max_ms)
+outbox_standbys_have(XLogRecPtr target, long max_ms, char **reason)
 {
 	XLogRecPtr	flushed;
 	char	   *slot;
-	char	   *reason;
 
 	if (outbox_standby_slots[0] == '\0')
 		return true;
@@ -113,13 +111,11 @@ outbox_standbys_have(XLogRecPtr target, long max_ms)
 	{
 		if (waited >= max_ms || ShutdownRequestPending)
 		{
-			reason = flushed == InvalidXLogRecPtr ?
+			*reason = flushed == InvalidXLogRecPtr ?
 				psprintf("waiting for replication slot \"%s\": its standby has never connected", slot) :
 				psprintf("waiting for replication slot \"%s\": %s behind",
 						 slot, text_to_cstring(DatumGetTextPP(DirectFunctionCall1(pg_size_pretty,
 																				  Int64GetDatum(target - flushed)))));
-			outbox_shmem_set_state(OUTBOX_WORKER_WAITING_FOR_STANDBY, reason);
-			pgstat_report_activity(STATE_RUNNING, reason);
 			return false;
 		}
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,

@@ -3,7 +3,11 @@
  * status.c
  *		outbox_worker_status(): what each database's worker is doing, from
  *		shared memory only, so that it answers however large or locked the
- *		table is, and from any database.
+ *		tables are, and from any database.
+ *
+ * A worker's last_error may name what another database holds (a slot, a
+ * role, a topic): it is shown for the caller's own database, and for the
+ * others to superusers and members of pg_monitor only.
  *
  * src/status.c
  *
@@ -13,11 +17,16 @@
 
 #include "access/htup_details.h"
 #include "access/xlog.h"
+#include "catalog/pg_authid.h"
 #include "commands/dbcommands.h"
 #include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 
-#include "outbox.h"
+#include "catalog.h"
+#include "launcher.h"
+#include "launcher_internal.h"
 
 PG_FUNCTION_INFO_V1(outbox_worker_status);
 
@@ -34,10 +43,102 @@ static const char *const state_names[] = {
 	"broker unreachable",
 	"waiting for standby",
 	"backing off",
+	"disabled",
+	"waiting for restore",
 };
 
-StaticAssertDecl(lengthof(state_names) == OUTBOX_WORKER_BACKING_OFF + 1,
+StaticAssertDecl(lengthof(state_names) == OUTBOX_WORKER_WAITING_FOR_RESTORE + 1,
 				 "state_names must match OutboxWorkerState");
+
+/* the columns this library can fill, by name */
+typedef enum StatusColumn
+{
+	COL_DATABASE,
+	COL_PID,
+	COL_STATE,
+	COL_STATE_SINCE,
+	COL_STARTED_AT,
+	COL_BROKERS_UP,
+	COL_PUBLISHED,
+	COL_FAILED,
+	COL_LAST_BATCH_AT,
+	COL_LAST_ERROR,
+	STATUS_COLUMNS
+} StatusColumn;
+
+static const char *const column_names[STATUS_COLUMNS] = {
+	"database", "pid", "state", "state_since", "started_at", "brokers_up",
+	"published", "failed", "last_batch_at", "last_error"
+};
+
+/*
+ * The column of each attribute of the declared result; an error for one
+ * this library does not know.
+ */
+static void
+map_columns(TupleDesc desc, StatusColumn *columns)
+{
+	for (int a = 0; a < desc->natts; a++)
+	{
+		const char *name = NameStr(TupleDescAttr(desc, a)->attname);
+		int			c;
+
+		for (c = 0; c < STATUS_COLUMNS && strcmp(column_names[c], name) != 0; c++)
+			;
+		if (c == STATUS_COLUMNS)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("outbox_worker_status() is declared with a column \"%s\" that this library does not fill",
+							name),
+					 errhint("Update the extension with ALTER EXTENSION outbox UPDATE.")));
+		columns[a] = (StatusColumn) c;
+	}
+}
+
+/*
+ * The values of one slot, by column.
+ */
+static void
+slot_values(OutboxWorkerSlot *slot, OutboxWorkerSlot *copy, bool see_error,
+			Datum *values, bool *nulls)
+{
+	char	   *dbname;
+
+	/* the current name: the database may have been renamed */
+	dbname = OidIsValid(copy->database) ? get_database_name(copy->database) : NULL;
+	values[COL_DATABASE] = DirectFunctionCall1(namein,
+											   CStringGetDatum(dbname ? dbname : NameStr(copy->dbname)));
+	values[COL_PID] = Int32GetDatum(copy->pid);
+	nulls[COL_PID] = copy->pid == 0;
+	values[COL_STATE] = CStringGetTextDatum(state_names[copy->state]);
+	values[COL_STATE_SINCE] = TimestampTzGetDatum(copy->state_since);
+	nulls[COL_STATE_SINCE] = copy->state_since == 0;
+	values[COL_STARTED_AT] = TimestampTzGetDatum(copy->started_at);
+	nulls[COL_STARTED_AT] = copy->pid == 0;
+	values[COL_BROKERS_UP] = Int32GetDatum(copy->brokers_up);
+	nulls[COL_BROKERS_UP] = copy->pid == 0 || copy->brokers_up < 0;
+	values[COL_PUBLISHED] = Int64GetDatum((int64) pg_atomic_read_u64(&slot->published));
+	values[COL_FAILED] = Int64GetDatum((int64) pg_atomic_read_u64(&slot->failed));
+	values[COL_LAST_BATCH_AT] = TimestampTzGetDatum(copy->last_batch_at);
+	nulls[COL_LAST_BATCH_AT] = copy->last_batch_at == 0;
+	values[COL_LAST_ERROR] = CStringGetTextDatum(copy->last_error);
+	nulls[COL_LAST_ERROR] = copy->last_error[0] == '\0' || !see_error;
+}
+
+/* Put the values of one row, in the order of the declared columns. */
+static void
+put_row(ReturnSetInfo *rsinfo, StatusColumn *columns, Datum *values, bool *nulls)
+{
+	Datum		row[STATUS_COLUMNS];
+	bool		row_nulls[STATUS_COLUMNS];
+
+	for (int a = 0; a < rsinfo->setDesc->natts; a++)
+	{
+		row[a] = values[columns[a]];
+		row_nulls[a] = nulls[columns[a]];
+	}
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, row_nulls);
+}
 
 /*
  * One row per database that is served or waits to be; on a standby, where
@@ -47,60 +148,47 @@ Datum
 outbox_worker_status(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	bool		standby = RecoveryInProgress();
+	StatusColumn columns[STATUS_COLUMNS];
+	bool		monitor = has_privs_of_role(GetUserId(), ROLE_PG_MONITOR);
 	bool		any = false;
 
-	if (outbox_shared == NULL)
+	outbox_entry(fcinfo);
+	if (!outbox_launcher_exists())
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("outbox worker status is not available"),
 				 errhint("Add outbox to shared_preload_libraries and restart the server.")));
 	InitMaterializedSRF(fcinfo, 0);
+	if (rsinfo->setDesc->natts > STATUS_COLUMNS)
+		elog(ERROR, "outbox_worker_status() is declared with too many columns");
+	map_columns(rsinfo->setDesc, columns);
 
-	for (int i = 0; i < outbox_shared->nslots; i++)
+	for (int i = 0; i < outbox_slot_count(); i++)
 	{
-		OutboxWorkerSlot *slot = &outbox_shared->slots[i];
+		OutboxWorkerSlot *slot = outbox_slot(i);
 		OutboxWorkerSlot copy;
-		Datum		values[10];
-		bool		nulls[10] = {false};
-		char	   *dbname;
+		Datum		values[STATUS_COLUMNS] = {0};
+		bool		nulls[STATUS_COLUMNS] = {false};
 
-		SpinLockAcquire(&outbox_shared->mutex);
+		outbox_slot_lock();
 		memcpy(&copy, slot, sizeof(copy));
-		SpinLockRelease(&outbox_shared->mutex);
+		outbox_slot_unlock();
 		if (!copy.in_use)
 			continue;
-
-		/* the current name: the database may have been renamed */
-		dbname = OidIsValid(copy.database) ? get_database_name(copy.database) : NULL;
-		values[0] = CStringGetDatum(dbname ? dbname : NameStr(copy.dbname));
-		values[0] = DirectFunctionCall1(namein, values[0]);
-		values[1] = Int32GetDatum(copy.pid);
-		nulls[1] = copy.pid == 0;
-		values[2] = CStringGetTextDatum(state_names[copy.state]);
-		values[3] = TimestampTzGetDatum(copy.state_since);
-		nulls[3] = copy.state_since == 0;
-		values[4] = TimestampTzGetDatum(copy.started_at);
-		nulls[4] = copy.pid == 0;
-		values[5] = Int32GetDatum(copy.brokers_up);
-		nulls[5] = copy.pid == 0 || copy.brokers_up < 0;
-		values[6] = Int64GetDatum((int64) pg_atomic_read_u64(&slot->published));
-		values[7] = Int64GetDatum((int64) pg_atomic_read_u64(&slot->failed));
-		values[8] = TimestampTzGetDatum(copy.last_batch_at);
-		nulls[8] = copy.last_batch_at == 0;
-		values[9] = CStringGetTextDatum(copy.last_error);
-		nulls[9] = copy.last_error[0] == '\0';
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		slot_values(slot, &copy, monitor || copy.database == MyDatabaseId, values, nulls);
+		put_row(rsinfo, columns, values, nulls);
 		any = true;
 	}
 
-	if (!any && standby)
+	if (!any && RecoveryInProgress())
 	{
-		Datum		values[10] = {0};
-		bool		nulls[10] = {true, true, false, true, true, true, true, true, true, true};
+		Datum		values[STATUS_COLUMNS] = {0};
+		bool		nulls[STATUS_COLUMNS];
 
-		values[2] = CStringGetTextDatum(state_names[OUTBOX_WORKER_STANDBY]);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		memset(nulls, true, sizeof(nulls));
+		values[COL_STATE] = CStringGetTextDatum(state_names[OUTBOX_WORKER_STANDBY]);
+		nulls[COL_STATE] = false;
+		put_row(rsinfo, columns, values, nulls);
 	}
 	return (Datum) 0;
 }

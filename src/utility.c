@@ -1,27 +1,38 @@
 /*-------------------------------------------------------------------------
  *
  * utility.c
- *		A ProcessUtility hook for the statements that concern the launcher or
- *		a worker:
+ *		What every backend does for the launcher, the workers and the
+ *		extension's safety.
  *
+ * The ProcessUtility hook, for statements that concern a worker:
+ *
+ * - CREATE, ALTER and DROP EXTENSION outbox, and ALTER DATABASE or ALTER
+ *   ROLE ... SET of an outbox.* setting that the worker uses, ask the
+ *   workers concerned to start again (with the extension and the settings
+ *   as they are then) when the transaction commits, once it has done them:
+ *   a statement that fails, or that a role may not make, asks nothing.
+ * - DROP EXTENSION outbox, and DROP SCHEMA ... CASCADE or DROP OWNED BY
+ *   that would drop it, refuse while events are not delivered.
  * - DROP DATABASE, ALTER DATABASE ... RENAME and CREATE DATABASE ...
- *   TEMPLATE wait up to 5 s for the other sessions of the database to go,
- *   then fail.  Before they start waiting, the hook asks the worker there
- *   to stop (SIGTERM: it finishes a batch in flight, as at shutdown) and
- *   the launcher not to start it again for a while (shmem.c).  Only for a
- *   role that owns the database: nobody else can make the worker restart.
- * - CREATE EXTENSION outbox tells the launcher at commit, which then starts
- *   a worker for the database at once.
- * - ALTER or DROP EXTENSION outbox, and ALTER DATABASE or ALTER ROLE ... SET
- *   of an outbox.* setting, ask the worker concerned to start again at
- *   commit, between two batches, with the extension and the settings as
- *   they are then.
- * - COMMIT PREPARED wakes the worker of the database once it is done, as
- *   the commit of a transaction that enqueued does (wakeup.c): the prepared
- *   transaction may hold events, and a wakeup costs less than finding out.
+ *   TEMPLATE need the database free of sessions: when they are certain to
+ *   run (not in a transaction block, by the database's owner, no other
+ *   client connected), its worker is asked to leave first, and the
+ *   database is served again at once if the statement fails after all.
+ * - COMMIT PREPARED wakes the worker once it is done, as the commit of a
+ *   transaction that enqueued does: the prepared transaction may hold
+ *   events, and a wakeup costs less than finding out.
  *
- * What is asked at commit is forgotten at abort; a request that finds
- * nothing to do costs the launcher one lookup.
+ * The post-parse-analyze hook refuses a statement that names a relation of
+ * the extension on which the role has no right at all, before it takes a
+ * lock: parse analysis locks what a statement names before permissions are
+ * checked (at execution), so "PREPARE p AS SELECT FROM outbox_log_0" would
+ * otherwise hold a lock that keeps the log from being emptied, by a role
+ * with no right to read it.
+ *
+ * One end-of-transaction callback does, at commit, what was asked: wake the
+ * worker of the database (outbox_enqueue, COMMIT PREPARED, outbox_retry),
+ * restart workers, tell the launcher of a new extension; at abort, forgets
+ * it, and serves again a database that DROP DATABASE did not drop.
  *
  * src/utility.c
  *
@@ -29,61 +40,92 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
 #include "access/xact.h"
+#include "catalog/pg_db_role_setting.h"
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
 #include "miscadmin.h"
+#include "nodes/nodeFuncs.h"
 #include "nodes/parsenodes.h"
+#include "parser/analyze.h"
+#include "storage/procarray.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
 
-#include "outbox.h"
+#include "catalog.h"
+#include "launcher.h"
+#include "record.h"
+#include "utility.h"
 
 static ProcessUtility_hook_type prev_process_utility = NULL;
+static post_parse_analyze_hook_type prev_post_parse_analyze = NULL;
 
 /* asked of the current transaction, done at commit */
+#define MAX_RESTARTS 8
+static bool wake_at_commit = false;
 static bool extension_created = false;
-static bool restart_all = false;
-static Oid	restart_database = InvalidOid;
+static struct
+{
+	Oid			database;		/* InvalidOid: every one */
+	Oid			role;			/* InvalidOid: any */
+}			restarts[MAX_RESTARTS];
+static int	nrestarts = 0;
+/* the database DROP DATABASE works on, served again if it fails */
+static Oid	held_database = InvalidOid;
 
 /*
- * Ask the worker connected to database dbname, if any, to leave it.
+ * Ask for the worker of this database to be woken when the current
+ * transaction commits.
  */
-static void
-release_database(const char *dbname)
+void
+outbox_wake_at_commit(void)
 {
-	Oid			dboid = get_database_oid(dbname, true);
-
-	if (OidIsValid(dboid) && pg_database_ownercheck(dboid, GetUserId()))
-		outbox_shmem_restart_workers(dboid, true);
+	wake_at_commit = true;
 }
 
 /*
- * Restart the worker of database dboid (InvalidOid: every worker) when
- * the transaction commits.
+ * Restart the workers of database dboid running as role roleid (either
+ * InvalidOid: any) when the transaction commits.
  */
 static void
-restart_at_commit(Oid dboid)
+restart_at_commit(Oid dboid, Oid roleid)
 {
-	if (!OidIsValid(dboid) ||
-		(OidIsValid(restart_database) && restart_database != dboid))
-		restart_all = true;
-	restart_database = dboid;
+	for (int i = 0; i < nrestarts; i++)
+		if (restarts[i].database == dboid && restarts[i].role == roleid)
+			return;
+	if (nrestarts == MAX_RESTARTS)
+	{
+		/* too many to say: every worker */
+		nrestarts = 1;
+		dboid = roleid = InvalidOid;
+	}
+	else
+		nrestarts++;
+	restarts[nrestarts - 1].database = dboid;
+	restarts[nrestarts - 1].role = roleid;
 }
 
 /*
- * The name of the extension a statement is about, or NULL.
+ * Does the statement name extension outbox?
  */
-static const char *
-extension_named(Node *stmt)
+static bool
+names_outbox(Node *stmt)
 {
 	if (IsA(stmt, CreateExtensionStmt))
-		return ((CreateExtensionStmt *) stmt)->extname;
+		return strcmp(((CreateExtensionStmt *) stmt)->extname, "outbox") == 0;
 	if (IsA(stmt, AlterExtensionStmt))
-		return ((AlterExtensionStmt *) stmt)->extname;
+		return strcmp(((AlterExtensionStmt *) stmt)->extname, "outbox") == 0;
 	if (IsA(stmt, AlterObjectSchemaStmt) &&
 		((AlterObjectSchemaStmt *) stmt)->objectType == OBJECT_EXTENSION)
-		return strVal(((AlterObjectSchemaStmt *) stmt)->object);
+		return strcmp(strVal(((AlterObjectSchemaStmt *) stmt)->object), "outbox") == 0;
 	if (IsA(stmt, DropStmt) && ((DropStmt *) stmt)->removeType == OBJECT_EXTENSION)
 	{
 		ListCell   *lc;
@@ -91,46 +133,109 @@ extension_named(Node *stmt)
 		foreach(lc, ((DropStmt *) stmt)->objects)
 		{
 			if (strcmp(strVal(lfirst(lc)), "outbox") == 0)
-				return "outbox";
+				return true;
 		}
 	}
-	return NULL;
+	return false;
 }
 
 /*
- * Does an ALTER DATABASE or ALTER ROLE ... SET change an outbox.* setting?
- * RESET ALL removes them only for a superuser: anyone else cannot make
- * the workers start again.
+ * Would the statement drop extension ext, installed here: DROP EXTENSION,
+ * DROP SCHEMA ... CASCADE of its schema, DROP OWNED BY its owner?
  */
 static bool
-changes_outbox_setting(VariableSetStmt *setstmt)
+drops_extension(Node *stmt, const OutboxExtension *ext)
 {
-	if (setstmt->kind == VAR_RESET_ALL)
-		return superuser();
-	return strncmp(setstmt->name, "outbox.", strlen("outbox.")) == 0;
+	ListCell   *lc;
+
+	if (IsA(stmt, DropStmt) && ((DropStmt *) stmt)->removeType == OBJECT_EXTENSION)
+		return names_outbox(stmt);
+	if (IsA(stmt, DropStmt) && ((DropStmt *) stmt)->removeType == OBJECT_SCHEMA &&
+		((DropStmt *) stmt)->behavior == DROP_CASCADE)
+	{
+		char	   *schema = get_namespace_name(ext->schema);
+
+		foreach(lc, ((DropStmt *) stmt)->objects)
+		{
+			if (strcmp(strVal(lfirst(lc)), schema) == 0)
+				return true;
+		}
+	}
+	if (IsA(stmt, DropOwnedStmt))
+	{
+		foreach(lc, ((DropOwnedStmt *) stmt)->roles)
+		{
+			if (get_rolespec_oid(lfirst(lc), true) == ext->owner)
+				return true;
+		}
+	}
+	return false;
 }
 
 /*
- * Note what stmt asks of the launcher or a worker.
+ * Refuse a statement that would drop the extension while events are not
+ * delivered: dropping them is what outbox_discard() is for.
  */
 static void
-note_statement(Node *stmt)
+refuse_dropping_events(Node *stmt)
 {
-	const char *extension = extension_named(stmt);
+	OutboxExtension ext;
+	int64		undelivered;
 
-	if (extension != NULL && strcmp(extension, "outbox") == 0)
+	if (!(IsA(stmt, DropStmt) || IsA(stmt, DropOwnedStmt)) ||
+		!outbox_extension_find(&ext) || outbox_extension_problem(&ext) != NULL ||
+		!drops_extension(stmt, &ext))
+		return;
+	undelivered = outbox_undelivered(&ext);
+	if (undelivered > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+				 errmsg_plural("extension outbox holds " INT64_FORMAT " event that is not delivered",
+							   "extension outbox holds " INT64_FORMAT " events that are not delivered",
+							   undelivered, undelivered),
+				 errdetail("Dropping the extension would drop them without publishing them."),
+				 errhint("Let the worker publish them, or discard them on purpose with SELECT outbox_discard(), then drop the extension.")));
+}
+
+/*
+ * Ask the worker of database dbname, if any, to leave it, when the
+ * statement that needs it free of sessions is certain to run: the owner
+ * runs it outside a transaction block, and no client session is connected
+ * there (it would fail for them, unless it forces them out).
+ */
+static void
+release_database(const char *dbname, bool force, ProcessUtilityContext context)
+{
+	Oid			dboid = get_database_oid(dbname, true);
+
+	if (!OidIsValid(dboid) || dboid == MyDatabaseId ||
+		context != PROCESS_UTILITY_TOPLEVEL || IsTransactionBlock() ||
+		!pg_database_ownercheck(dboid, GetUserId()) ||
+		(!force && CountDBConnections(dboid) > 0))
+		return;
+	outbox_launcher_hold_database(dboid, true);
+	held_database = dboid;
+}
+
+/*
+ * Note what a statement that needs a database free of sessions asks.
+ */
+static void
+note_database_statement(Node *stmt, ProcessUtilityContext context)
+{
+	if (IsA(stmt, DropdbStmt))
 	{
-		extension_created |= IsA(stmt, CreateExtensionStmt);
-		restart_at_commit(MyDatabaseId);
+		DropdbStmt *drop = (DropdbStmt *) stmt;
+		bool		force = false;
+		ListCell   *lc;
+
+		foreach(lc, drop->options)
+			force |= strcmp(((DefElem *) lfirst(lc))->defname, "force") == 0;
+		release_database(drop->dbname, force, context);
 	}
-	else if (IsA(stmt, TransactionStmt) &&
-			 ((TransactionStmt *) stmt)->kind == TRANS_STMT_COMMIT_PREPARED)
-		outbox_wake_worker_at_commit();
-	else if (IsA(stmt, DropdbStmt))
-		release_database(((DropdbStmt *) stmt)->dbname);
 	else if (IsA(stmt, RenameStmt) &&
 			 ((RenameStmt *) stmt)->renameType == OBJECT_DATABASE)
-		release_database(((RenameStmt *) stmt)->subname);
+		release_database(((RenameStmt *) stmt)->subname, false, context);
 	else if (IsA(stmt, CreatedbStmt))
 	{
 		ListCell   *lc;
@@ -140,19 +245,120 @@ note_statement(Node *stmt)
 			DefElem    *option = (DefElem *) lfirst(lc);
 
 			if (strcmp(option->defname, "template") == 0 && option->arg != NULL)
-				release_database(defGetString(option));
+				release_database(defGetString(option), false, context);
 		}
 	}
-	else if (IsA(stmt, AlterDatabaseSetStmt) &&
-			 changes_outbox_setting(((AlterDatabaseSetStmt *) stmt)->setstmt))
-		restart_at_commit(get_database_oid(((AlterDatabaseSetStmt *) stmt)->dbname, true));
-	else if (IsA(stmt, AlterRoleSetStmt) &&
-			 changes_outbox_setting(((AlterRoleSetStmt *) stmt)->setstmt))
-	{
-		const char *dbname = ((AlterRoleSetStmt *) stmt)->database;
+}
 
-		restart_at_commit(dbname ? get_database_oid(dbname, true) : InvalidOid);
+/*
+ * Is name an outbox.* setting that a worker uses?  outbox.headers is the
+ * sessions' own.
+ */
+static bool
+worker_setting(const char *name)
+{
+	return name != NULL && strncmp(name, "outbox.", strlen("outbox.")) == 0 &&
+		strcmp(name, "outbox.headers") != 0;
+}
+
+/*
+ * Does pg_db_role_setting hold a setting a worker uses for database dboid
+ * and role roleid (InvalidOid for settings of every role or database)?
+ */
+static bool
+has_worker_settings(Oid dboid, Oid roleid)
+{
+	Relation	rel = table_open(DbRoleSettingRelationId, AccessShareLock);
+	ScanKeyData keys[2];
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	bool		found = false;
+
+	ScanKeyInit(&keys[0], Anum_pg_db_role_setting_setdatabase, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(dboid));
+	ScanKeyInit(&keys[1], Anum_pg_db_role_setting_setrole, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(roleid));
+	scan = systable_beginscan(rel, DbRoleSettingDatidRolidIndexId, true, NULL, 2, keys);
+	while (!found && HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		bool		isnull;
+		Datum		config = heap_getattr(tuple, Anum_pg_db_role_setting_setconfig,
+										  RelationGetDescr(rel), &isnull);
+		Datum	   *items;
+		int			n;
+
+		if (isnull)
+			continue;
+		deconstruct_array(DatumGetArrayTypeP(config), TEXTOID, -1, false, TYPALIGN_INT,
+						  &items, NULL, &n);
+		for (int i = 0; i < n && !found; i++)
+		{
+			char	   *item = TextDatumGetCString(items[i]);
+			char	   *eq = strchr(item, '=');
+
+			if (eq != NULL)
+				*eq = '\0';
+			found = worker_setting(item);
+		}
 	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
+ * Would setstmt change a setting that the worker of database dboid as role
+ * roleid uses?
+ */
+static bool
+changes_worker_setting(VariableSetStmt *setstmt, Oid dboid, Oid roleid)
+{
+	if (setstmt->kind == VAR_RESET_ALL)
+		return has_worker_settings(dboid, roleid);
+	return worker_setting(setstmt->name);
+}
+
+/*
+ * Before a statement runs: refuse it, or note what must happen for it.
+ * Returns the workers it will ask to restart, if it succeeds, in *dboid and
+ * *roleid (InvalidOid: any); false if none.
+ */
+static bool
+before_statement(Node *stmt, ProcessUtilityContext context, Oid *dboid, Oid *roleid)
+{
+	*dboid = InvalidOid;
+	*roleid = InvalidOid;
+	refuse_dropping_events(stmt);
+	note_database_statement(stmt, context);
+
+	if (IsA(stmt, TransactionStmt) &&
+		((TransactionStmt *) stmt)->kind == TRANS_STMT_COMMIT_PREPARED)
+		outbox_wake_at_commit();
+	else if (names_outbox(stmt))
+	{
+		*dboid = MyDatabaseId;
+		return true;
+	}
+	else if (IsA(stmt, AlterDatabaseSetStmt))
+	{
+		AlterDatabaseSetStmt *alter = (AlterDatabaseSetStmt *) stmt;
+
+		*dboid = get_database_oid(alter->dbname, true);
+		return OidIsValid(*dboid) && changes_worker_setting(alter->setstmt, *dboid, InvalidOid);
+	}
+	else if (IsA(stmt, AlterRoleSetStmt))
+	{
+		AlterRoleSetStmt *alter = (AlterRoleSetStmt *) stmt;
+
+		if (alter->database != NULL)
+			*dboid = get_database_oid(alter->database, true);
+		if (alter->role != NULL)
+			*roleid = get_rolespec_oid(alter->role, true);
+		return (alter->database == NULL || OidIsValid(*dboid)) &&
+			(alter->role == NULL || OidIsValid(*roleid)) &&
+			changes_worker_setting(alter->setstmt, *dboid, *roleid);
+	}
+	return false;
 }
 
 static void
@@ -161,8 +367,10 @@ outbox_process_utility(PlannedStmt *pstmt, const char *queryString,
 					   ParamListInfo params, QueryEnvironment *queryEnv,
 					   DestReceiver *dest, QueryCompletion *qc)
 {
-	if (outbox_shared != NULL)
-		note_statement(pstmt->utilityStmt);
+	Node	   *stmt = pstmt->utilityStmt;
+	Oid			dboid;
+	Oid			roleid;
+	bool		restart = before_statement(stmt, context, &dboid, &roleid);
 
 	if (prev_process_utility)
 		prev_process_utility(pstmt, queryString, readOnlyTree, context,
@@ -170,36 +378,112 @@ outbox_process_utility(PlannedStmt *pstmt, const char *queryString,
 	else
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 								params, queryEnv, dest, qc);
+
+	/* it ran, and the role was allowed to run it */
+	if (restart)
+		restart_at_commit(dboid, roleid);
+	if (IsA(stmt, CreateExtensionStmt) && names_outbox(stmt))
+		extension_created = true;
+}
+
+/*
+ * Refuse a statement that names, on a relation of the extension, a role
+ * with no right at all on it: see the file header.
+ */
+static void
+guard_relation(Oid relid)
+{
+	char	   *name = get_rel_name(relid);
+	OutboxExtension ext;
+
+	if (name == NULL || strncmp(name, "outbox_", strlen("outbox_")) != 0 ||
+		!outbox_extension_find(&ext) || get_rel_namespace(relid) != ext.schema)
+		return;
+	if (pg_class_aclmask(relid, GetUserId(), ACL_ALL_RIGHTS_RELATION, ACLMASK_ANY) == 0)
+		aclcheck_error(ACLCHECK_NO_PRIV, get_relkind_objtype(get_rel_relkind(relid)), name);
+}
+
+static bool
+guard_walker(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, RangeTblEntry))
+	{
+		RangeTblEntry *rte = (RangeTblEntry *) node;
+
+		if (rte->rtekind == RTE_RELATION)
+			guard_relation(rte->relid);
+		return false;
+	}
+	if (IsA(node, Query))
+	{
+		Query	   *query = (Query *) node;
+
+		/* EXPLAIN, CREATE TABLE AS and DECLARE hold an analyzed query */
+		if (query->utilityStmt != NULL)
+		{
+			Node	   *inner = query->utilityStmt;
+
+			if (IsA(inner, ExplainStmt))
+				return guard_walker(((ExplainStmt *) inner)->query, context);
+			if (IsA(inner, CreateTableAsStmt))
+				return guard_walker(((CreateTableAsStmt *) inner)->query, context);
+			if (IsA(inner, DeclareCursorStmt))
+				return guard_walker(((DeclareCursorStmt *) inner)->query, context);
+			return false;
+		}
+		return query_tree_walker(query, guard_walker, context, QTW_EXAMINE_RTES_BEFORE);
+	}
+	return expression_tree_walker(node, guard_walker, context);
 }
 
 static void
-utility_xact_callback(XactEvent event, void *arg)
+outbox_post_parse_analyze(ParseState *pstate, Query *query, JumbleState *jstate)
 {
-	if (event == XACT_EVENT_COMMIT)
+	if (prev_post_parse_analyze)
+		prev_post_parse_analyze(pstate, query, jstate);
+	if (IsTransactionState())
+		(void) guard_walker((Node *) query, NULL);
+}
+
+static void
+outbox_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_COMMIT && outbox_launcher_exists())
 	{
-		if (restart_all || OidIsValid(restart_database))
-			outbox_shmem_restart_workers(restart_all ? InvalidOid : restart_database,
-										 false);
+		if (wake_at_commit)
+			outbox_launcher_wake_worker(MyDatabaseId);
+		for (int i = 0; i < nrestarts; i++)
+			outbox_launcher_restart_workers(restarts[i].database, restarts[i].role);
 		if (extension_created)
-			outbox_shmem_extension_created(MyDatabaseId);
+			outbox_launcher_extension_created(MyDatabaseId);
 	}
+	if (event == XACT_EVENT_ABORT && OidIsValid(held_database))
+		outbox_launcher_hold_database(held_database, false);
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
 		event == XACT_EVENT_PREPARE)
 	{
+		/* a prepared transaction wakes the worker at COMMIT PREPARED */
+		wake_at_commit = false;
 		extension_created = false;
-		restart_all = false;
-		restart_database = InvalidOid;
+		nrestarts = 0;
+		held_database = InvalidOid;
 	}
 }
 
 /*
- * Install the hook and its commit callback; called once per process from
- * _PG_init, where the library is preloaded.
+ * Register the end-of-transaction callback, and, where the library is
+ * preloaded, the hooks; called once per process from _PG_init.
  */
 void
-outbox_install_utility_hook(void)
+outbox_utility_init(bool preloaded)
 {
+	RegisterXactCallback(outbox_xact_callback, NULL);
+	if (!preloaded)
+		return;
 	prev_process_utility = ProcessUtility_hook;
 	ProcessUtility_hook = outbox_process_utility;
-	RegisterXactCallback(utility_xact_callback, NULL);
+	prev_post_parse_analyze = post_parse_analyze_hook;
+	post_parse_analyze_hook = outbox_post_parse_analyze;
 }

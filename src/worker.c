@@ -1,31 +1,48 @@
 /*-------------------------------------------------------------------------
  *
  * worker.c
- *		The outbox worker: owner lookup, main loop, signals, error recovery.
+ *		The publishing worker of one database: its session, its loop, its
+ *		signals, its recovery from errors.
  *
  * Started by the launcher (launcher.c) for one database, in one of two
  * steps: look up the extension's owner, or publish as that owner.
  *
- * Each batch is one transaction: claim (row locks), make sure the claiming
- * snapshot's commits are flushed to WAL, produce, wait for every delivery
- * report, record the outcomes, commit.  An error anywhere in a batch
- * aborts it; what delivery reports said is recorded in a new transaction,
- * events without a report stay due untouched, and the worker pauses
- * (longer while errors repeat) before the next batch.  Recovery runs after
- * PG_END_TRY, so an error in it is caught like any other.
+ * The loop: checks at the top (shutdown, a restart asked for, what keeps
+ * it from publishing: the extension gone or at a version this library does
+ * not serve, its schema in untrusted hands, outbox.enabled off, a restore
+ * writing the log), then one batch, then the cleanup when it is due.
  *
- * Between batches, every 10 s, it deletes events past their retention, a
- * thousand per transaction.
+ * Each batch is one transaction: claim (claim.c), make sure the claiming
+ * snapshot's commits are flushed to WAL and, with outbox.standby_slots,
+ * that the standbys have them (standby.c), produce and wait for every
+ * delivery report (kafka.c), record the outcomes (record.c), commit.  An
+ * error anywhere in a batch aborts it; what delivery reports said is
+ * recorded in a new transaction, events without a report stay due
+ * untouched, and the worker pauses (longer while errors repeat) before the
+ * next batch.  Recovery runs after PG_END_TRY, so an error in it is caught
+ * like any other.
  *
- * SIGTERM is a request, not an interrupt: the worker stops claiming, gives
- * the batch in flight a bounded time (kafka.c), records it and exits.
- * SIGINT (pg_cancel_backend) cancels the batch in flight only.
+ * Every 10 s it deletes events past their retention, a thousand per
+ * transaction, and rotates the log (retention.c).
+ *
+ * The session sets what the worker relies on, whatever the server, the
+ * database or the role say: READ COMMITTED, read-write, no timeouts, the
+ * origin replication role, a search path of pg_catalog only; and it
+ * ignores the other per-database and per-role defaults of its database
+ * (a database owner's ALTER DATABASE ... SET), running with their built-in
+ * defaults.  Its own outbox.* settings it takes from everywhere.
+ *
+ * SIGTERM ends any wait at once, but for a batch produced to Kafka: that
+ * one is given a bounded time (kafka.c), recorded, and then the worker
+ * exits.  SIGINT (pg_cancel_backend) cancels the batch in flight only.
  *
  * src/worker.c
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+
+#include <signal.h>
 
 #include "access/xact.h"
 #include "access/xlog.h"
@@ -40,21 +57,27 @@
 #include "storage/latch.h"
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
+#include "utils/guc_tables.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "outbox.h"
+#include "catalog.h"
+#include "claim.h"
+#include "guc.h"
+#include "kafka.h"
+#include "launcher_internal.h"
+#include "record.h"
+#include "retention.h"
+#include "standby.h"
+#include "worker.h"
 
 /* pause after a failed batch (doubled while failures repeat, up to the max) */
 #define ERROR_PAUSE_MS 1000
 #define ERROR_PAUSE_MAX_MS 60000
-/*
- * How often the extension is looked up in the catalog: DROP and ALTER
- * EXTENSION ask the worker to restart at once anyway (utility.c).
- */
-#define EXTENSION_CHECK_MS 5000
+/* how often the worker looks again while something keeps it waiting */
+#define WAITING_MS 1000
 /*
  * How long the producer is kept without events to publish: librdkafka's
  * threads cost about a millisecond of CPU per second even when idle, which
@@ -64,20 +87,72 @@
 /* how often expired events are looked for, and how many go per transaction */
 #define CLEANUP_INTERVAL_MS 10000
 #define PURGE_BATCH_SIZE 1000
+/*
+ * With outbox.standby_slots set, how long a batch waits for the standbys
+ * inside its transaction, and how long the worker then pauses, out of it,
+ * before it claims again: a lagging standby costs neither a long
+ * transaction nor a claim per commit.
+ */
+#define STANDBY_WAIT_MS 100
+#define STANDBY_PAUSE_MS 200
+
+/* what the worker sets for itself, whatever the session defaults say */
+static const struct
+{
+	const char *name;
+	const char *value;
+}			session_settings[] = {
+	{"search_path", "pg_catalog, pg_temp"},
+	{"default_transaction_isolation", "read committed"},
+	{"default_transaction_read_only", "off"},
+	{"default_transaction_deferrable", "off"},
+	{"statement_timeout", "0"},
+	{"lock_timeout", "0"},
+	{"idle_in_transaction_session_timeout", "0"},
+	{"session_replication_role", "origin"},
+	{"exit_on_error", "off"},
+	{"transform_null_equals", "off"},
+	{"standard_conforming_strings", "on"},
+	/* the worker's statements are small: compiling them costs latency */
+	{"jit", "off"},
+};
+
+/* the slot of this worker in the launcher's shared memory */
+static OutboxWorkerSlot *my_slot = NULL;
 
 /* the batch of the current transaction, for error recovery */
 static OutboxBatch *batch_in_progress = NULL;
+/* a batch is produced: SIGTERM lets it finish */
+static volatile sig_atomic_t batch_produced = false;
 static int	consecutive_errors = 0;
 static TimestampTz next_cleanup = 0;
-static TimestampTz next_extension_check = 0;
 /* did the last batch find nothing, and when did one last find something */
 static bool idle = false;
 static TimestampTz last_events_at = 0;
+/* what kept the worker waiting last, said once in the log */
+static char said_waiting[256];
 
+/*
+ * Record the worker's state and why, if there is a reason to say: error
+ * NULL clears the previous one when the state changes, and keeps it
+ * otherwise.
+ */
 static void
-outbox_worker_exit(int code, Datum arg)
+set_state(OutboxWorkerState state, const char *error)
 {
-	outbox_kafka_shutdown();
+	TimestampTz now = GetCurrentTimestamp();
+
+	outbox_slot_lock();
+	if (my_slot->state != state)
+	{
+		my_slot->state = state;
+		my_slot->state_since = now;
+		my_slot->last_error[0] = '\0';
+	}
+	if (error != NULL)
+		strlcpy(my_slot->last_error, error, sizeof(my_slot->last_error));
+	my_slot->brokers_up = outbox_kafka_brokers_up();
+	outbox_slot_unlock();
 }
 
 /*
@@ -86,19 +161,154 @@ outbox_worker_exit(int code, Datum arg)
 static void
 report_state(OutboxWorkerState state, const char *error, const char *activity)
 {
-	outbox_shmem_set_state(state, error);
+	set_state(state, error);
 	pgstat_report_activity(STATE_RUNNING, activity);
 }
 
 /*
- * Begin one unit of work: a transaction with a snapshot.
+ * Count a recorded batch's outcomes in shared memory.
  */
 static void
-begin_work(const char *activity)
+count_outcomes(OutboxBatch *batch)
+{
+	int			published = 0;
+	int			failed = 0;
+	TimestampTz now = GetCurrentTimestamp();
+
+	for (int i = 0; i < batch->count; i++)
+	{
+		if (batch->events[i].outcome == OUTBOX_DELIVERED)
+			published++;
+		else if (batch->events[i].outcome == OUTBOX_REFUSED)
+			failed++;
+	}
+	pg_atomic_fetch_add_u64(&my_slot->published, published);
+	pg_atomic_fetch_add_u64(&my_slot->failed, failed);
+	outbox_slot_lock();
+	my_slot->last_batch_at = now;
+	outbox_slot_unlock();
+}
+
+static void
+detach_worker(int code, Datum arg)
+{
+	bool		publishes = DatumGetBool(arg);
+
+	outbox_kafka_shutdown();
+	my_slot->latch = NULL;
+	outbox_slot_lock();
+	my_slot->pid = 0;
+	outbox_slot_unlock();
+	/* an owner lookup leaves its verdict for the launcher to show */
+	if (publishes)
+		set_state(OUTBOX_WORKER_STOPPED, NULL);
+}
+
+/*
+ * Take slot slotno for the calling worker, and its latch if it publishes
+ * (so that commits wake it); undone when it exits.
+ */
+static void
+attach_worker(int slotno, bool publishes)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	my_slot = outbox_slot(slotno);
+	pg_atomic_write_u64(&my_slot->published, 0);
+	pg_atomic_write_u64(&my_slot->failed, 0);
+	outbox_slot_lock();
+	my_slot->pid = MyProcPid;
+	my_slot->started_at = now;
+	my_slot->last_batch_at = 0;
+	my_slot->restart_requested = false;
+	outbox_slot_unlock();
+	if (publishes)
+		my_slot->latch = MyLatch;
+	before_shmem_exit(detach_worker, BoolGetDatum(publishes));
+	set_state(OUTBOX_WORKER_STARTING, NULL);
+}
+
+/*
+ * SIGTERM: stop.  A wait is cut short at once, but for that of a batch
+ * produced to Kafka, which has its own grace (kafka.c).
+ */
+static void
+handle_sigterm(SIGNAL_ARGS)
+{
+	int			save_errno = errno;
+
+	ShutdownRequestPending = true;
+	if (!batch_produced)
+	{
+		InterruptPending = true;
+		ProcDiePending = true;
+	}
+	SetLatch(MyLatch);
+	errno = save_errno;
+}
+
+/*
+ * The built-in default of a setting, as SET would take it.
+ */
+static const char *
+boot_value(struct config_generic *conf)
+{
+	switch (conf->vartype)
+	{
+		case PGC_BOOL:
+			return ((struct config_bool *) conf)->boot_val ? "on" : "off";
+		case PGC_INT:
+			return psprintf("%d", ((struct config_int *) conf)->boot_val);
+		case PGC_REAL:
+			return psprintf("%.17g", ((struct config_real *) conf)->boot_val);
+		case PGC_STRING:
+			return ((struct config_string *) conf)->boot_val;
+		case PGC_ENUM:
+			return config_enum_lookup_by_value((struct config_enum *) conf,
+											   ((struct config_enum *) conf)->boot_val);
+	}
+	return NULL;
+}
+
+/*
+ * Set what the worker relies on, and put back the built-in default of
+ * every other setting that the database or the role set (see the file
+ * header).
+ */
+static void
+set_session(void)
+{
+	struct config_generic **gucs = get_guc_variables();
+	int			n = GetNumConfigOptions();
+
+	for (int i = 0; i < n; i++)
+	{
+		struct config_generic *conf = gucs[i];
+
+		if ((conf->source == PGC_S_DATABASE || conf->source == PGC_S_USER ||
+			 conf->source == PGC_S_DATABASE_USER) &&
+			(conf->context == PGC_SUSET || conf->context == PGC_USERSET) &&
+			strncmp(conf->name, "outbox.", strlen("outbox.")) != 0)
+			(void) set_config_option(conf->name, boot_value(conf), PGC_SUSET,
+									 PGC_S_OVERRIDE, GUC_ACTION_SET, true, WARNING, false);
+	}
+	for (int i = 0; i < lengthof(session_settings); i++)
+		SetConfigOption(session_settings[i].name, session_settings[i].value,
+						PGC_SUSET, PGC_S_OVERRIDE);
+}
+
+/*
+ * Begin one unit of work: a transaction with a snapshot; what it
+ * allocates goes in cxt, to outlive the transaction (error recovery needs
+ * the batch).
+ */
+static void
+begin_work(const char *activity, MemoryContext cxt)
 {
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
+	MemoryContextSwitchTo(cxt);
 	pgstat_report_activity(STATE_RUNNING, activity);
 }
 
@@ -114,6 +324,18 @@ end_work(MemoryContext cxt)
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(cxt);
 	pgstat_report_stat(false);
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+/*
+ * Undo the unit of work, and return to cxt.
+ */
+static void
+undo_work(MemoryContext cxt)
+{
+	PopActiveSnapshot();
+	AbortCurrentTransaction();
+	MemoryContextSwitchTo(cxt);
 	pgstat_report_activity(STATE_IDLE, NULL);
 }
 
@@ -148,32 +370,13 @@ pause_for(long ms, bool wakeable)
 }
 
 /*
- * Count a recorded batch's outcomes in shared memory.
- */
-static void
-count_outcomes(OutboxBatch *batch)
-{
-	int			published = 0;
-	int			failed = 0;
-
-	for (int i = 0; i < batch->count; i++)
-	{
-		if (batch->events[i].outcome == OUTBOX_DELIVERED)
-			published++;
-		else if (batch->events[i].outcome == OUTBOX_REFUSED)
-			failed++;
-	}
-	outbox_shmem_count_batch(published, failed);
-}
-
-/*
  * Flush WAL up to the end of the last record inserted so far: that covers
  * every commit the batch's snapshot sees, including those made with
  * synchronous_commit = off, which a crash could otherwise take back after
  * their events were published; returns the position.  The insert position
- * points past the page
- * header when a page has no record yet; no record ends there, and
- * XLogFlush cannot reach it, so step back to the page's start.
+ * points past the page header when a page has no record yet; no record
+ * ends there, and XLogFlush cannot reach it, so step back to the page's
+ * start.
  */
 static XLogRecPtr
 flush_visible_commits(void)
@@ -187,15 +390,6 @@ flush_visible_commits(void)
 	XLogFlush(end);
 	return end;
 }
-
-/*
- * With outbox.standby_slots set, how long a batch waits for the standbys
- * inside its transaction, and how long the worker then pauses, out of it,
- * before it claims again: a lagging standby costs neither a long
- * transaction nor a claim per commit.
- */
-#define STANDBY_WAIT_MS 100
-#define STANDBY_PAUSE_MS 200
 
 /*
  * Make sure a producer built from the current settings exists and some
@@ -215,119 +409,140 @@ ensure_producer(void)
 	if (!outbox_kafka_probe())
 		return false;
 	ereport(LOG,
-			(errmsg("outbox: Kafka brokers reachable again, resuming")));
+			(errmsg("Kafka brokers reachable again, resuming")));
 	return true;
+}
+
+/* what the worker does next */
+typedef enum NextStep
+{
+	STEP_PUBLISH,
+	STEP_WAIT,					/* something keeps it from publishing */
+	STEP_EXIT					/* the extension is gone or changed hands */
+} NextStep;
+
+/*
+ * Wait, saying why in the state, pg_stat_activity and, once, the log.
+ */
+static NextStep
+wait_because(OutboxWorkerState state, const char *why)
+{
+	report_state(state, why, why);
+	if (strncmp(said_waiting, why, sizeof(said_waiting) - 1) != 0)
+		ereport(LOG,
+				(errmsg("outbox worker waits: %s", why)));
+	strlcpy(said_waiting, why, sizeof(said_waiting));
+	return STEP_WAIT;
+}
+
+/*
+ * May the worker publish now?  Looks up the extension into *ext; the
+ * caller holds a transaction.
+ */
+static NextStep
+next_step(OutboxExtension *ext)
+{
+	char	   *problem;
+	pid_t		restoring;
+
+	if (!outbox_extension_find(ext) || ext->owner != GetUserId())
+		return STEP_EXIT;
+	if ((problem = outbox_extension_problem(ext)) != NULL)
+		return wait_because(OUTBOX_WORKER_WAITING_FOR_EXTENSION, problem);
+	if (!outbox_enabled)
+		return wait_because(OUTBOX_WORKER_DISABLED,
+							"outbox.enabled is off for this database");
+	if ((restoring = outbox_restoring_backend(MyDatabaseId)) != 0)
+		return wait_because(OUTBOX_WORKER_WAITING_FOR_RESTORE,
+							psprintf("process %d writes the event log by hand (a restore): publishing resumes when it ends",
+									 (int) restoring));
+	said_waiting[0] = '\0';
+	return STEP_PUBLISH;
 }
 
 /*
  * Run one batch in one transaction.  Returns how long to wait before the
  * next: 0 after a batch that published anything, poll_interval after an
- * empty one.  Exits when the extension is gone or has another owner, or
- * when a backend asks it to (utility.c): the launcher then looks for the
- * owner again and starts a worker with the settings as they are then.
+ * empty one.
  */
 static long
-run_batch(MemoryContext cxt)
+run_batch(MemoryContext cxt, const OutboxExtension *ext)
 {
 	OutboxBatch *batch;
 	TimestampTz now = GetCurrentTimestamp();
 	bool		nothing_due;
-
-	begin_work("claiming due events");
-	/* the batch must outlive the transaction, for error recovery */
-	MemoryContextSwitchTo(cxt);
-
-	if (outbox_shmem_restart_requested())
-	{
-		ereport(LOG,
-				(errmsg("outbox: the settings or the extension changed, worker restarting")));
-		proc_exit(0);
-	}
-	if (now >= next_extension_check)
-	{
-		if (!outbox_extension_ready())
-		{
-			ereport(LOG,
-					(errmsg("outbox: the extension was dropped or changed owner, worker exiting")));
-			proc_exit(0);
-		}
-		next_extension_check = TimestampTzPlusMilliseconds(now, EXTENSION_CHECK_MS);
-	}
+	char	   *reason;
 
 	/* idle: a cheap look first, and no producer after a while */
-	nothing_due = idle && !outbox_events_due();
+	nothing_due = idle && !outbox_events_due(ext);
 	if (nothing_due && TimestampDifferenceExceeds(last_events_at, now, PRODUCER_IDLE_MS))
 		outbox_kafka_shutdown();
 	else if (!ensure_producer())
-	{
-		end_work(cxt);
 		return ERROR_PAUSE_MS;
-	}
 	if (nothing_due)
 	{
-		end_work(cxt);
-		outbox_shmem_set_state(OUTBOX_WORKER_IDLE, NULL);
+		set_state(OUTBOX_WORKER_IDLE, NULL);
 		return outbox_poll_interval;
 	}
 
-	batch = outbox_claim_batch(outbox_batch_size);
+	batch = outbox_claim_batch(ext, outbox_batch_size, OUTBOX_BATCH_MAX_BYTES);
 	batch_in_progress = batch;
-	if (batch->count > 0)
-	{
-		if (!outbox_standbys_have(flush_visible_commits(), STANDBY_WAIT_MS))
-		{
-			/* nothing produced: undo the claim, the events stay due */
-			PopActiveSnapshot();
-			AbortCurrentTransaction();
-			MemoryContextSwitchTo(cxt);
-			pgstat_report_activity(STATE_IDLE, NULL);
-			batch_in_progress = NULL;
-			pause_for(STANDBY_PAUSE_MS, false);
-			return 0;
-		}
-		report_state(OUTBOX_WORKER_PUBLISHING, NULL,
-					 psprintf("publishing %d events", batch->count));
-		outbox_kafka_publish(batch);
-		pgstat_report_activity(STATE_RUNNING, "recording delivery outcomes");
-		outbox_record_outcomes(batch);
-	}
-	end_work(cxt);
-	batch_in_progress = NULL;
-	consecutive_errors = 0;
-	if (batch->count > 0)
-		count_outcomes(batch);
-
 	idle = batch->count == 0;
-	if (!idle)
-		last_events_at = now;
-	outbox_shmem_set_state(OUTBOX_WORKER_IDLE, NULL);
-	return idle ? outbox_poll_interval : 0;
+	if (idle)
+	{
+		set_state(OUTBOX_WORKER_IDLE, NULL);
+		return outbox_poll_interval;
+	}
+	last_events_at = now;
+
+	if (!outbox_standbys_have(flush_visible_commits(), STANDBY_WAIT_MS, &reason))
+	{
+		/* nothing produced: the caller undoes the claim, the events stay due */
+		report_state(OUTBOX_WORKER_WAITING_FOR_STANDBY, reason, reason);
+		batch_in_progress = NULL;
+		return -STANDBY_PAUSE_MS;
+	}
+	report_state(OUTBOX_WORKER_PUBLISHING, NULL,
+				 psprintf("publishing %d events", batch->count));
+	batch_produced = true;
+	outbox_kafka_publish(batch);
+	pgstat_report_activity(STATE_RUNNING, "recording delivery outcomes");
+	{
+		OutboxRetryPolicy policy = outbox_retry_policy();
+
+		outbox_record_outcomes(ext, batch, outbox_published_retention != 0, &policy);
+	}
+	set_state(OUTBOX_WORKER_IDLE, NULL);
+	return 0;
 }
 
 /*
- * Delete one batch of expired events, in a transaction of its own, if it
- * is time to.  Returns true if there may be more to delete right away.
- * Deletes take no lock that enqueue or publishing waits for.
+ * Delete one batch of expired events, and rotate the log, each in a
+ * transaction of its own, if it is time to.  Returns true if there may be
+ * more to delete right away.  Neither takes a lock that enqueue or
+ * publishing waits for.
  */
 static bool
-run_cleanup(MemoryContext cxt)
+run_cleanup(MemoryContext cxt, const OutboxExtension *ext)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	int64		removed;
+	int64		removed = 0;
+	int			current_log;
 
 	if (now < next_cleanup)
 		return false;
 
-	begin_work("removing expired events");
-	removed = outbox_purge_expired(PURGE_BATCH_SIZE);
+	begin_work("removing expired events", cxt);
+	removed = outbox_purge_expired(ext, PURGE_BATCH_SIZE);
 	end_work(cxt);
-
 	if (removed >= PURGE_BATCH_SIZE)
 		return true;
 
-	begin_work("rotating the log");
-	outbox_shmem_set_current_log(outbox_rotate_log());
+	begin_work("rotating the log", cxt);
+	current_log = outbox_rotate_log(ext, outbox_published_retention, false, &removed);
 	end_work(cxt);
+	if (current_log >= 0)
+		pg_atomic_write_u32(&my_slot->current_log, current_log);
 	next_cleanup = TimestampTzPlusMilliseconds(now, CLEANUP_INTERVAL_MS);
 	return false;
 }
@@ -340,9 +555,16 @@ run_cleanup(MemoryContext cxt)
 static void
 record_failed_batch(MemoryContext cxt, OutboxBatch *batch)
 {
-	begin_work("recording delivery outcomes");
-	if (outbox_extension_ready())
-		outbox_record_outcomes(batch);
+	OutboxExtension ext;
+
+	begin_work("recording delivery outcomes", cxt);
+	if (outbox_extension_find(&ext) && outbox_extension_problem(&ext) == NULL &&
+		ext.owner == GetUserId())
+	{
+		OutboxRetryPolicy policy = outbox_retry_policy();
+
+		outbox_record_outcomes(&ext, batch, outbox_published_retention != 0, &policy);
+	}
 	end_work(cxt);
 	count_outcomes(batch);
 }
@@ -363,11 +585,12 @@ recover_from_error(MemoryContext cxt, ErrorData *edata)
 	MemoryContextSwitchTo(cxt);
 	outbox_kafka_forget_batch();
 	batch_in_progress = NULL;
+	batch_produced = false;
 
 	ereport(LOG,
-			(errmsg("outbox: publishing batch failed: %s", edata->message),
+			(errmsg("publishing batch failed: %s", edata->message),
 			 edata->detail ? errdetail("%s", edata->detail) : 0));
-	outbox_shmem_set_state(OUTBOX_WORKER_BACKING_OFF, edata->message);
+	set_state(OUTBOX_WORKER_BACKING_OFF, edata->message);
 	pgstat_report_activity(STATE_IDLE, NULL);
 
 	if (batch != NULL)
@@ -392,37 +615,82 @@ recover_from_error(MemoryContext cxt, ErrorData *edata)
 }
 
 /*
- * Publish until SIGTERM.
+ * One turn of the loop: what keeps the worker waiting, else a batch and,
+ * when due, the cleanup.  Returns how long to wait before the next turn
+ * (negative: not wakeable), and *exit if the worker should stop.
+ */
+static long
+run_turn(MemoryContext cxt, bool *exit)
+{
+	OutboxExtension ext;
+	NextStep	step;
+	long		delay;
+
+	begin_work("claiming due events", cxt);
+	step = next_step(&ext);
+	if (step != STEP_PUBLISH)
+	{
+		end_work(cxt);
+		*exit = step == STEP_EXIT;
+		return WAITING_MS;
+	}
+	delay = run_batch(cxt, &ext);
+	if (delay < 0)
+		undo_work(cxt);
+	else
+		end_work(cxt);
+	if (batch_in_progress != NULL)
+		count_outcomes(batch_in_progress);
+	batch_in_progress = NULL;
+	batch_produced = false;
+	consecutive_errors = 0;
+	if (run_cleanup(cxt, &ext))
+		delay = 0;
+	return delay;
+}
+
+/*
+ * Publish until SIGTERM, until the extension goes, or until a backend asks
+ * the worker to start again (utility.c): the launcher then looks for the
+ * owner again and starts a worker with the settings as they are then.
  */
 static void
 publish_loop(void)
 {
-	MemoryContext loop_cxt;
+	MemoryContext loop_cxt = AllocSetContextCreate(TopMemoryContext,
+												   "outbox worker loop",
+												   ALLOCSET_DEFAULT_SIZES);
 
-	loop_cxt = AllocSetContextCreate(TopMemoryContext,
-									 "outbox worker loop",
-									 ALLOCSET_DEFAULT_SIZES);
-
-	while (!ShutdownRequestPending)
+	for (;;)
 	{
 		long		delay = 0;
+		bool		exit = false;
+		bool		restart;
 		ErrorData  *edata = NULL;
 
 		MemoryContextSwitchTo(loop_cxt);
 		MemoryContextReset(loop_cxt);
-
 		if (ConfigReloadPending)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
+		outbox_slot_lock();
+		restart = my_slot->restart_requested;
+		outbox_slot_unlock();
+		if (ShutdownRequestPending)
+			break;
+		if (restart)
+		{
+			ereport(LOG,
+					(errmsg("the settings or the extension changed, worker restarting")));
+			break;
+		}
 
 		PG_TRY();
 		{
 			CHECK_FOR_INTERRUPTS();
-			delay = run_batch(loop_cxt);
-			if (run_cleanup(loop_cxt))
-				delay = 0;
+			delay = run_turn(loop_cxt, &exit);
 		}
 		PG_CATCH();
 		{
@@ -432,52 +700,58 @@ publish_loop(void)
 		}
 		PG_END_TRY();
 
+		if (exit)
+		{
+			ereport(LOG,
+					(errmsg("the extension was dropped or changed owner, worker exiting")));
+			break;
+		}
 		outbox_kafka_serve();
 		if (edata != NULL)
 			pause_for(recover_from_error(loop_cxt, edata), false);
-		else if (delay > 0)
-			pause_for(delay, true);
+		else if (delay != 0)
+			pause_for(Abs(delay), delay > 0);
 	}
 }
 
 /*
- * The first step: find whether the extension exists in this database and
- * whether its owner may log in, leave the verdict for the launcher and
- * exit.  Connected as the bootstrap superuser, this reads the catalogs and
- * runs nothing else.
+ * The first step: find whether the extension exists in this database,
+ * whether the database wants it served, and whether its owner may log in;
+ * leave the verdict for the launcher and exit.  Connected as the bootstrap
+ * superuser, this reads the catalogs and runs nothing else.
  */
 static void
 look_up_owner(void)
 {
-	Oid			owner;
+	OutboxExtension ext;
 	OutboxLookup lookup = OUTBOX_LOOKUP_NO_EXTENSION;
-	HeapTuple	roletup;
 
 	StartTransactionCommand();
-	owner = outbox_extension_owner();
-	if (OidIsValid(owner))
+	if (outbox_extension_find(&ext))
 	{
+		HeapTuple	roletup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(ext.owner));
+
 		lookup = OUTBOX_LOOKUP_FOUND;
-		roletup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(owner));
-		if (HeapTupleIsValid(roletup))
+		if (!outbox_enabled)
 		{
-			Form_pg_authid role = (Form_pg_authid) GETSTRUCT(roletup);
-
-			if (!role->rolcanlogin)
-			{
-				char	   *problem;
-
-				problem = psprintf("role \"%s\", which owns the extension, cannot log in",
-								   NameStr(role->rolname));
-				outbox_shmem_set_state(OUTBOX_WORKER_WAITING_FOR_EXTENSION, problem);
-				lookup = OUTBOX_LOOKUP_CANNOT_LOG_IN;
-			}
-			ReleaseSysCache(roletup);
+			set_state(OUTBOX_WORKER_DISABLED, "outbox.enabled is off for this database");
+			lookup = OUTBOX_LOOKUP_DISABLED;
 		}
+		else if (HeapTupleIsValid(roletup) && !((Form_pg_authid) GETSTRUCT(roletup))->rolcanlogin)
+		{
+			set_state(OUTBOX_WORKER_WAITING_FOR_EXTENSION,
+					  psprintf("role \"%s\", which owns the extension, cannot log in",
+							   NameStr(((Form_pg_authid) GETSTRUCT(roletup))->rolname)));
+			lookup = OUTBOX_LOOKUP_CANNOT_LOG_IN;
+		}
+		if (HeapTupleIsValid(roletup))
+			ReleaseSysCache(roletup);
 	}
 	CommitTransactionCommand();
-	outbox_shmem_put_lookup(lookup, owner);
-	proc_exit(0);
+	outbox_slot_lock();
+	my_slot->lookup = lookup;
+	my_slot->owner = ext.owner;
+	outbox_slot_unlock();
 }
 
 /*
@@ -492,19 +766,23 @@ outbox_worker_main(Datum main_arg)
 
 	memcpy(&args, MyBgworkerEntry->bgw_extra, sizeof(args));
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	pqsignal(SIGTERM, handle_sigterm);
 	BackgroundWorkerUnblockSignals();
 
-	before_shmem_exit(outbox_worker_exit, (Datum) 0);
-	outbox_shmem_attach_worker(DatumGetInt32(main_arg), OidIsValid(args.owner));
+	attach_worker(DatumGetInt32(main_arg), OidIsValid(args.owner));
 	BackgroundWorkerInitializeConnectionByOid(args.database, args.owner, 0);
-	/* whatever the database or role say, nothing resolves outside these */
-	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+	set_session();
 	pgstat_report_appname("outbox worker");
 
 	if (!OidIsValid(args.owner))
+	{
 		look_up_owner();
+		proc_exit(0);
+	}
 
+	outbox_slot_lock();
+	my_slot->role = args.owner;
+	outbox_slot_unlock();
 	StartTransactionCommand();
 	ereport(LOG,
 			(errmsg("outbox worker started for database \"%s\" as role \"%s\"",

@@ -37,7 +37,7 @@ ok( wait_for_sql($node,
 	'the status says which database is missing');
 sleep 3;
 my $log = slurp_file($node->logfile);
-my $said = () = $log =~ /database "app" does not exist or does not allow connections, waiting for it/g;
+my $said = () = $log =~ /database "app" named in outbox.databases does not exist or does not allow connections, waiting for it/g;
 is($said, 1, 'the log says it once');
 unlike($log, qr/FATAL/, 'no worker crashed trying to connect');
 

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * trigger.c
+ * capture.c
  *		Capture row changes as events: the outbox_capture() trigger and
  *		outbox_attach(), which installs it.
  *
@@ -23,7 +23,7 @@
  * (src/enqueue.c); the EXECUTE privilege that CREATE TRIGGER needs on
  * outbox_capture is the gate.
  *
- * src/trigger.c
+ * src/capture.c
  *
  *-------------------------------------------------------------------------
  */
@@ -44,7 +44,8 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "outbox.h"
+#include "catalog.h"
+#include "enqueue.h"
 
 PG_FUNCTION_INFO_V1(outbox_capture);
 PG_FUNCTION_INFO_V1(outbox_attach);
@@ -218,7 +219,7 @@ outbox_capture(PG_FUNCTION_ARGS)
 					 U64FromFullTransactionId(GetTopFullTransactionId()),
 					 (int64) (now / 1000 + (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000));
 
-	outbox_store_event(outbox_function_namespace(fcinfo),
+	outbox_store_event(outbox_entry(fcinfo),
 					   cstring_to_text(trigdata->tg_trigger->tgargs[0]),
 					   key,
 					   outbox_utf8_payload(cstring_to_text_with_len(payload.data, payload.len)),
@@ -235,6 +236,7 @@ outbox_capture(PG_FUNCTION_ARGS)
 Datum
 outbox_attach(PG_FUNCTION_ARGS)
 {
+	const OutboxExtension *ext = outbox_entry(fcinfo);
 	Oid			relid = PG_GETARG_OID(0);
 	text	   *topic;
 	char		relkind = get_rel_relkind(relid);
@@ -278,8 +280,7 @@ outbox_attach(PG_FUNCTION_ARGS)
 
 	relname = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
 										 get_rel_name(relid));
-	function = quote_qualified_identifier(get_namespace_name(get_func_namespace(fcinfo->flinfo->fn_oid)),
-										  "outbox_capture");
+	function = quote_qualified_identifier(get_namespace_name(ext->schema), "outbox_capture");
 	SPI_connect();
 	if (SPI_execute(psprintf("CREATE OR REPLACE TRIGGER outbox_capture "
 							 "AFTER INSERT OR UPDATE OR DELETE ON %s "

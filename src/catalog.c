@@ -1,0 +1,298 @@
+/*-------------------------------------------------------------------------
+ *
+ * catalog.c
+ *		The extension in the current database, as the catalogs say: where it
+ *		is, who owns it, which version it is at and whether its schema can be
+ *		trusted; and the saved plans of the statements run on its tables.
+ *
+ * The extension's SQL names its tables through the schema's name.  Whoever
+ * owns that schema can rename it and put look-alike tables and functions
+ * in its place, and the extension's code would then run theirs with its
+ * own rights (the worker's, a superuser's who calls a function).  So the
+ * schema must be owned by the extension's owner or by a superuser (for a
+ * schema owned by pg_database_owner, that is the database's owner): the
+ * scripts refuse to create or update the extension in any other, and every
+ * entry point that touches the extension's tables, and the worker before
+ * each batch, refuse to work in one that has changed hands since.
+ *
+ * Statements on the extension's tables are kept as saved plans (SPI); they
+ * call built-in functions and operators only, never one of the extension's:
+ * a role with CREATE on its schema could plant a closer overload beside
+ * one, or one that makes a call ambiguous, and a statement that named it
+ * would run the planted one, or fail.
+ *
+ * src/catalog.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_database.h"
+#include "catalog/pg_extension.h"
+#include "catalog/pg_namespace.h"
+#include "commands/extension.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+
+#include "catalog.h"
+
+/* version name to number: "1.2" -> 102; 0 if it is not of that form */
+static int
+parse_version(const char *name)
+{
+	int			major;
+	int			minor;
+	char		rest;
+
+	if (sscanf(name, "%d.%d%c", &major, &minor, &rest) != 2 ||
+		major < 0 || minor < 0 || minor > 99)
+		return 0;
+	return OUTBOX_VERSION(major, minor);
+}
+
+/*
+ * Read what the catalogs say of extension outbox in this database into
+ * ext; false (ext->oid invalid) if it is not installed.  Reads the catalogs
+ * only and runs no user code.  The caller holds a transaction.
+ */
+bool
+outbox_extension_find(OutboxExtension *ext)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+
+	memset(ext, 0, sizeof(*ext));
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum("outbox"));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+	{
+		Form_pg_extension form = (Form_pg_extension) GETSTRUCT(tuple);
+		bool		isnull;
+		Datum		version = heap_getattr(tuple, Anum_pg_extension_extversion,
+										   RelationGetDescr(rel), &isnull);
+
+		ext->oid = form->oid;
+		ext->schema = form->extnamespace;
+		ext->owner = form->extowner;
+		if (!isnull)
+			text_to_cstring_buffer(DatumGetTextPP(version), ext->version_name,
+								   sizeof(ext->version_name));
+		ext->version = parse_version(ext->version_name);
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return OidIsValid(ext->oid);
+}
+
+/*
+ * The role that acts as owner of an object owned by role: for
+ * pg_database_owner, the owner of the current database.
+ */
+static Oid
+acting_owner(Oid role)
+{
+	HeapTuple	tuple;
+
+	if (role != ROLE_PG_DATABASE_OWNER)
+		return role;
+	tuple = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(MyDatabaseId));
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for database %u", MyDatabaseId);
+	role = ((Form_pg_database) GETSTRUCT(tuple))->datdba;
+	ReleaseSysCache(tuple);
+	return role;
+}
+
+/*
+ * What keeps this library from working with the extension ext (installed),
+ * or NULL if nothing does; *hint gets what to do about it.  palloc'd.
+ */
+static char *
+extension_problem(const OutboxExtension *ext, const char **hint)
+{
+	HeapTuple	tuple;
+	Oid			schema_owner;
+
+	if (ext->version != 0 && ext->version < OUTBOX_VERSION_OLDEST)
+	{
+		*hint = "Update it with ALTER EXTENSION outbox UPDATE.";
+		return psprintf("extension outbox is at version %s, which this library no longer serves",
+						ext->version_name);
+	}
+	if (ext->version == 0 || ext->version > OUTBOX_VERSION_CURRENT)
+	{
+		*hint = "Install the outbox library of that version, and restart the server.";
+		return psprintf("extension outbox is at version %s, which is newer than this library",
+						ext->version_name);
+	}
+
+	tuple = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(ext->schema));
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for schema %u", ext->schema);
+	schema_owner = acting_owner(((Form_pg_namespace) GETSTRUCT(tuple))->nspowner);
+	ReleaseSysCache(tuple);
+	if (schema_owner != ext->owner && !superuser_arg(schema_owner))
+	{
+		*hint = "Give the schema to a superuser or to the extension's owner (ALTER SCHEMA ... OWNER TO), or recreate the extension in a schema that one of them owns.";
+		return psprintf("schema \"%s\" of extension outbox is owned by role \"%s\", which is neither the extension's owner nor a superuser",
+						get_namespace_name(ext->schema),
+						GetUserNameFromId(schema_owner, false));
+	}
+	return NULL;
+}
+
+/*
+ * What keeps this library from working with the extension ext, as a
+ * sentence with what to do about it, or NULL if nothing does.
+ */
+char *
+outbox_extension_problem(const OutboxExtension *ext)
+{
+	const char *hint;
+	char	   *problem = extension_problem(ext, &hint);
+
+	return problem == NULL ? NULL : psprintf("%s: %s", problem, hint);
+}
+
+/*
+ * Raise an error if this library cannot work with the extension ext.
+ */
+void
+outbox_extension_check(const OutboxExtension *ext)
+{
+	const char *hint;
+	char	   *problem;
+
+	if (!OidIsValid(ext->oid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension outbox is not installed in this database")));
+	problem = extension_problem(ext, &hint);
+	if (problem != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("%s", problem),
+				 errhint("%s", hint)));
+}
+
+/*
+ * The extension of a function called from SQL, checked: every entry point
+ * of the library starts here.  Looked up at the first call through an
+ * FmgrInfo and kept in its fn_extra, so a statement pays for it once.
+ */
+const OutboxExtension *
+outbox_entry(FunctionCallInfo fcinfo)
+{
+	OutboxExtension *ext = (OutboxExtension *) fcinfo->flinfo->fn_extra;
+
+	if (ext == NULL)
+	{
+		ext = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(OutboxExtension));
+		outbox_extension_find(ext);
+		outbox_extension_check(ext);
+		fcinfo->flinfo->fn_extra = ext;
+	}
+	return ext;
+}
+
+/*
+ * The relation of the extension called name; an error that says to update
+ * the extension if there is none.
+ */
+Oid
+outbox_relation(const OutboxExtension *ext, const char *name)
+{
+	Oid			relid = get_relname_relid(name, ext->schema);
+
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("relation \"%s\" of extension \"outbox\" does not exist", name),
+				 errhint("Update the extension with ALTER EXTENSION outbox UPDATE.")));
+	return relid;
+}
+
+/*
+ * Refuse to run function in a transaction whose snapshot was taken before
+ * its first statement: what it locks, it must see as it is once locked.
+ */
+void
+outbox_require_read_committed(const char *function)
+{
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+				 errmsg("%s must run in a READ COMMITTED transaction", function),
+				 errdetail("It locks the outbox and must see what committed before it got the lock."),
+				 errhint("Call it in its own transaction, or begin with SET TRANSACTION ISOLATION LEVEL READ COMMITTED.")));
+}
+
+/*
+ * The saved plan of plan for the schema of ext, prepared at its first use
+ * and again if the schema changed.  The caller is connected to SPI.
+ */
+SPIPlanPtr
+outbox_plan(const OutboxExtension *ext, OutboxPlan *plan)
+{
+	char	   *schema_name = get_namespace_name(ext->schema);
+	SPIPlanPtr	prepared;
+
+	if (schema_name == NULL)
+		elog(ERROR, "cache lookup failed for schema %u", ext->schema);
+	if (plan->plan != NULL && plan->schema == ext->schema &&
+		strcmp(NameStr(plan->schema_name), schema_name) == 0)
+		return plan->plan;
+
+	prepared = SPI_prepare(psprintf(plan->sql, quote_identifier(schema_name)),
+						   plan->nargs, plan->argtypes);
+	if (prepared == NULL)
+		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+	SPI_keepplan(prepared);
+	if (plan->plan != NULL)
+		SPI_freeplan(plan->plan);
+	plan->plan = prepared;
+	plan->schema = ext->schema;
+	namestrcpy(&plan->schema_name, schema_name);
+	return prepared;
+}
+
+/*
+ * Run a saved plan; with expected >= 0, that many rows must come back (or
+ * be changed).  Returns how many did.
+ */
+uint64
+outbox_run(const OutboxExtension *ext, OutboxPlan *plan, Datum *values, int expected)
+{
+	int			ret = SPI_execute_plan(outbox_plan(ext, plan), values, NULL, false, 0);
+
+	if (ret < 0)
+		elog(ERROR, "outbox statement failed: %s", SPI_result_code_string(ret));
+	if (expected >= 0 && SPI_processed != (uint64) expected)
+		elog(ERROR, "outbox statement returned " UINT64_FORMAT " rows, expected %d",
+			 SPI_processed, expected);
+	return SPI_processed;
+}
+
+/*
+ * Run a saved plan that returns one row; its first column.
+ */
+Datum
+outbox_run_value(const OutboxExtension *ext, OutboxPlan *plan, Datum *values, bool *isnull)
+{
+	outbox_run(ext, plan, values, 1);
+	return SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, isnull);
+}

@@ -1,0 +1,23 @@
+/*-------------------------------------------------------------------------
+ *
+ * enqueue.h
+ *		Storing an event in the caller's transaction.
+ *
+ * src/enqueue.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef OUTBOX_ENQUEUE_H
+#define OUTBOX_ENQUEUE_H
+
+#include "utils/jsonb.h"
+
+#include "catalog.h"
+
+extern void outbox_check_topic(const char *topic, int len);
+extern bytea *outbox_utf8_payload(text *t);
+extern int64 outbox_store_event(const OutboxExtension *ext, text *topic, text *key,
+								bytea *payload, Jsonb *headers,
+								Datum event_id, bool event_id_isnull);
+
+#endif							/* OUTBOX_ENQUEUE_H */

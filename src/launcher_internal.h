@@ -1,0 +1,88 @@
+/*-------------------------------------------------------------------------
+ *
+ * launcher_internal.h
+ *		The launcher's shared memory, as the workers and
+ *		outbox_worker_status() see it.
+ *
+ * One slot per database that is served or waits to be.  The launcher
+ * assigns a slot to a database and frees it (in_use, database, dbname);
+ * the worker started for the slot fills in the rest; backends set
+ * restart_requested.  A slot's database and latch are single words that
+ * committing backends read without a lock; the counters are atomics;
+ * everything else is protected by the spinlock.
+ *
+ * src/launcher_internal.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef OUTBOX_LAUNCHER_INTERNAL_H
+#define OUTBOX_LAUNCHER_INTERNAL_H
+
+#include "port/atomics.h"
+#include "storage/latch.h"
+#include "storage/spin.h"
+#include "utils/timestamp.h"
+
+typedef enum OutboxWorkerState
+{
+	OUTBOX_WORKER_STOPPED,
+	OUTBOX_WORKER_STARTING,
+	OUTBOX_WORKER_WAITING_FOR_DATABASE,
+	OUTBOX_WORKER_WAITING_FOR_EXTENSION,
+	OUTBOX_WORKER_WAITING_FOR_WORKER_SLOT,
+	OUTBOX_WORKER_STANDBY,
+	OUTBOX_WORKER_IDLE,
+	OUTBOX_WORKER_PUBLISHING,
+	OUTBOX_WORKER_BROKER_UNREACHABLE,
+	OUTBOX_WORKER_WAITING_FOR_STANDBY,
+	OUTBOX_WORKER_BACKING_OFF,
+	OUTBOX_WORKER_DISABLED,
+	OUTBOX_WORKER_WAITING_FOR_RESTORE
+} OutboxWorkerState;
+
+/* what the owner lookup of a database found */
+typedef enum OutboxLookup
+{
+	OUTBOX_LOOKUP_NONE,			/* no verdict: it failed, look again */
+	OUTBOX_LOOKUP_NO_EXTENSION,
+	OUTBOX_LOOKUP_CANNOT_LOG_IN,	/* the owner cannot log in */
+	OUTBOX_LOOKUP_DISABLED,		/* outbox.enabled is off there */
+	OUTBOX_LOOKUP_FOUND
+} OutboxLookup;
+
+typedef struct OutboxWorkerSlot
+{
+	/* set by the launcher */
+	bool		in_use;
+	volatile Oid database;		/* InvalidOid while it does not exist */
+	NameData	dbname;
+	/* set by the slot's worker */
+	Latch	   *volatile latch; /* the publishing worker's, for commits */
+	pg_atomic_uint64 published; /* since the worker started */
+	pg_atomic_uint64 failed;
+	pid_t		pid;
+	Oid			role;			/* the publishing worker's */
+	OutboxWorkerState state;
+	TimestampTz started_at;
+	TimestampTz state_since;
+	TimestampTz last_batch_at;
+	int			brokers_up;
+	char		last_error[256];
+	OutboxLookup lookup;		/* the owner lookup's verdict */
+	Oid			owner;			/* with OUTBOX_LOOKUP_FOUND */
+	pg_atomic_uint32 current_log;	/* the log table enqueue writes to */
+	/* set by backends */
+	bool		restart_requested;
+} OutboxWorkerSlot;
+
+/* the launcher's shared memory, NULL where the library is not preloaded */
+typedef struct OutboxShared OutboxShared;
+extern OutboxShared *outbox_shared;
+
+extern int	outbox_slot_count(void);
+extern OutboxWorkerSlot *outbox_slot(int slotno);
+extern void outbox_slot_lock(void);
+extern void outbox_slot_unlock(void);
+extern pid_t outbox_restoring_backend(Oid dboid);
+
+#endif							/* OUTBOX_LAUNCHER_INTERNAL_H */

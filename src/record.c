@@ -1,0 +1,993 @@
+/*-------------------------------------------------------------------------
+ *
+ * record.c
+ *		Record what became of claimed events, and the outcomes an operator
+ *		gives by hand (retry, abandon, discard).
+ *
+ * A batch is recorded in its own transaction, before it commits: delivered
+ * events of the log are one ledger row, nothing per event; delivered events
+ * of the retry table are marked published there; refused events of the
+ * log are copied to the retry table and, like the refused events already
+ * there, are charged an attempt and wait for their retry or are abandoned
+ * (and copied to the dead-letter topic); released events of the log are
+ * copied there unsent, due again with no attempt charged.  The statistics
+ * of the batch, counts per topic and latency histograms, are summed here
+ * and written with one statement.
+ *
+ * The statements touch the extension's tables and built-in functions only
+ * (catalog.c says why).  outbox_mark_published(), outbox_mark_failed() and
+ * outbox_mark_released() record outcomes from SQL with the same code.
+ *
+ * src/record.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "common/pg_prng.h"
+#include "executor/spi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/datetime.h"
+#include "utils/fmgrprotos.h"
+#include "utils/hsearch.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+#include "utils/xid8.h"
+
+#include "claim.h"
+#include "guc.h"
+#include "histogram.h"
+#include "reader.h"
+#include "record.h"
+#include "utility.h"
+
+/* Kafka topic names have at most 249 bytes */
+#define TOPIC_KEY_SIZE 256
+
+/*
+ * Deliveries: a ledger row for the log's events ($1 ids, $2 partitions,
+ * $3 offsets; none unless $4, keep), $5 fewer log events left to record,
+ * the retry table's events ($6 ids, $7 partitions, $8 offsets) published
+ * (deleted unless keep), and the statistics ($9 topics, $10 deliveries,
+ * $11 latency sums, $12 the histograms of the topics one after the other).
+ */
+static OutboxPlan delivered_plan = {
+	"WITH ledger AS ("
+	"  INSERT INTO %1$s.outbox_ledger (first_id, last_id, ids, partitions, offsets, published_at)"
+	"  SELECT $1[1], $1[cardinality($1)], $1, $2, $3, clock_timestamp()"
+	"   WHERE $4 AND cardinality($1) > 0"
+	"), recorded AS ("
+	"  UPDATE %1$s.outbox_reader SET unrecorded = GREATEST(unrecorded - $5, 0) WHERE $5 > 0"
+	"), kept AS ("
+	"  UPDATE %1$s.outbox_retries m"
+	"     SET status = 'published', attempts = m.attempts + 1,"
+	"         published_at = clock_timestamp(), next_attempt_at = NULL,"
+	"         kafka_partition = u.kafka_partition, kafka_offset = u.kafka_offset"
+	"    FROM unnest($6::bigint[], $7::integer[], $8::bigint[]) AS u(id, kafka_partition, kafka_offset)"
+	"   WHERE $4 AND m.id = u.id"
+	"), deleted AS ("
+	"  DELETE FROM %1$s.outbox_retries m WHERE NOT $4 AND m.id = ANY ($6)"
+	")"
+	" INSERT INTO %1$s.outbox_publish_stats AS s (topic, bucket, published, latency_ms_sum, latency_histogram)"
+	" SELECT u.topic, date_bin('10 seconds', now(), 'epoch'), u.published, u.ms,"
+	"        ARRAY(SELECT h.v FROM unnest($12[(u.i::integer - 1) * 128 + 1 : u.i::integer * 128])"
+	"                              WITH ORDINALITY AS h(v, o) ORDER BY h.o)"
+	"   FROM unnest($9::text[], $10::bigint[], $11::float8[]) WITH ORDINALITY AS u(topic, published, ms, i)"
+	" ON CONFLICT (topic, bucket) DO UPDATE"
+	"    SET published = s.published + excluded.published,"
+	"        latency_ms_sum = s.latency_ms_sum + excluded.latency_ms_sum,"
+	"        latency_histogram = (SELECT array_agg(coalesce(h.a, 0) + coalesce(h.b, 0) ORDER BY h.o)"
+	"                               FROM unnest(s.latency_histogram, excluded.latency_histogram)"
+	"                                    WITH ORDINALITY AS h(a, b, o))",
+	12, {INT8ARRAYOID, INT4ARRAYOID, INT8ARRAYOID, BOOLOID, INT8OID, INT8ARRAYOID,
+	INT4ARRAYOID, INT8ARRAYOID, TEXTARRAYOID, INT8ARRAYOID, FLOAT8ARRAYOID, INT8ARRAYOID}
+};
+
+/* a refused attempt of events of the retry table ($1 ids, $2 errors) */
+static OutboxPlan attempt_plan = {
+	"UPDATE %1$s.outbox_retries m SET attempts = m.attempts + 1, last_error = u.error"
+	"  FROM unnest($1::bigint[], $2::text[]) AS u(id, error)"
+	" WHERE m.id = u.id"
+	" RETURNING m.id, m.attempts",
+	2, {INT8ARRAYOID, TEXTARRAYOID}
+};
+
+/*
+ * What a refused attempt leads to ($1 ids, $2 abandoned, $3 next attempt),
+ * and the statistics ($4 topics, $5 failed, $6 abandoned).
+ */
+static OutboxPlan refused_plan = {
+	"WITH marked AS ("
+	"  UPDATE %1$s.outbox_retries m"
+	"     SET status = (CASE WHEN u.abandoned THEN 'abandoned' ELSE 'failed' END)::%1$s.outbox_status,"
+	"         next_attempt_at = CASE WHEN u.abandoned THEN NULL ELSE u.next_attempt_at END"
+	"    FROM unnest($1::bigint[], $2::boolean[], $3::timestamptz[]) AS u(id, abandoned, next_attempt_at)"
+	"   WHERE m.id = u.id"
+	")"
+	" INSERT INTO %1$s.outbox_publish_stats AS s (topic, bucket, failed, abandoned)"
+	" SELECT u.topic, date_bin('10 seconds', now(), 'epoch'), u.failed, u.abandoned"
+	"   FROM unnest($4::text[], $5::bigint[], $6::bigint[]) AS u(topic, failed, abandoned)"
+	" ON CONFLICT (topic, bucket) DO UPDATE"
+	"    SET failed = s.failed + excluded.failed, abandoned = s.abandoned + excluded.abandoned",
+	6, {INT8ARRAYOID, BOOLARRAYOID, TIMESTAMPTZARRAYOID, TEXTARRAYOID, INT8ARRAYOID,
+	INT8ARRAYOID}
+};
+
+/*
+ * Copies of abandoned events ($1 ids) for the dead-letter topic $2, with
+ * headers saying where they come from; none of that topic's own events.
+ */
+static OutboxPlan dead_letter_plan = {
+	"INSERT INTO %1$s.outbox_retries (topic, key, payload, headers)"
+	" SELECT $2, m.key, m.payload,"
+	"        coalesce(m.headers, '{}') || jsonb_build_object('original_topic', m.topic,"
+	"            'original_event_id', m.event_id::text, 'attempts', m.attempts::text,"
+	"            'last_error', coalesce(m.last_error, ''))"
+	"   FROM %1$s.outbox_retries m"
+	"  WHERE m.id = ANY ($1) AND m.status = 'abandoned' AND $2 <> '' AND m.topic <> $2"
+	"  ORDER BY m.id",
+	2, {INT8ARRAYOID, TEXTOID}
+};
+
+/* the rows of the retry table of the given ids, as the columns of the log */
+static OutboxPlan fetch_plan = {
+	"SELECT m.id, NULL::xid8, m.event_id, m.topic, m.key, m.payload, m.headers, m.created_at"
+	"  FROM %1$s.outbox_retries m WHERE m.id = ANY ($1) ORDER BY m.id FOR UPDATE OF m",
+	1, {INT8ARRAYOID}
+};
+
+/* the pending and failed events of id $1 (all if null) abandoned, error $2 */
+static OutboxPlan abandon_plan = {
+	"UPDATE %1$s.outbox_retries m"
+	"   SET status = 'abandoned', next_attempt_at = NULL,"
+	"       last_error = coalesce(m.last_error, $2)"
+	" WHERE (m.id = $1 OR $1 IS NULL) AND m.status IN ('pending', 'failed')"
+	" RETURNING m.id",
+	2, {INT8OID, TEXTOID}
+};
+
+static OutboxPlan undelivered_plan = {
+	"SELECT count(*) FROM %1$s.outbox_retries m WHERE m.status IN ('pending', 'failed')"
+};
+
+static OutboxPlan retry_plan = {
+	"UPDATE %1$s.outbox_retries m SET status = 'pending', attempts = 0, next_attempt_at = NULL"
+	" WHERE m.id = $1 AND m.status IN ('failed', 'abandoned')",
+	1, {INT8OID}
+};
+
+static OutboxPlan retry_abandoned_plan = {
+	"UPDATE %1$s.outbox_retries m SET status = 'pending', attempts = 0, next_attempt_at = NULL"
+	" WHERE m.status = 'abandoned' AND ($1 IS NULL OR m.topic = $1)",
+	1, {TEXTOID}
+};
+
+/* what a batch adds to the statistics of one topic */
+typedef struct TopicStats
+{
+	char		key[TOPIC_KEY_SIZE];
+	Datum		topic;			/* as stored */
+	int64		published;
+	int64		failed;
+	int64		abandoned;
+	double		latency_ms_sum;
+	int64		histogram[OUTBOX_HISTOGRAM_BUCKETS];
+} TopicStats;
+
+static HTAB *
+topic_stats_create(void)
+{
+	HASHCTL		ctl;
+
+	ctl.keysize = TOPIC_KEY_SIZE;
+	ctl.entrysize = sizeof(TopicStats);
+	ctl.hcxt = CurrentMemoryContext;
+	return hash_create("outbox topic statistics", 16, &ctl,
+					   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+}
+
+/* The statistics of topic (a stored text datum), zero at first. */
+static TopicStats *
+topic_stats_of(HTAB *stats, Datum topic)
+{
+	text	   *t = (text *) DatumGetPointer(topic);
+	char		key[TOPIC_KEY_SIZE] = {0};
+	TopicStats *entry;
+	bool		found;
+
+	memcpy(key, VARDATA_ANY(t), Min(VARSIZE_ANY_EXHDR(t), TOPIC_KEY_SIZE - 1));
+	entry = hash_search(stats, key, HASH_ENTER, &found);
+	if (!found)
+	{
+		memset((char *) entry + TOPIC_KEY_SIZE, 0, sizeof(TopicStats) - TOPIC_KEY_SIZE);
+		entry->topic = topic;
+	}
+	return entry;
+}
+
+/* A one-dimensional array of n datums of a built-in type. */
+static Datum
+datum_array(Datum *values, int n, Oid type)
+{
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+
+	get_typlenbyvalalign(type, &typlen, &typbyval, &typalign);
+	return PointerGetDatum(construct_array(values, n, type, typlen, typbyval, typalign));
+}
+
+/* Arrays of one column of values per event, built up for one statement. */
+typedef struct Column
+{
+	int			n;
+	Datum	   *values;
+} Column;
+
+static void
+column_init(Column *c, int size)
+{
+	c->n = 0;
+	c->values = palloc((size + 1) * sizeof(Datum));
+}
+
+static void
+column_add(Column *c, Datum value)
+{
+	c->values[c->n++] = value;
+}
+
+static Datum
+column_array(Column *c, Oid type)
+{
+	return datum_array(c->values, c->n, type);
+}
+
+/*
+ * Record the deliveries of a batch, the log events left to record, and
+ * what the statistics of the batch say.
+ */
+static void
+record_delivered(const OutboxExtension *ext, OutboxBatch *batch, bool keep,
+				 HTAB *stats, int log_events)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	Column		ids[2],
+				partitions[2],
+				offsets[2];
+	Column		topics,
+				published,
+				ms,
+				histograms;
+	HASH_SEQ_STATUS status;
+	TopicStats *entry;
+	Datum		values[12];
+	int			ntopics = hash_get_num_entries(stats);
+
+	for (int from_log = 0; from_log < 2; from_log++)
+	{
+		column_init(&ids[from_log], batch->count);
+		column_init(&partitions[from_log], batch->count);
+		column_init(&offsets[from_log], batch->count);
+	}
+	for (int i = 0; i < batch->count; i++)
+	{
+		OutboxEvent *ev = &batch->events[i];
+		TopicStats *topic;
+		double		latency_ms;
+
+		if (ev->outcome != OUTBOX_DELIVERED)
+			continue;
+		column_add(&ids[ev->from_log], Int64GetDatum(ev->id));
+		column_add(&partitions[ev->from_log], Int32GetDatum(ev->partition));
+		column_add(&offsets[ev->from_log], Int64GetDatum(ev->offset));
+		topic = topic_stats_of(stats, ev->values[LOG_TOPIC]);
+		latency_ms = (now - ev->created_at) / 1000.0;
+		topic->published++;
+		topic->latency_ms_sum += latency_ms;
+		topic->histogram[outbox_latency_bucket(latency_ms)]++;
+	}
+	if (ids[0].n + ids[1].n == 0 && log_events == 0)
+		return;
+
+	ntopics = hash_get_num_entries(stats);
+	column_init(&topics, ntopics);
+	column_init(&published, ntopics);
+	column_init(&ms, ntopics);
+	column_init(&histograms, ntopics * OUTBOX_HISTOGRAM_BUCKETS);
+	hash_seq_init(&status, stats);
+	while ((entry = hash_seq_search(&status)) != NULL)
+	{
+		if (entry->published == 0)
+			continue;
+		column_add(&topics, entry->topic);
+		column_add(&published, Int64GetDatum(entry->published));
+		column_add(&ms, Float8GetDatum(entry->latency_ms_sum));
+		for (int b = 0; b < OUTBOX_HISTOGRAM_BUCKETS; b++)
+			column_add(&histograms, Int64GetDatum(entry->histogram[b]));
+	}
+
+	values[0] = column_array(&ids[1], INT8OID);
+	values[1] = column_array(&partitions[1], INT4OID);
+	values[2] = column_array(&offsets[1], INT8OID);
+	values[3] = BoolGetDatum(keep);
+	values[4] = Int64GetDatum(log_events);
+	values[5] = column_array(&ids[0], INT8OID);
+	values[6] = column_array(&partitions[0], INT4OID);
+	values[7] = column_array(&offsets[0], INT8OID);
+	values[8] = column_array(&topics, TEXTOID);
+	values[9] = column_array(&published, INT8OID);
+	values[10] = column_array(&ms, FLOAT8OID);
+	values[11] = column_array(&histograms, INT8OID);
+	outbox_run(ext, &delivered_plan, values, -1);
+}
+
+/*
+ * The delay before the attempt that follows attempts refused ones:
+ * base * 2^(attempts - 1), capped at max, spread by +/- jitter.
+ */
+static double
+retry_delay_ms(int attempts, double base_ms, double max_ms, double jitter)
+{
+	double		delay = Min(base_ms * pow(2.0, Min(Max(attempts - 1, 0), 60)), max_ms);
+
+	return delay * (1.0 + jitter * (2.0 * pg_prng_double(&pg_global_prng_state) - 1.0));
+}
+
+/* Copy abandoned events (ids, a bigint[] datum) to the dead-letter topic. */
+static void
+send_dead_letters(const OutboxExtension *ext, Datum ids, const char *topic)
+{
+	Datum		values[2] = {ids, CStringGetTextDatum(topic)};
+
+	if (topic[0] != '\0')
+		outbox_run(ext, &dead_letter_plan, values, -1);
+}
+
+/* an event of the retry table and the attempts it has had */
+typedef struct IdAttempts
+{
+	int64		id;
+	int32		attempts;
+} IdAttempts;
+
+static int
+id_attempts_cmp(const void *a, const void *b)
+{
+	int64		x = ((const IdAttempts *) a)->id;
+	int64		y = ((const IdAttempts *) b)->id;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * Record the refused attempts of a batch, whose events are all in the
+ * retry table by now: each is charged an attempt and waits for its retry,
+ * or is abandoned after the last attempt or an error that retrying cannot
+ * fix, and then copied to the dead-letter topic.
+ */
+static void
+record_refused(const OutboxExtension *ext, OutboxBatch *batch,
+			   const OutboxRetryPolicy *policy, HTAB *stats)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	Column		ids,
+				errors,
+				abandoned_flags,
+				next_attempts,
+				abandoned_ids;
+	Column		topics,
+				failed,
+				abandoned;
+	HASH_SEQ_STATUS status;
+	TopicStats *entry;
+	Datum		values[6];
+	IdAttempts *attempts;
+	int			nattempts;
+
+	column_init(&ids, batch->count);
+	column_init(&errors, batch->count);
+	for (int i = 0; i < batch->count; i++)
+		if (batch->events[i].outcome == OUTBOX_REFUSED)
+		{
+			column_add(&ids, Int64GetDatum(batch->events[i].id));
+			column_add(&errors, CStringGetTextDatum(batch->events[i].error));
+		}
+	if (ids.n == 0)
+		return;
+
+	values[0] = column_array(&ids, INT8OID);
+	values[1] = column_array(&errors, TEXTOID);
+	outbox_run(ext, &attempt_plan, values, -1);
+
+	/* the attempts each event has had now, by id */
+	attempts = palloc((SPI_processed + 1) * sizeof(IdAttempts));
+	nattempts = SPI_processed;
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		HeapTuple	tuple = SPI_tuptable->vals[r];
+		bool		isnull;
+
+		attempts[r].id = DatumGetInt64(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 1, &isnull));
+		attempts[r].attempts = DatumGetInt32(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &isnull));
+	}
+	qsort(attempts, nattempts, sizeof(IdAttempts), id_attempts_cmp);
+
+	column_init(&abandoned_flags, ids.n);
+	column_init(&next_attempts, ids.n);
+	column_init(&abandoned_ids, ids.n);
+	ids.n = 0;
+	for (int i = 0; i < batch->count; i++)
+	{
+		OutboxEvent *ev = &batch->events[i];
+		IdAttempts	key = {ev->id, 0};
+		IdAttempts *found;
+		TopicStats *topic;
+		bool		abandon;
+
+		if (ev->outcome != OUTBOX_REFUSED ||
+			(found = bsearch(&key, attempts, nattempts, sizeof(IdAttempts), id_attempts_cmp)) == NULL)
+			continue;
+		abandon = ev->permanent || found->attempts >= policy->max_attempts;
+		column_add(&ids, Int64GetDatum(ev->id));
+		column_add(&abandoned_flags, BoolGetDatum(abandon));
+		column_add(&next_attempts,
+				   TimestampTzGetDatum(now + (int64) (1000.0 *
+													  retry_delay_ms(found->attempts, policy->base_delay_ms,
+																	 policy->max_delay_ms,
+																	 policy->jitter))));
+		topic = topic_stats_of(stats, ev->values[LOG_TOPIC]);
+		if (abandon)
+		{
+			topic->abandoned++;
+			column_add(&abandoned_ids, Int64GetDatum(ev->id));
+		}
+		else
+			topic->failed++;
+	}
+
+	column_init(&topics, hash_get_num_entries(stats));
+	column_init(&failed, hash_get_num_entries(stats));
+	column_init(&abandoned, hash_get_num_entries(stats));
+	hash_seq_init(&status, stats);
+	while ((entry = hash_seq_search(&status)) != NULL)
+	{
+		if (entry->failed + entry->abandoned == 0)
+			continue;
+		column_add(&topics, entry->topic);
+		column_add(&failed, Int64GetDatum(entry->failed));
+		column_add(&abandoned, Int64GetDatum(entry->abandoned));
+	}
+	values[0] = column_array(&ids, INT8OID);
+	values[1] = column_array(&abandoned_flags, BOOLOID);
+	values[2] = column_array(&next_attempts, TIMESTAMPTZOID);
+	values[3] = column_array(&topics, TEXTOID);
+	values[4] = column_array(&failed, INT8OID);
+	values[5] = column_array(&abandoned, INT8OID);
+	outbox_run(ext, &refused_plan, values, -1);
+	send_dead_letters(ext, column_array(&abandoned_ids, INT8OID), policy->dead_letter_topic);
+}
+
+/*
+ * How many events are not delivered yet: unread in the log, pending or
+ * failed in the retry table.  Takes a connection to SPI.
+ */
+int64
+outbox_undelivered(const OutboxExtension *ext)
+{
+	bool		isnull;
+	int64		retried;
+
+	SPI_connect();
+	retried = DatumGetInt64(outbox_run_value(ext, &undelivered_plan, NULL, &isnull));
+	SPI_finish();
+	return retried + outbox_count_unread(ext);
+}
+
+/*
+ * The retry policy of the settings in force.
+ */
+OutboxRetryPolicy
+outbox_retry_policy(void)
+{
+	OutboxRetryPolicy policy;
+
+	policy.max_attempts = outbox_max_attempts;
+	policy.base_delay_ms = outbox_retry_base_delay;
+	policy.max_delay_ms = outbox_retry_max_delay;
+	policy.jitter = outbox_retry_jitter;
+	policy.dead_letter_topic = outbox_dead_letter_topic;
+	return policy;
+}
+
+/*
+ * Record the outcome of each event of the batch (see the file header);
+ * with keep false (outbox.published_retention = 0) delivered events are
+ * not kept.  Takes a connection to SPI; the batch must have been claimed
+ * in this transaction, or its events locked otherwise.
+ */
+void
+outbox_record_outcomes(const OutboxExtension *ext, OutboxBatch *batch, bool keep,
+					   const OutboxRetryPolicy *policy)
+{
+	OutboxEvent **unsent = palloc((batch->count + 1) * sizeof(OutboxEvent *));
+	int			nunsent = 0;
+	int			log_events = 0;
+	HTAB	   *stats = topic_stats_create();
+
+	for (int i = 0; i < batch->count; i++)
+	{
+		OutboxEvent *ev = &batch->events[i];
+
+		if (!ev->from_log)
+			continue;
+		log_events++;
+		if (ev->outcome != OUTBOX_DELIVERED)
+			unsent[nunsent++] = ev;
+	}
+
+	SPI_connect();
+	outbox_copy_to_retries(ext, unsent, nunsent);
+	record_delivered(ext, batch, keep, stats, log_events);
+	record_refused(ext, batch, policy, stats);
+	SPI_finish();
+}
+
+/*
+ * The events of the given ids (a bigint[] datum) as a batch, in id order:
+ * those of the retry table, locked, then the others of the log.  The
+ * caller is connected to SPI; the batch is allocated in memory context
+ * cxt.
+ */
+static OutboxBatch *
+fetch_batch(const OutboxExtension *ext, Datum ids, MemoryContext cxt)
+{
+	ArrayType  *array = DatumGetArrayTypeP(ids);
+	int			nids = ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array));
+	OutboxBatch *batch = MemoryContextAllocZero(cxt, sizeof(OutboxBatch));
+	Datum		values[1] = {ids};
+	Datum	   *elems;
+	Datum	   *rest;
+	int			nrest = 0;
+	OutboxEvent *log_events;
+	int			nlog;
+	MemoryContext spi_cxt;
+
+	if (ARR_NDIM(array) > 1 || array_contains_nulls(array))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("ids must be a one-dimensional array without nulls")));
+	batch->events = MemoryContextAlloc(cxt, (nids + 1) * sizeof(OutboxEvent));
+	outbox_run(ext, &fetch_plan, values, -1);
+	spi_cxt = MemoryContextSwitchTo(cxt);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		Datum		row[OUTBOX_LOG_COLUMNS];
+		bool		isnull[OUTBOX_LOG_COLUMNS];
+
+		heap_deform_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, row, isnull);
+		outbox_event_store(&batch->events[batch->count++], SPI_tuptable->tupdesc, row, isnull);
+	}
+
+	/* the ids not in the retry table are looked for in the log */
+	deconstruct_array(array, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+					  &elems, NULL, &nids);
+	rest = palloc((nids + 1) * sizeof(Datum));
+	for (int i = 0; i < nids; i++)
+	{
+		bool		found = false;
+
+		for (int j = 0; j < batch->count && !found; j++)
+			found = batch->events[j].id == DatumGetInt64(elems[i]);
+		if (!found)
+			rest[nrest++] = elems[i];
+	}
+	nlog = outbox_log_events(ext, datum_array(rest, nrest, INT8OID), &log_events);
+	memcpy(batch->events + batch->count, log_events, nlog * sizeof(OutboxEvent));
+	batch->count += nlog;
+	MemoryContextSwitchTo(spi_cxt);
+	return batch;
+}
+
+/* The event of batch with the given id, or NULL. */
+static OutboxEvent *
+event_of(OutboxBatch *batch, int64 id)
+{
+	for (int i = 0; i < batch->count; i++)
+		if (batch->events[i].id == id)
+			return &batch->events[i];
+	return NULL;
+}
+
+/* The n values of a one-dimensional array argument of a built-in type. */
+static Datum *
+array_arg(FunctionCallInfo fcinfo, int argno, Oid type, int n, const char *name)
+{
+	ArrayType  *array = PG_GETARG_ARRAYTYPE_P(argno);
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+	Datum	   *values;
+	bool	   *nulls;
+	int			count;
+
+	get_typlenbyvalalign(type, &typlen, &typbyval, &typalign);
+	deconstruct_array(array, type, typlen, typbyval, typalign, &values, &nulls, &count);
+	if (ARR_NDIM(array) > 1 || count != n)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be a one-dimensional array with one element per id", name)));
+	for (int i = 0; i < count; i++)
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("%s must not contain nulls", name)));
+	return values;
+}
+
+/* The number of ids of a bigint[] argument. */
+static int
+id_count(FunctionCallInfo fcinfo)
+{
+	ArrayType  *ids = PG_GETARG_ARRAYTYPE_P(0);
+
+	return ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids));
+}
+
+/* A setting given as an interval, in milliseconds. */
+static double
+interval_ms(Datum interval)
+{
+	return 1000.0 * DatumGetFloat8(DirectFunctionCall2(interval_part,
+													   CStringGetTextDatum("epoch"),
+													   interval));
+}
+
+/*
+ * The events of the ids given to a SQL function (argument 0), found and
+ * locked, as a batch; *ids and *nids get the ids as given.
+ */
+static OutboxBatch *
+batch_of_ids(FunctionCallInfo fcinfo, const OutboxExtension *ext, Datum **ids, int *nids)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	OutboxBatch *batch;
+
+	outbox_require_read_committed(get_func_name(fcinfo->flinfo->fn_oid));
+	*nids = id_count(fcinfo);
+	*ids = array_arg(fcinfo, 0, INT8OID, *nids, "ids");
+	SPI_connect();
+	batch = fetch_batch(ext, PG_GETARG_DATUM(0), cxt);
+	SPI_finish();
+	return batch;
+}
+
+PG_FUNCTION_INFO_V1(outbox_mark_published);
+PG_FUNCTION_INFO_V1(outbox_mark_failed);
+PG_FUNCTION_INFO_V1(outbox_mark_released);
+PG_FUNCTION_INFO_V1(outbox_dead_letter);
+PG_FUNCTION_INFO_V1(outbox_retry_delay);
+PG_FUNCTION_INFO_V1(outbox_retry);
+PG_FUNCTION_INFO_V1(outbox_retry_abandoned);
+PG_FUNCTION_INFO_V1(outbox_abandon);
+PG_FUNCTION_INFO_V1(outbox_discard);
+
+/*
+ * outbox_mark_published(ids bigint[], partitions integer[],
+ *						 offsets bigint[], keep boolean) RETURNS bigint
+ *
+ * Record deliveries: one ledger row for the log's events (none unless
+ * keep), the retry table's published (deleted unless keep).  Returns how
+ * many events it found.
+ */
+Datum
+outbox_mark_published(PG_FUNCTION_ARGS)
+{
+	const OutboxExtension *ext = outbox_entry(fcinfo);
+	Datum	   *ids;
+	int			nids;
+	OutboxBatch *batch = batch_of_ids(fcinfo, ext, &ids, &nids);
+	Datum	   *partitions = array_arg(fcinfo, 1, INT4OID, nids, "partitions");
+	Datum	   *offsets = array_arg(fcinfo, 2, INT8OID, nids, "offsets");
+
+	for (int i = 0; i < nids; i++)
+	{
+		OutboxEvent *ev = event_of(batch, DatumGetInt64(ids[i]));
+
+		if (ev == NULL)
+			continue;
+		ev->outcome = OUTBOX_DELIVERED;
+		ev->partition = DatumGetInt32(partitions[i]);
+		ev->offset = DatumGetInt64(offsets[i]);
+	}
+	outbox_record_outcomes(ext, batch, PG_GETARG_BOOL(3), NULL);
+	PG_RETURN_INT64(batch->count);
+}
+
+/*
+ * outbox_mark_failed(ids bigint[], errors text[], permanent boolean[],
+ *					  max_attempts integer, base_delay interval,
+ *					  max_delay interval, jitter double precision,
+ *					  dead_letter_topic text) RETURNS bigint
+ *
+ * Record refused deliveries (see record_refused).  Returns how many events
+ * it found.
+ */
+Datum
+outbox_mark_failed(PG_FUNCTION_ARGS)
+{
+	const OutboxExtension *ext = outbox_entry(fcinfo);
+	Datum	   *ids;
+	int			nids;
+	OutboxBatch *batch = batch_of_ids(fcinfo, ext, &ids, &nids);
+	Datum	   *errors = array_arg(fcinfo, 1, TEXTOID, nids, "errors");
+	Datum	   *permanent = array_arg(fcinfo, 2, BOOLOID, nids, "permanent");
+	OutboxRetryPolicy policy;
+
+	policy.max_attempts = PG_GETARG_INT32(3);
+	policy.base_delay_ms = interval_ms(PG_GETARG_DATUM(4));
+	policy.max_delay_ms = interval_ms(PG_GETARG_DATUM(5));
+	policy.jitter = PG_GETARG_FLOAT8(6);
+	policy.dead_letter_topic = PG_ARGISNULL(7) ? "" : text_to_cstring(PG_GETARG_TEXT_PP(7));
+	for (int i = 0; i < nids; i++)
+	{
+		OutboxEvent *ev = event_of(batch, DatumGetInt64(ids[i]));
+
+		if (ev == NULL)
+			continue;
+		ev->outcome = OUTBOX_REFUSED;
+		ev->error = TextDatumGetCString(errors[i]);
+		ev->permanent = DatumGetBool(permanent[i]);
+	}
+	outbox_record_outcomes(ext, batch, true, &policy);
+	PG_RETURN_INT64(batch->count);
+}
+
+/*
+ * outbox_mark_released(ids bigint[]) RETURNS bigint
+ *
+ * Record claimed events that were not sent: due again, with no attempt
+ * charged.  Returns how many ids it was given.
+ */
+Datum
+outbox_mark_released(PG_FUNCTION_ARGS)
+{
+	const OutboxExtension *ext = outbox_entry(fcinfo);
+	Datum	   *ids;
+	int			nids;
+	OutboxBatch *batch = batch_of_ids(fcinfo, ext, &ids, &nids);
+
+	for (int i = 0; i < batch->count; i++)
+		batch->events[i].outcome = OUTBOX_RELEASED;
+	outbox_record_outcomes(ext, batch, true, NULL);
+	PG_RETURN_INT64(nids);
+}
+
+/*
+ * outbox_dead_letter(ids bigint[], dead_letter_topic text) RETURNS bigint
+ *
+ * Copy abandoned events to the dead-letter topic (see dead_letter_plan);
+ * returns how many.
+ */
+Datum
+outbox_dead_letter(PG_FUNCTION_ARGS)
+{
+	const OutboxExtension *ext = outbox_entry(fcinfo);
+	uint64		sent = 0;
+
+	SPI_connect();
+	if (!PG_ARGISNULL(0) && !PG_ARGISNULL(1))
+	{
+		send_dead_letters(ext, PG_GETARG_DATUM(0), text_to_cstring(PG_GETARG_TEXT_PP(1)));
+		sent = SPI_processed;
+	}
+	SPI_finish();
+	if (sent > 0)
+		outbox_wake_at_commit();
+	PG_RETURN_INT64((int64) sent);
+}
+
+/*
+ * outbox_retry_delay(attempts integer, base_delay interval,
+ *					  max_delay interval, jitter double precision)
+ *		RETURNS interval
+ *
+ * The delay before the attempt after attempts refused ones.
+ */
+Datum
+outbox_retry_delay(PG_FUNCTION_ARGS)
+{
+	double		ms;
+
+	outbox_entry(fcinfo);
+	ms = retry_delay_ms(PG_GETARG_INT32(0), interval_ms(PG_GETARG_DATUM(1)),
+						interval_ms(PG_GETARG_DATUM(2)), PG_GETARG_FLOAT8(3));
+	PG_RETURN_DATUM(DirectFunctionCall7(make_interval, Int32GetDatum(0), Int32GetDatum(0),
+										Int32GetDatum(0), Int32GetDatum(0),
+										Int32GetDatum(0), Int32GetDatum(0),
+										Float8GetDatum(ms / 1000.0)));
+}
+
+/* Run a plan that updates events for an operator; how many it updated. */
+static int64
+run_by_hand(FunctionCallInfo fcinfo, OutboxPlan *plan, Datum value, bool isnull)
+{
+	const OutboxExtension *ext = outbox_entry(fcinfo);
+	uint64		updated;
+
+	SPI_connect();
+	updated = SPI_execute_plan(outbox_plan(ext, plan), &value, isnull ? "n" : " ", false, 0) < 0 ?
+		0 : SPI_processed;
+	SPI_finish();
+	if (updated > 0)
+		outbox_wake_at_commit();
+	return (int64) updated;
+}
+
+/*
+ * outbox_retry(id bigint) RETURNS integer
+ *
+ * A failed or abandoned event back to pending, due at once, attempts reset;
+ * 1, or 0 if it was neither.
+ */
+Datum
+outbox_retry(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32((int32) run_by_hand(fcinfo, &retry_plan, PG_GETARG_DATUM(0), false));
+}
+
+/*
+ * outbox_retry_abandoned(topic text DEFAULT NULL) RETURNS bigint
+ *
+ * Every abandoned event (of one topic) back to pending; how many.
+ */
+Datum
+outbox_retry_abandoned(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT64(run_by_hand(fcinfo, &retry_abandoned_plan, PG_GETARG_DATUM(0),
+								PG_ARGISNULL(0)));
+}
+
+/* Is the log event (id, txid) still unread at reader? */
+static bool
+unread(const OutboxReader *reader, int64 id, FullTransactionId txid)
+{
+	if (id > reader->last_id)
+		return true;
+	for (int i = 0; i < reader->nrunning; i++)
+		if (FullTransactionIdEquals(reader->running[i], txid))
+			return true;
+	for (int i = 0; i < reader->ndraining; i++)
+		if (FullTransactionIdEquals(reader->draining[i], txid))
+			return id > reader->drain_after && id <= reader->drain_upto;
+	return false;
+}
+
+/*
+ * Copy the unread events of the log to the retry table, due, and move the
+ * reader past them; returns how many.  The caller is connected to SPI and
+ * holds the reader row's lock.
+ */
+static int64
+copy_unread(const OutboxExtension *ext, OutboxReader *reader)
+{
+	MemoryContext chunk_cxt = AllocSetContextCreate(CurrentMemoryContext,
+													"outbox unread events",
+													ALLOCSET_DEFAULT_SIZES);
+	MemoryContext spi_cxt = MemoryContextSwitchTo(chunk_cxt);
+	OutboxEvent *events = MemoryContextAlloc(spi_cxt, 1000 * sizeof(OutboxEvent));
+	OutboxEvent *pointers[1000];
+	int64		copied = 0;
+	int			n;
+
+	for (;;)
+	{
+		int64		bytes_left = PG_INT64_MAX;
+
+		n = outbox_read_log(ext, reader, lengthof(pointers), &bytes_left, events);
+		if (n == 0)
+			break;
+		for (int i = 0; i < n; i++)
+			pointers[i] = &events[i];
+		outbox_copy_to_retries(ext, pointers, n);
+		MemoryContextSwitchTo(chunk_cxt);
+		MemoryContextReset(chunk_cxt);
+		copied += n;
+	}
+	MemoryContextSwitchTo(spi_cxt);
+	outbox_save_reader(ext, reader, 0);
+	MemoryContextDelete(chunk_cxt);
+	return copied;
+}
+
+/*
+ * Abandon the pending and failed events of the retry table of the given
+ * ids (a bigint[] datum; all of them if it is null), with last_error
+ * error if they have none, and copy them to the dead-letter topic.
+ * Returns how many were abandoned.  The caller is connected to SPI and has
+ * copied the unread log events among them to the retry table.
+ */
+static int64
+abandon(const OutboxExtension *ext, Datum id, bool all, const char *error,
+		const char *dead_letter_topic)
+{
+	Datum		values[2] = {id, CStringGetTextDatum(error)};
+	char		nulls[2] = {all ? 'n' : ' ', ' '};
+	Column		ids;
+
+	if (SPI_execute_plan(outbox_plan(ext, &abandon_plan), values, nulls, false, 0) < 0)
+		elog(ERROR, "outbox statement failed");
+	column_init(&ids, SPI_processed);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+
+		column_add(&ids, SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	send_dead_letters(ext, column_array(&ids, INT8OID), dead_letter_topic);
+	return ids.n;
+}
+
+/*
+ * outbox_abandon(id bigint) RETURNS integer
+ *
+ * Give up on a pending or failed event on purpose: it becomes abandoned
+ * (and goes to the dead-letter topic, if one is set), which releases the
+ * later events of its key.  An unread event of the log is copied to the
+ * retry table first, while the reader row is locked, so that the claim
+ * passes over it; if the event is in flight, that waits for its batch to
+ * be recorded.  Returns 1, or 0 if it was neither pending nor failed.
+ */
+Datum
+outbox_abandon(PG_FUNCTION_ARGS)
+{
+	const OutboxExtension *ext = outbox_entry(fcinfo);
+	Datum		id = PG_GETARG_DATUM(0);
+	OutboxReaderRow row;
+	OutboxEvent *events;
+	int64		abandoned;
+
+	outbox_require_read_committed("outbox_abandon()");
+	SPI_connect();
+	outbox_lock_reader(ext, true, &row);
+	if (outbox_log_events(ext, datum_array(&id, 1, INT8OID), &events) == 1 &&
+		unread(&row.reader, events[0].id,
+			   DatumGetFullTransactionId(events[0].values[LOG_TXID])))
+		outbox_copy_to_retries(ext, &events, 1);
+	abandoned = abandon(ext, id, false, "abandoned by outbox_abandon()",
+						outbox_dead_letter_topic);
+	SPI_finish();
+	if (abandoned > 0)
+		outbox_wake_at_commit();
+	PG_RETURN_INT32((int32) abandoned);
+}
+
+/*
+ * outbox_discard() RETURNS bigint
+ *
+ * Give up on every event not delivered yet, on purpose: each becomes
+ * abandoned, with "discarded by outbox_discard()" as its last error if it
+ * had none, and none goes to the dead-letter topic.  What DROP EXTENSION
+ * asks for before it drops undelivered events.  Returns how many.
+ */
+Datum
+outbox_discard(PG_FUNCTION_ARGS)
+{
+	const OutboxExtension *ext = outbox_entry(fcinfo);
+	OutboxReaderRow row;
+	int64		discarded;
+
+	outbox_require_read_committed("outbox_discard()");
+	SPI_connect();
+	outbox_lock_reader(ext, true, &row);
+	copy_unread(ext, &row.reader);
+	discarded = abandon(ext, (Datum) 0, true, "discarded by outbox_discard()", "");
+	SPI_finish();
+	PG_RETURN_INT64(discarded);
+}

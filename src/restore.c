@@ -1,0 +1,66 @@
+/*-------------------------------------------------------------------------
+ *
+ * restore.c
+ *		Events that enter the log by hand: a restore of a dump.
+ *
+ * outbox_enqueue and the capture trigger write the log without INSERT, so
+ * triggers on the log tables fire only for rows written by hand, which is
+ * what pg_restore does (COPY).  A dump holds the events that were not
+ * published when it was taken (the scripts mark the log tables for
+ * pg_dump with that filter), and a restore must publish them all, in key
+ * order, with the retry table's events restored after them: so the worker
+ * of the database waits while a session writes the log by hand
+ * (launcher.c), and each row restored takes the restoring transaction as
+ * its txid, which the claim reads like that of any transaction that
+ * committed late (reader.c) instead of an xid of another server.
+ *
+ * src/restore.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "commands/trigger.h"
+#include "miscadmin.h"
+#include "utils/rel.h"
+#include "utils/xid8.h"
+
+#include "catalog.h"
+#include "event.h"
+#include "launcher.h"
+
+PG_FUNCTION_INFO_V1(outbox_restored);
+
+/*
+ * outbox_restored() RETURNS trigger
+ *
+ * BEFORE INSERT on the log tables, FOR EACH STATEMENT and FOR EACH ROW.
+ */
+Datum
+outbox_restored(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	int			attnum = LOG_TXID + 1;
+	Datum		txid;
+	bool		isnull = false;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
+		!TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("outbox_restored: must be fired BEFORE INSERT")));
+	outbox_entry(fcinfo);
+	if (outbox_launcher_exists())
+		outbox_launcher_note_restore(MyDatabaseId);
+	if (!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
+		return PointerGetDatum(NULL);
+
+	if (RelationGetDescr(trigdata->tg_relation)->natts != OUTBOX_LOG_COLUMNS)
+		elog(ERROR, "outbox_restored: not a log table");
+	txid = FullTransactionIdGetDatum(GetTopFullTransactionId());
+	return PointerGetDatum(heap_modify_tuple_by_cols(trigdata->tg_trigtuple,
+													 RelationGetDescr(trigdata->tg_relation),
+													 1, &attnum, &txid, &isnull));
+}

@@ -1,0 +1,19 @@
+/*-------------------------------------------------------------------------
+ *
+ * utility.h
+ *		What every backend does for the launcher, the workers and the
+ *		extension's safety: the ProcessUtility and post-parse-analyze hooks,
+ *		and the end-of-transaction callback that wakes or restarts workers
+ *		at commit.
+ *
+ * src/utility.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef OUTBOX_UTILITY_H
+#define OUTBOX_UTILITY_H
+
+extern void outbox_utility_init(bool preloaded);
+extern void outbox_wake_at_commit(void);
+
+#endif							/* OUTBOX_UTILITY_H */
