@@ -56,6 +56,10 @@
 #define RECORD_OVERHEAD_BYTES 100
 #define REQUEST_FRAMING_BYTES 1024
 
+/* PostgreSQL counts time from 2000-01-01, Kafka from 1970-01-01 */
+#define UNIX_EPOCH_OFFSET_MS \
+	((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000)
+
 static rd_kafka_t *producer = NULL;
 
 /* the settings the producer was built with (malloc'd) */
@@ -473,7 +477,8 @@ outbox_kafka_probe(void)
 
 /*
  * Hand one event to librdkafka; the outcome arrives in a delivery report,
- * or is set here if librdkafka refuses it at once.
+ * or is set here if librdkafka refuses it at once.  The record's timestamp
+ * is the event's creation (CreateTime), whenever it is published.
  */
 static void
 produce_event(OutboxEvent *ev, int64 seq)
@@ -493,6 +498,7 @@ produce_event(OutboxEvent *ev, int64 seq)
 								RD_KAFKA_V_VALUE(ev->payload, ev->payload ? ev->payload_len : 0),
 								RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
 								RD_KAFKA_V_HEADERS(headers),
+								RD_KAFKA_V_TIMESTAMP(ev->created_at / 1000 + UNIX_EPOCH_OFFSET_MS),
 								RD_KAFKA_V_OPAQUE((void *) (intptr_t) seq),
 								RD_KAFKA_V_END);
 		if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL)
