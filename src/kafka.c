@@ -9,8 +9,9 @@
  * errors and delivery reports, are served by rd_kafka_poll()/flush() on the
  * worker's main thread, in short slices with interrupt checks in between.
  *
- * A batch's outcome per event comes from its delivery report only.  While
- * no broker is reachable the batch is purged after a short grace and its
+ * A batch's outcome per event comes from its delivery report only, or from
+ * the cluster's metadata when it refuses the event's topic.  While no
+ * broker is reachable the batch is purged after a short grace and its
  * events released untouched: an outage costs no attempt.
  *
  * Order per key rests on how a batch is sent (outbox_kafka_publish) and on
@@ -43,8 +44,9 @@
 #define POLL_SLICE_MS 10
 /* how long a reachability probe may take */
 #define PROBE_TIMEOUT_MS 1000
-/* a metadata request is waited for in slices this long */
-#define METADATA_SLICE_MS 100
+/* how long a batch may wait for its topics' metadata, and in what slices */
+#define METADATA_TIMEOUT_MS 5000
+#define METADATA_SLICE_MS 500
 
 /*
  * What a record costs in a request beside what outbox.max_message_bytes
@@ -85,11 +87,21 @@ static int	reports_pending = 0;
 static bool purge_is_timeout = false;
 
 /*
- * Topics this producer has asked metadata for.  librdkafka looks up a new
- * topic on a timer, up to a second after its first message; asking at once
- * costs one round trip instead.
+ * What this producer knows of each topic it has published to, from the
+ * metadata it asked for (learn_topics).  A topic is looked up before its
+ * first events are produced, and again after an event of it was refused
+ * or while its metadata reports an error.
  */
 #define TOPIC_KEY_SIZE 256		/* Kafka topic names have at most 249 bytes */
+
+typedef struct TopicState
+{
+	char		name[TOPIC_KEY_SIZE];	/* hash key */
+	bool		known;			/* its metadata had no error at the last look */
+	int64		lookup;			/* the batch (batch_first_seq) that looks it up */
+	rd_kafka_resp_err_t refusal;	/* the cluster refuses it (topic_refused) */
+} TopicState;
+
 static HTAB *known_topics = NULL;
 
 /*
@@ -199,6 +211,34 @@ error_is_permanent(rd_kafka_resp_err_t err)
 		case RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE:
 		case RD_KAFKA_RESP_ERR_UNSUPPORTED_FOR_MESSAGE_FORMAT:
 		case RD_KAFKA_RESP_ERR__INVALID_ARG:
+			return true;
+		default:
+			return false;
+	}
+}
+
+/*
+ * Errors in a topic's metadata that say the cluster refuses the topic, for
+ * now: not allowed to this client, not there (and not created on demand),
+ * or not creatable.  Its events are refused at once, an attempt each,
+ * rather than produced: librdkafka would hold them until
+ * outbox.delivery_timeout when the metadata lists the topic's partitions
+ * beside the error (a mock cluster's topic_error does), and the rest of
+ * the batch with them.  Other errors (no leader yet, a topic being
+ * created) pass: librdkafka waits for the topic to become writable.
+ */
+static bool
+topic_refused(rd_kafka_resp_err_t err)
+{
+	switch (err)
+	{
+		case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
+		case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
+		case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
+		case RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION:
+		case RD_KAFKA_RESP_ERR_INVALID_PARTITIONS:
+		case RD_KAFKA_RESP_ERR_INVALID_REPLICATION_FACTOR:
+		case RD_KAFKA_RESP_ERR_POLICY_VIOLATION:
 			return true;
 		default:
 			return false;
@@ -518,79 +558,108 @@ produce_event(OutboxEvent *ev, int64 seq)
 }
 
 /*
- * Ask the cluster for a topic's metadata now; waits for at most
- * PROBE_TIMEOUT_MS, in slices with interrupt checks between them.
+ * The state of a topic, entered (as not known) if it is new.
  */
-static void
-refresh_topic_metadata(const char *name)
+static TopicState *
+topic_state(const char *name)
 {
-	rd_kafka_topic_t *topic = rd_kafka_topic_new(producer, name, NULL);
-	const struct rd_kafka_metadata *metadata;
+	TopicState *topic;
+	bool		found;
 
-	if (topic == NULL)
-		return;
-	for (int waited = 0; waited < PROBE_TIMEOUT_MS; waited += METADATA_SLICE_MS)
-	{
-		rd_kafka_resp_err_t err = rd_kafka_metadata(producer, 0, topic, &metadata,
-													METADATA_SLICE_MS);
-
-		if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
-		{
-			rd_kafka_metadata_destroy(metadata);
-			break;
-		}
-		CHECK_FOR_INTERRUPTS();
-	}
-	rd_kafka_topic_destroy(topic);
-}
-
-/*
- * Fetch the metadata of the batch's topics that this producer has not
- * published to yet.
- */
-static void
-learn_new_topics(OutboxBatch *batch)
-{
 	if (known_topics == NULL)
 	{
 		HASHCTL		ctl;
 
 		ctl.keysize = TOPIC_KEY_SIZE;
-		ctl.entrysize = TOPIC_KEY_SIZE;
+		ctl.entrysize = sizeof(TopicState);
 		known_topics = hash_create("outbox known topics", 64, &ctl,
 								   HASH_ELEM | HASH_STRINGS);
 	}
-	for (int i = 0; i < batch->count; i++)
+	topic = hash_search(known_topics, name, HASH_ENTER, &found);
+	if (!found)
 	{
-		bool		found;
+		topic->known = false;
+		topic->lookup = 0;
+		topic->refusal = RD_KAFKA_RESP_ERR_NO_ERROR;
+	}
+	return topic;
+}
 
-		hash_search(known_topics, batch->events[i].topic, HASH_ENTER, &found);
-		if (!found)
-			refresh_topic_metadata(batch->events[i].topic);
+/*
+ * Wait for an answer to one metadata request for every topic the producer
+ * has a handle of, until the deadline, in slices with interrupt checks
+ * between them.  NULL if none came.
+ */
+static const struct rd_kafka_metadata *
+wait_for_metadata(TimestampTz deadline)
+{
+	const struct rd_kafka_metadata *metadata;
+
+	for (;;)
+	{
+		if (rd_kafka_metadata(producer, 0, NULL, &metadata, METADATA_SLICE_MS) ==
+			RD_KAFKA_RESP_ERR_NO_ERROR)
+			return metadata;
+		CHECK_FOR_INTERRUPTS();
+		if (GetCurrentTimestamp() >= deadline)
+			return NULL;
 	}
 }
 
 /*
- * librdkafka keeps a topic that was refused (authorization, say) in an
- * error state until its next metadata refresh, minutes away; its retries
- * would hang meanwhile.  Refresh the topics of refused events now.
+ * Ask the cluster for the metadata of this batch's topics to look up, all
+ * at once: a handle made for a topic that librdkafka has not seen has it
+ * ask for that topic's metadata at once, the requests of all handles in
+ * flight together, and one request for every topic the producer has a
+ * handle of is answered after them.  Waits for at most
+ * METADATA_TIMEOUT_MS (or delivery_timeout); a topic left without an
+ * answer is produced to as it is, librdkafka looking it up itself.
  */
 static void
-refresh_refused_topics(OutboxBatch *batch)
+learn_topics(TopicState **topics, int ntopics)
 {
-	for (int i = 0; i < batch->count; i++)
-	{
-		OutboxEvent *ev = &batch->events[i];
-		bool		done = false;
+	rd_kafka_topic_t **handles = palloc(sizeof(rd_kafka_topic_t *) * ntopics);
+	const struct rd_kafka_metadata *metadata = NULL;
+	TimestampTz deadline;
 
-		if (ev->outcome != OUTBOX_REFUSED)
-			continue;
-		for (int j = 0; j < i && !done; j++)
-			done = batch->events[j].outcome == OUTBOX_REFUSED &&
-				strcmp(batch->events[j].topic, ev->topic) == 0;
-		if (!done)
-			refresh_topic_metadata(ev->topic);
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										   Min(METADATA_TIMEOUT_MS, outbox_delivery_timeout));
+	for (int i = 0; i < ntopics; i++)
+	{
+		topics[i]->refusal = RD_KAFKA_RESP_ERR_NO_ERROR;
+		handles[i] = rd_kafka_topic_new(producer, topics[i]->name, NULL);
 	}
+	PG_TRY();
+	{
+		metadata = wait_for_metadata(deadline);
+	}
+	PG_FINALLY();
+	{
+		for (int i = 0; i < ntopics; i++)
+		{
+			if (handles[i] != NULL)
+				rd_kafka_topic_destroy(handles[i]);
+		}
+	}
+	PG_END_TRY();
+	pfree(handles);
+	if (metadata == NULL)
+		return;
+
+	for (int i = 0; i < metadata->topic_cnt; i++)
+	{
+		const rd_kafka_metadata_topic_t *answer = &metadata->topics[i];
+		TopicState *topic = NULL;
+
+		if (strlen(answer->topic) < TOPIC_KEY_SIZE)
+			topic = hash_search(known_topics, answer->topic, HASH_FIND, NULL);
+		if (topic == NULL || topic->lookup != batch_first_seq)
+			continue;
+		topic->known = answer->err == RD_KAFKA_RESP_ERR_NO_ERROR;
+		if (topic_refused(answer->err))
+			topic->refusal = answer->err;
+	}
+	rd_kafka_metadata_destroy(metadata);
 }
 
 /*
@@ -608,7 +677,8 @@ key_hash(const OutboxEvent *ev)
 
 /*
  * Has the key of ev stopped in this batch?  With stop, make it so.  An
- * event without key never stops anything.
+ * event without key never stops anything, nor one whose topic could not
+ * be read (refused when it was claimed, as every event of its key is).
  */
 static bool
 key_stopped(HTAB *stopped_keys, const OutboxEvent *ev, bool stop)
@@ -616,7 +686,7 @@ key_stopped(HTAB *stopped_keys, const OutboxEvent *ev, bool stop)
 	uint64		hash;
 	bool		found = false;
 
-	if (ev->key == NULL)
+	if (ev->key == NULL || ev->topic == NULL)
 		return false;
 	hash = key_hash(ev);
 	hash_search(stopped_keys, &hash, stop ? HASH_ENTER : HASH_FIND, &found);
@@ -624,18 +694,19 @@ key_stopped(HTAB *stopped_keys, const OutboxEvent *ev, bool stop)
 }
 
 /*
- * The end of the wave of events that starts at first: as many as fit in
- * one request to each partition, whatever partitions they go to.
+ * The end of the wave that starts at order[first], within order[..last):
+ * as many events as fit in one request to each partition, whatever
+ * partitions they go to.
  */
 static int
-wave_end(OutboxBatch *batch, int first)
+wave_end(OutboxBatch *batch, const int *order, int first, int last)
 {
 	int64		bytes = 0;
 	int			i;
 
-	for (i = first; i < batch->count; i++)
+	for (i = first; i < last; i++)
 	{
-		bytes += outbox_record_bytes(&batch->events[i]) + RECORD_OVERHEAD_BYTES;
+		bytes += outbox_record_bytes(&batch->events[order[i]]) + RECORD_OVERHEAD_BYTES;
 		if (bytes > producer_max_message_bytes && i > first)
 			break;
 	}
@@ -643,15 +714,18 @@ wave_end(OutboxBatch *batch, int first)
 }
 
 /*
- * Produce the events [first, end) of a batch, but none of a key that
- * stopped: those are released untouched.  A key stops at an event that
+ * Produce the events order[first..end) of a batch, but none of a key that
+ * stopped: those are released untouched.  An event of a topic the cluster
+ * refuses is refused without being produced.  A key stops at an event that
  * was not delivered, so that no later event of it overtakes that one.
  */
 static void
-produce_wave(OutboxBatch *batch, int first, int end, HTAB *stopped_keys)
+produce_wave(OutboxBatch *batch, const int *order, int first, int end,
+			 TopicState **topic_of, HTAB *stopped_keys)
 {
-	for (int i = first; i < end; i++)
+	for (int j = first; j < end; j++)
 	{
+		int			i = order[j];
 		OutboxEvent *ev = &batch->events[i];
 
 		if (key_stopped(stopped_keys, ev, false))
@@ -660,10 +734,15 @@ produce_wave(OutboxBatch *batch, int first, int end, HTAB *stopped_keys)
 				ev->outcome = OUTBOX_RELEASED;
 			continue;
 		}
-		/* not in flight: refused already when it was claimed */
+			/* not in flight: refused already when it was claimed */
 		if (ev->outcome == OUTBOX_IN_FLIGHT)
-			produce_event(ev, batch_first_seq + i);
-		/* refused at once by librdkafka, or when it was claimed */
+		{
+			if (topic_of[i]->refusal != RD_KAFKA_RESP_ERR_NO_ERROR)
+				set_outcome(ev, topic_of[i]->refusal);
+			else
+				produce_event(ev, batch_first_seq + i);
+		}
+		/* refused at once, or when it was claimed */
 		if (ev->outcome != OUTBOX_IN_FLIGHT)
 			(void) key_stopped(stopped_keys, ev, true);
 	}
@@ -716,21 +795,59 @@ wait_for_reports(void)
 }
 
 /*
- * Publish a batch, in waves: each wave is produced, then flushed, and
- * waited for.  librdkafka holds a partition's messages back (linger.ms)
- * until the flush, and a wave fits in one request per partition, so the
- * events of a key in a wave are one record batch that the broker takes or
- * refuses as a whole; a refused request is never followed by a later one
- * of the same key, because that key sends nothing more in this batch.
- * A wave cut short (outage, SIGTERM, deadline) ends the batch: the events
- * not produced stay without outcome, released.  A fatal producer error
- * drops the producer, to be rebuilt before the next batch.
+ * Produce the events order[first..last) in waves: each wave is produced,
+ * then flushed, and waited for.  Returns false if a wave was cut short
+ * (outage, SIGTERM, deadline): the events not produced stay without
+ * outcome, released.
+ */
+static bool
+publish_events(OutboxBatch *batch, const int *order, int first, int last,
+			   TopicState **topic_of, HTAB *stopped_keys)
+{
+	for (int end; first < last; first = end)
+	{
+		end = wave_end(batch, order, first, last);
+		produce_wave(batch, order, first, end, topic_of, stopped_keys);
+		if (!wait_for_reports())
+			return false;
+		for (int j = first; j < end; j++)
+		{
+			if (batch->events[order[j]].outcome != OUTBOX_DELIVERED)
+				(void) key_stopped(stopped_keys, &batch->events[order[j]], true);
+		}
+	}
+	return true;
+}
+
+/*
+ * Publish a batch, in waves.  librdkafka holds a partition's messages back
+ * (linger.ms) until the flush, and a wave fits in one request per
+ * partition, so the events of a key in a wave are one record batch that
+ * the broker takes or refuses as a whole; a refused request is never
+ * followed by a later one of the same key, because that key sends nothing
+ * more in this batch.
+ *
+ * The events of topics whose metadata is known go first; the topics met
+ * for the first time, or looked up again after an error, are looked up
+ * all at once after that, and their events follow.  A key belongs to one
+ * topic, so this keeps the order of every key, and a new topic costs the
+ * known ones nothing.  Events of a topic that the cluster refuses fail at
+ * once, holding back the later events of their key only.
+ *
+ * A wave cut short ends the batch.  A fatal producer error drops the
+ * producer, to be rebuilt before the next batch.
  */
 void
 outbox_kafka_publish(OutboxBatch *batch)
 {
 	HASHCTL		ctl;
 	HTAB	   *stopped_keys;
+	TopicState **topic_of = palloc(sizeof(TopicState *) * batch->count);
+	TopicState **to_learn = palloc(sizeof(TopicState *) * batch->count);
+	int		   *order = palloc(sizeof(int) * batch->count);
+	int			nknown = 0;
+	int			nevents = 0;
+	int			nlearn = 0;
 	char		errbuf[512];
 
 	ctl.keysize = sizeof(uint64);
@@ -744,22 +861,50 @@ outbox_kafka_publish(OutboxBatch *batch)
 	next_seq += batch->count;
 	reports_pending = 0;
 
-	learn_new_topics(batch);
-	for (int first = 0, end; first < batch->count; first = end)
+	/*
+	 * The events of known topics first, in batch order, then the others.
+	 * One refused when it was claimed goes first too; its topic may not
+	 * even be readable.
+	 */
+	for (int i = 0; i < batch->count; i++)
 	{
-		end = wave_end(batch, first);
-		produce_wave(batch, first, end, stopped_keys);
-		if (!wait_for_reports())
-			break;
-		for (int i = first; i < end; i++)
+		topic_of[i] = NULL;
+		if (batch->events[i].outcome == OUTBOX_IN_FLIGHT)
+			topic_of[i] = topic_state(batch->events[i].topic);
+		if (topic_of[i] == NULL || topic_of[i]->known)
+			order[nevents++] = i;
+	}
+	nknown = nevents;
+	for (int i = 0; i < batch->count; i++)
+	{
+		if (topic_of[i] == NULL || topic_of[i]->known)
+			continue;
+		order[nevents++] = i;
+		if (topic_of[i]->lookup != batch_first_seq)
 		{
-			if (batch->events[i].outcome != OUTBOX_DELIVERED)
-				(void) key_stopped(stopped_keys, &batch->events[i], true);
+			topic_of[i]->lookup = batch_first_seq;
+			to_learn[nlearn++] = topic_of[i];
 		}
+	}
+
+	if (publish_events(batch, order, 0, nknown, topic_of, stopped_keys))
+	{
+		if (nlearn > 0)
+			learn_topics(to_learn, nlearn);
+		(void) publish_events(batch, order, nknown, nevents, topic_of, stopped_keys);
 	}
 	current_batch = NULL;
 
-	refresh_refused_topics(batch);
+	/*
+	 * A topic whose event was refused is looked up again before its next
+	 * events: librdkafka may keep it in an error state until its own next
+	 * metadata refresh, minutes away, and the cluster may have been mended.
+	 */
+	for (int i = 0; i < batch->count; i++)
+	{
+		if (topic_of[i] != NULL && batch->events[i].outcome == OUTBOX_REFUSED)
+			topic_of[i]->known = false;
+	}
 
 	if (rd_kafka_fatal_error(producer, errbuf, sizeof(errbuf)) != RD_KAFKA_RESP_ERR_NO_ERROR)
 	{
