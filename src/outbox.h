@@ -25,6 +25,7 @@ extern char *outbox_databases;
 extern int	outbox_max_workers;
 extern char *outbox_brokers;
 extern char *outbox_kafka_properties;
+extern char *outbox_kafka_properties_file;
 extern int	outbox_max_message_bytes;
 extern int	outbox_batch_size;
 extern int	outbox_poll_interval;
@@ -248,8 +249,21 @@ extern int64 outbox_purge_expired(int batch_size);
 extern int	outbox_rotate_log(void);
 
 /* kafka.c: the producer; no SPI, no transaction needed */
+
+/* why Kafka properties are refused, for an ereport; never their values */
+typedef struct OutboxPropertyError
+{
+	char		message[MAXPGPATH + 256];
+	char		detail[512];
+	const char *hint;			/* a constant, or NULL */
+	bool		missing;		/* the properties file does not exist */
+} OutboxPropertyError;
+
 extern bool outbox_kafka_check_properties(const char *properties,
-										  char *errbuf, size_t errlen);
+										  bool secrets_allowed,
+										  OutboxPropertyError *error);
+extern bool outbox_kafka_check_properties_file(const char *path,
+											   OutboxPropertyError *error);
 extern void outbox_kafka_configure(void);
 extern void outbox_kafka_shutdown(void);
 extern void outbox_kafka_serve(void);
