@@ -29,15 +29,18 @@ SET outbox.brokers = 'elsewhere:9092';
 RESET ROLE;
 DROP ROLE outbox_settings_user;
 
--- librdkafka checks each property when the setting is made
+-- only the properties known to be safe are taken, and librdkafka checks
+-- each value, when the setting is made; no message shows a value
 ALTER SYSTEM SET outbox.kafka_properties = 'no.such.property=1';
 \echo :LAST_ERROR_SQLSTATE
 ALTER SYSTEM SET outbox.kafka_properties = 'acks=sometimes';
 \echo :LAST_ERROR_SQLSTATE
 ALTER SYSTEM SET outbox.kafka_properties = 'linger.ms';
 \echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET outbox.kafka_properties = 'compression.type=sometimes';
+\echo :LAST_ERROR_SQLSTATE
 -- what the guarantees depend on cannot be switched off: 22023, naming the
--- property; nor can a library be loaded or a signal taken
+-- property; nor can a command run, a library be loaded or a signal taken
 ALTER SYSTEM SET outbox.kafka_properties = 'compression.type=lz4;enable.idempotence=false';
 \echo :LAST_ERROR_SQLSTATE
 ALTER SYSTEM SET outbox.kafka_properties = 'request.required.acks=1';
@@ -52,6 +55,12 @@ ALTER SYSTEM SET outbox.kafka_properties = 'plugin.library.paths=/tmp/evil.so';
 \echo :LAST_ERROR_SQLSTATE
 ALTER SYSTEM SET outbox.kafka_properties = 'internal.termination.signal=15';
 \echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET outbox.kafka_properties = 'sasl.kerberos.kinit.cmd=/bin/true';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET outbox.kafka_properties = 'ssl.providers=legacy';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET outbox.kafka_properties = 'partitioner=random';
+\echo :LAST_ERROR_SQLSTATE
 ALTER SYSTEM SET outbox.kafka_properties = 'message.timeout.ms=1000';
 \echo :LAST_ERROR_SQLSTATE
 ALTER SYSTEM SET outbox.kafka_properties = 'message.max.bytes=2000';
@@ -59,7 +68,16 @@ ALTER SYSTEM SET outbox.kafka_properties = 'message.max.bytes=2000';
 ALTER SYSTEM SET outbox.kafka_properties = 'metadata.broker.list=elsewhere:9092';
 \echo :LAST_ERROR_SQLSTATE
 ALTER SYSTEM SET outbox.kafka_properties = ' client.id = app-outbox ; compression.type=lz4;';
+ALTER SYSTEM SET outbox.kafka_properties = 'client.id=app;sasl.username=app;sasl.password=pw';
 ALTER SYSTEM RESET outbox.kafka_properties;
+-- a secret is never stored in a catalog that every role can read
+ALTER DATABASE :"DBNAME" SET outbox.kafka_properties = 'client.id=app;sasl.password=pw';
+\echo :LAST_ERROR_SQLSTATE
+CREATE FUNCTION outbox_settings_f() RETURNS int LANGUAGE sql
+  SET outbox.kafka_properties = 'ssl.key.password=pw' AS 'SELECT 1';
+\echo :LAST_ERROR_SQLSTATE
+ALTER DATABASE :"DBNAME" SET outbox.kafka_properties = 'client.id=app';
+ALTER DATABASE :"DBNAME" RESET outbox.kafka_properties;
 ALTER SYSTEM SET outbox.brokers = ' ';
 \echo :LAST_ERROR_SQLSTATE
 ALTER SYSTEM SET outbox.retry_jitter = 1.5;

@@ -9,8 +9,10 @@
  * worker its own while only a superuser can change where events go; a
  * worker sees a reload between batches, and is started again when the
  * settings of its database or role change (utility.c).
- * outbox.kafka_properties cannot set what the guarantees depend on
- * (kafka.c).  outbox.headers is for any session.
+ * outbox.kafka_properties and the file that outbox.kafka_properties_file
+ * names take only the librdkafka properties known to be safe (kafka.c);
+ * a secret among them is refused where the setting would be stored in a
+ * catalog that every role can read.  outbox.headers is for any session.
  *
  * src/guc.c
  *
@@ -38,6 +40,7 @@ int			outbox_max_workers = 8;
 bool		outbox_enabled = true;
 char	   *outbox_brokers = NULL;
 char	   *outbox_kafka_properties = NULL;
+char	   *outbox_kafka_properties_file = NULL;
 int			outbox_max_message_bytes = 1000000;
 int			outbox_batch_size = 1000;
 int			outbox_poll_interval = 1000;
@@ -90,22 +93,98 @@ check_brokers(char **newval, void **extra, GucSource source)
 }
 
 /*
- * Let librdkafka judge each name=value pair, so that a typo is refused when
- * the setting is made rather than when the worker next starts a producer.
+ * Is a setting from this source stored in a catalog that every role can
+ * read?  ALTER DATABASE/ROLE ... SET keep it in pg_db_role_setting, a
+ * function's SET clause in pg_proc.proconfig: PGC_S_TEST is how those
+ * statements check a value before they store it, the others how a stored
+ * value is applied when a session (or a worker) starts.
+ */
+static bool
+source_is_catalog(GucSource source)
+{
+	switch (source)
+	{
+		case PGC_S_GLOBAL:
+		case PGC_S_DATABASE:
+		case PGC_S_USER:
+		case PGC_S_DATABASE_USER:
+		case PGC_S_TEST:
+			return true;
+		default:
+			return false;
+	}
+}
+
+/*
+ * Report refused Kafka properties from a check hook.  A statement that
+ * would store the setting (source PGC_S_TEST) fails with the error raised
+ * here rather than the GUC machinery's: the same ERROR, but without the
+ * statement in the server log, for the statement holds the values, maybe
+ * a secret.  (The copy of the value the GUC machinery made for the hook is
+ * left behind; a statement that fails costs that much.)  Elsewhere the
+ * hook returns false, with the message set here in place of the usual one,
+ * which would show the value.
+ */
+static void
+report_property_error(const OutboxPropertyError *error, GucSource source)
+{
+	if (source == PGC_S_TEST)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg_internal("%s", error->message),
+				 error->detail[0] ? errdetail_internal("%s", error->detail) : 0,
+				 error->hint ? errhint("%s", error->hint) : 0,
+				 errhidestmt(true)));
+	GUC_check_errmsg("%s", error->message);
+	if (error->detail[0])
+		GUC_check_errdetail("%s", error->detail);
+	if (error->hint)
+		GUC_check_errhint("%s", error->hint);
+}
+
+/*
+ * Judge each name=value pair, so that a property outbox does not allow, or
+ * a value librdkafka does not take, is refused when the setting is made
+ * rather than when the worker next builds a producer.  Secrets are refused
+ * from a catalog (source_is_catalog).
  */
 static bool
 check_kafka_properties(char **newval, void **extra, GucSource source)
 {
-	char		errbuf[512];
+	OutboxPropertyError error;
 
-	if (*newval == NULL)
+	if (*newval == NULL ||
+		outbox_kafka_check_properties(*newval, !source_is_catalog(source), &error))
 		return true;
-	if (!outbox_kafka_check_properties(*newval, errbuf, sizeof(errbuf)))
+	report_property_error(&error, source);
+	return false;
+}
+
+/*
+ * outbox.kafka_properties_file: the file is read when a statement sets the
+ * setting (ALTER DATABASE ... SET, say), and refused if it cannot be used;
+ * a file that does not exist yet only earns a notice, as PGC_S_TEST asks.
+ * Not when the setting is applied, in every session and at every reload:
+ * the worker reads the file itself when it builds its producer.
+ */
+static bool
+check_kafka_properties_file(char **newval, void **extra, GucSource source)
+{
+	OutboxPropertyError error;
+
+	if (*newval == NULL || **newval == '\0' || source != PGC_S_TEST ||
+		outbox_kafka_check_properties_file(*newval, &error))
+		return true;
+	if (error.missing)
 	{
-		GUC_check_errdetail("%s", errbuf);
-		return false;
+		ereport(NOTICE,
+				(errcode(ERRCODE_UNDEFINED_FILE),
+				 errmsg_internal("%s", error.message),
+				 errdetail("The worker reads the file when it builds its producer.")));
+		return true;
 	}
-	return true;
+	report_property_error(&error, source);
+	return false;
 }
 
 /*
@@ -297,12 +376,21 @@ outbox_define_gucs(void)
 
 	DefineCustomStringVariable("outbox.kafka_properties",
 							   "Extra librdkafka producer properties, as name=value pairs separated by semicolons.",
-							   NULL,
+							   "Only the properties known to be safe are allowed; secrets only where no catalog stores them.",
 							   &outbox_kafka_properties,
 							   "",
 							   PGC_SUSET,
 							   GUC_SUPERUSER_ONLY,
 							   check_kafka_properties, NULL, NULL);
+
+	DefineCustomStringVariable("outbox.kafka_properties_file",
+							   "File of further librdkafka producer properties, one name=value per line, secrets included.",
+							   "Read by the worker when it builds its producer; other users must have no access to it.",
+							   &outbox_kafka_properties_file,
+							   "",
+							   PGC_SUSET,
+							   0,
+							   check_kafka_properties_file, NULL, NULL);
 
 	DefineCustomIntVariable("outbox.max_message_bytes",
 							"Largest event outbox_enqueue accepts: payload, key and headers, in bytes.",

@@ -9,13 +9,17 @@
  * errors and delivery reports, are served by rd_kafka_poll()/flush() on the
  * worker's main thread, in short slices with interrupt checks in between.
  *
- * A batch's outcome per event comes from its delivery report only.  While
- * no broker is reachable the batch is purged after a short grace and its
+ * A batch's outcome per event comes from its delivery report only, or from
+ * the cluster's metadata when it refuses the event's topic.  While no
+ * broker is reachable the batch is purged after a short grace and its
  * events released untouched: an outage costs no attempt.
  *
  * Order per key rests on how a batch is sent (outbox_kafka_publish) and on
- * settings that outbox.kafka_properties cannot change (protected_properties):
+ * settings that the Kafka properties cannot change (kafka_property_list):
  * the idempotent producer, and librdkafka's batching left to the worker.
+ * The properties come from outbox.kafka_properties and from the file that
+ * outbox.kafka_properties_file names; only the librdkafka properties known
+ * to be safe are taken, and no message ever shows a property's value.
  *
  * src/kafka.c
  *
@@ -23,11 +27,16 @@
  */
 #include "postgres.h"
 
+#include <sys/stat.h>
+
 #include <librdkafka/rdkafka.h>
 
+#include "common/hashfn.h"
+#include "common/string.h"
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "postmaster/interrupt.h"
-#include "common/hashfn.h"
+#include "storage/fd.h"
 #include "utils/hsearch.h"
 #include "utils/timestamp.h"
 
@@ -44,8 +53,9 @@
 #define POLL_SLICE_MS 10
 /* how long a reachability probe may take */
 #define PROBE_TIMEOUT_MS 1000
-/* a metadata request is waited for in slices this long */
-#define METADATA_SLICE_MS 100
+/* how long a batch may wait for its topics' metadata, and in what slices */
+#define METADATA_TIMEOUT_MS 5000
+#define METADATA_SLICE_MS 500
 
 /*
  * What a record costs in a request beside what outbox.max_message_bytes
@@ -57,13 +67,34 @@
 #define RECORD_OVERHEAD_BYTES 100
 #define REQUEST_FRAMING_BYTES 1024
 
+/* PostgreSQL counts time from 2000-01-01, Kafka from 1970-01-01 */
+#define UNIX_EPOCH_OFFSET_MS \
+	((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000)
+
+/* what identifies the contents of the properties file that was read */
+typedef struct FileVersion
+{
+	bool		exists;
+	dev_t		dev;
+	ino_t		ino;
+	off_t		size;
+	struct timespec mtime;
+	struct timespec ctime;
+} FileVersion;
+
 static rd_kafka_t *producer = NULL;
 
 /* the settings the producer was built with (malloc'd) */
 static char *producer_brokers = NULL;
 static char *producer_properties = NULL;
+static char *producer_properties_file = NULL;
 static int	producer_delivery_timeout = 0;
 static int	producer_max_message_bytes = 0;
+
+/* the properties file the producer read, and the last one it could not use */
+static FileVersion producer_file_version;
+static FileVersion refused_file_version;
+static bool file_refused = false;
 
 /* outage tracking, from ALL_BROKERS_DOWN errors and successful deliveries */
 static bool brokers_down = false;
@@ -85,102 +116,513 @@ static int	reports_pending = 0;
 static bool purge_is_timeout = false;
 
 /*
- * Topics this producer has asked metadata for.  librdkafka looks up a new
- * topic on a timer, up to a second after its first message; asking at once
- * costs one round trip instead.
+ * What this producer knows of each topic it has published to, from the
+ * metadata it asked for (learn_topics).  A topic is looked up before its
+ * first events are produced, and again after an event of it was refused
+ * or while its metadata reports an error.
  */
 #define TOPIC_KEY_SIZE 256		/* Kafka topic names have at most 249 bytes */
+
+typedef struct TopicState
+{
+	char		name[TOPIC_KEY_SIZE];	/* hash key */
+	bool		known;			/* its metadata had no error at the last look */
+	int64		lookup;			/* the batch (batch_first_seq) that looks it up */
+	rd_kafka_resp_err_t refusal;	/* the cluster refuses it (topic_refused) */
+} TopicState;
+
 static HTAB *known_topics = NULL;
 
 /*
- * Properties that outbox.kafka_properties may not set, and why: the
- * guarantees depend on them, another setting owns them, or they would load
- * code or take a signal in every server process.  Aliases are listed too.
+ * The librdkafka properties that outbox.kafka_properties and the properties
+ * file may set, from librdkafka 2.0's CONFIGURATION.md.  It is an
+ * allow-list: a property not listed is refused, so that one added by a
+ * later librdkafka is refused until someone judges it.  Some are listed as
+ * refused only to say why: they would run a command or load code in the
+ * server, switch off what the guarantees depend on, or belong to another
+ * outbox.* setting.  Aliases are listed too.
+ *
+ * A secret is allowed, but never from a setting stored in a catalog that
+ * every role can read (guc.c).  values, when set, lists what each item of
+ * the property's comma-separated value may be; shell_safe values go into
+ * the command line of librdkafka's default kinit command, and may hold no
+ * shell metacharacter.  reason says why a property is refused, or why its
+ * values are limited.
  */
-static const struct
+typedef enum PropertyKind
+{
+	PROPERTY_ALLOWED,
+	PROPERTY_SECRET,
+	PROPERTY_REFUSED
+} PropertyKind;
+
+typedef struct KafkaProperty
 {
 	const char *name;
+	PropertyKind kind;
+	const char *values;
+	bool		shell_safe;
 	const char *reason;
-}			protected_properties[] = {
-	{"enable.idempotence", "order per key and exactly one copy per retry depend on it"},
-	{"linger.ms", "the worker sends each wave of a batch in one request per partition"},
-	{"queue.buffering.max.ms", "the worker sends each wave of a batch in one request per partition"},
-	{"batch.num.messages", "the worker sends each wave of a batch in one request per partition"},
-	{"batch.size", "the worker sends each wave of a batch in one request per partition"},
-	{"acks", "durability depends on it"},
-	{"request.required.acks", "durability depends on it"},
-	{"log.queue", "librdkafka's threads must not call into the server"},
-	{"statistics.interval.ms", "outbox_worker_status() depends on it"},
-	{"bootstrap.servers", "set outbox.brokers instead"},
-	{"metadata.broker.list", "set outbox.brokers instead"},
-	{"message.timeout.ms", "set outbox.delivery_timeout instead"},
-	{"delivery.timeout.ms", "set outbox.delivery_timeout instead"},
-	{"message.max.bytes", "set outbox.max_message_bytes instead"},
-	{"plugin.library.paths", "it would load a library into every server process"},
-	{"ssl.engine.location", "it would load a library into the server"},
-	{"internal.termination.signal", "the server's processes use their signals themselves"},
+} KafkaProperty;
+
+#define ALLOWED(name) {name, PROPERTY_ALLOWED, NULL, false, NULL}
+#define SECRET(name) {name, PROPERTY_SECRET, NULL, false, NULL}
+#define REFUSED(name, reason) {name, PROPERTY_REFUSED, NULL, false, reason}
+
+#define RUNS_KINIT "librdkafka puts it in the shell command that runs kinit."
+#define LOADS_CODE "It loads code (a library, an OpenSSL engine or provider) into the server's processes."
+#define ONE_REQUEST "The worker sends each wave of a batch in one request per partition."
+#define WHOLE_WAVE "The worker queues each wave of a batch whole before it sends it."
+
+static const KafkaProperty kafka_property_list[] = {
+	/* who the producer is, and how it authenticates */
+	ALLOWED("client.id"),
+	ALLOWED("security.protocol"),
+	ALLOWED("sasl.mechanism"),
+	ALLOWED("sasl.mechanisms"),
+	ALLOWED("sasl.username"),
+	SECRET("sasl.password"),
+	ALLOWED("sasl.kerberos.service.name"),
+	{"sasl.kerberos.principal", PROPERTY_ALLOWED, NULL, true, RUNS_KINIT},
+	{"sasl.kerberos.keytab", PROPERTY_ALLOWED, NULL, true, RUNS_KINIT},
+	ALLOWED("sasl.kerberos.min.time.before.relogin"),
+	ALLOWED("sasl.oauthbearer.method"),
+	ALLOWED("sasl.oauthbearer.client.id"),
+	SECRET("sasl.oauthbearer.client.secret"),
+	ALLOWED("sasl.oauthbearer.scope"),
+	ALLOWED("sasl.oauthbearer.extensions"),
+	ALLOWED("sasl.oauthbearer.token.endpoint.url"),
+	SECRET("sasl.oauthbearer.config"),
+	ALLOWED("enable.sasl.oauthbearer.unsecure.jwt"),
+	ALLOWED("ssl.certificate.location"),
+	ALLOWED("ssl.certificate.pem"),
+	ALLOWED("ssl.key.location"),
+	SECRET("ssl.key.password"),
+	SECRET("ssl.key.pem"),
+	ALLOWED("ssl.keystore.location"),
+	SECRET("ssl.keystore.password"),
+	ALLOWED("ssl.ca.location"),
+	ALLOWED("ssl.ca.pem"),
+	ALLOWED("ssl.crl.location"),
+	ALLOWED("ssl.cipher.suites"),
+	ALLOWED("ssl.curves.list"),
+	ALLOWED("ssl.sigalgs.list"),
+	ALLOWED("ssl.endpoint.identification.algorithm"),
+	ALLOWED("enable.ssl.certificate.verification"),
+
+	/* connections, timeouts, metadata */
+	ALLOWED("broker.address.family"),
+	ALLOWED("broker.address.ttl"),
+	ALLOWED("socket.timeout.ms"),
+	ALLOWED("socket.connection.setup.timeout.ms"),
+	ALLOWED("socket.keepalive.enable"),
+	ALLOWED("socket.nagle.disable"),
+	ALLOWED("socket.send.buffer.bytes"),
+	ALLOWED("socket.receive.buffer.bytes"),
+	ALLOWED("connections.max.idle.ms"),
+	ALLOWED("reconnect.backoff.ms"),
+	ALLOWED("reconnect.backoff.max.ms"),
+	ALLOWED("request.timeout.ms"),
+	ALLOWED("retry.backoff.ms"),
+	ALLOWED("api.version.request.timeout.ms"),
+	ALLOWED("topic.metadata.refresh.interval.ms"),
+	ALLOWED("topic.metadata.refresh.fast.interval.ms"),
+	ALLOWED("topic.metadata.propagation.max.ms"),
+	ALLOWED("metadata.max.age.ms"),
+
+	/* records */
+	ALLOWED("compression.type"),
+	ALLOWED("compression.codec"),
+	ALLOWED("compression.level"),
+	{"partitioner", PROPERTY_ALLOWED,
+		"murmur2_random,murmur2,consistent_random,consistent,fnv1a_random,fnv1a", false,
+	"Order per key needs a partitioner that sends a key to one partition."},
+	ALLOWED("sticky.partitioning.linger.ms"),
+
+	/* librdkafka's logs, which go to the server log */
+	ALLOWED("log_level"),
+	ALLOWED("log.connection.close"),
+	{"debug", PROPERTY_ALLOWED,
+		"generic,broker,topic,metadata,feature,queue,msg,protocol,security,eos", false,
+	"The other contexts are of no use to a producer, or can log the values of properties, secrets among them."},
+
+	/* would run a command or load code in the server */
+	REFUSED("sasl.kerberos.kinit.cmd", "It runs a shell command as the operating system user of the server."),
+	REFUSED("plugin.library.paths", LOADS_CODE),
+	REFUSED("ssl.engine.location", LOADS_CODE),
+	REFUSED("ssl.engine.id", LOADS_CODE),
+	REFUSED("ssl.providers", LOADS_CODE),
+	REFUSED("internal.termination.signal", "The server's processes use their signals themselves."),
+
+	/* would switch off what the guarantees depend on */
+	REFUSED("enable.idempotence", "Order per key and one copy per retry depend on it."),
+	REFUSED("acks", "Durability depends on it: the worker waits for every in-sync replica."),
+	REFUSED("request.required.acks", "Durability depends on it: the worker waits for every in-sync replica."),
+	REFUSED("message.send.max.retries", "The idempotent producer depends on librdkafka's retries."),
+	REFUSED("retries", "The idempotent producer depends on librdkafka's retries."),
+	REFUSED("queuing.strategy", "Order per key depends on it."),
+	REFUSED("linger.ms", ONE_REQUEST),
+	REFUSED("queue.buffering.max.ms", ONE_REQUEST),
+	REFUSED("batch.num.messages", ONE_REQUEST),
+	REFUSED("batch.size", ONE_REQUEST),
+	REFUSED("queue.buffering.max.messages", WHOLE_WAVE),
+	REFUSED("queue.buffering.max.kbytes", WHOLE_WAVE),
+	REFUSED("delivery.report.only.error", "Each event's outcome comes from its delivery report."),
+	REFUSED("log.queue", "librdkafka's threads must not call into the server."),
+	REFUSED("statistics.interval.ms", "outbox_worker_status() depends on it."),
+
+	/* belong to another setting */
+	REFUSED("bootstrap.servers", "Set outbox.brokers instead."),
+	REFUSED("metadata.broker.list", "Set outbox.brokers instead."),
+	REFUSED("message.timeout.ms", "Set outbox.delivery_timeout instead."),
+	REFUSED("delivery.timeout.ms", "Set outbox.delivery_timeout instead."),
+	REFUSED("message.max.bytes", "Set outbox.max_message_bytes instead."),
 };
 
+/* the characters a shell_safe value may hold */
+#define SHELL_SAFE_CHARS \
+	"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/@:+="
+
+static const KafkaProperty *
+find_property(const char *name)
+{
+	for (int i = 0; i < lengthof(kafka_property_list); i++)
+	{
+		if (strcmp(kafka_property_list[i].name, name) == 0)
+			return &kafka_property_list[i];
+	}
+	return NULL;
+}
+
 /*
- * Set each name=value pair of a ';'-separated list on conf.  On failure
- * returns false with the reason in errbuf.
+ * Is each comma-separated item of value one of the comma-separated list?
  */
 static bool
-apply_properties(rd_kafka_conf_t *conf, const char *properties,
-				 char *errbuf, size_t errlen)
+value_in_list(const char *value, const char *list)
 {
-	char	   *list = pstrdup(properties);
+	char	   *items = pstrdup(value);
 	char	   *saveptr = NULL;
+	bool		ok = true;
 
-	for (char *item = strtok_r(list, ";", &saveptr); item != NULL;
-		 item = strtok_r(NULL, ";", &saveptr))
+	for (char *item = strtok_r(items, ",", &saveptr); item != NULL && ok;
+		 item = strtok_r(NULL, ",", &saveptr))
 	{
-		char	   *eq;
-		char	   *name;
-		char	   *value;
+		const char *p = list;
+		size_t		len;
 
-		name = item + strspn(item, " \t\n");
-		if (*name == '\0')
-			continue;
-		eq = strchr(name, '=');
-		if (eq == NULL)
+		item += strspn(item, " ");
+		len = strcspn(item, " ");
+		ok = false;
+		while (*p != '\0' && !ok)
 		{
-			snprintf(errbuf, errlen, "Property \"%s\" has no value; expected name=value.", name);
-			return false;
+			size_t		n = strcspn(p, ",");
+
+			ok = n == len && strncmp(p, item, len) == 0;
+			p += n + (p[n] == ',');
 		}
-		*eq = '\0';
-		value = eq + 1 + strspn(eq + 1, " \t\n");
-		for (char *end = eq - 1; end >= name && strchr(" \t\n", *end); end--)
-			*end = '\0';
-		for (char *end = value + strlen(value) - 1; end >= value && strchr(" \t\n", *end); end--)
-			*end = '\0';
-		for (int i = 0; i < lengthof(protected_properties); i++)
-		{
-			if (strcmp(name, protected_properties[i].name) == 0)
-			{
-				snprintf(errbuf, errlen, "Property \"%s\" cannot be set here: %s.",
-						 name, protected_properties[i].reason);
-				return false;
-			}
-		}
-		if (rd_kafka_conf_set(conf, name, value, errbuf, errlen) != RD_KAFKA_CONF_OK)
-			return false;
 	}
+	pfree(items);
+	return ok;
+}
+
+/*
+ * Judge one property and set it on conf (a scratch one when only
+ * checking): is it allowed, here, and does librdkafka take its value?
+ * where names the setting or the file and line, for the message.  No
+ * message shows the value: it may be a secret.
+ */
+static bool
+set_property(rd_kafka_conf_t *conf, const char *name, const char *value,
+			 bool secrets_allowed, const char *where,
+			 OutboxPropertyError *error)
+{
+	const KafkaProperty *property = find_property(name);
+	char		errbuf[512];
+
+	memset(error, 0, sizeof(*error));
+	if (property == NULL || property->kind == PROPERTY_REFUSED)
+	{
+		snprintf(error->message, sizeof(error->message),
+				 "Kafka property \"%s\" is not allowed in %s", name, where);
+		if (property != NULL)
+			strlcpy(error->detail, property->reason, sizeof(error->detail));
+		else
+		{
+			strlcpy(error->detail,
+					"It is not one of the librdkafka producer properties that outbox allows.",
+					sizeof(error->detail));
+			error->hint = "The properties allowed are listed under outbox.kafka_properties in the README of outbox.";
+		}
+		return false;
+	}
+	if (property->kind == PROPERTY_SECRET && !secrets_allowed)
+	{
+		snprintf(error->message, sizeof(error->message),
+				 "Kafka property \"%s\" cannot be set per database, per role or per function",
+				 name);
+		strlcpy(error->detail,
+				"It is a secret, and such settings are stored in catalogs that every role can read.",
+				sizeof(error->detail));
+		error->hint = "Set it in postgresql.conf, or in the file that outbox.kafka_properties_file names, which can be set per database.";
+		return false;
+	}
+
+	snprintf(error->message, sizeof(error->message),
+			 "invalid value for Kafka property \"%s\" in %s", name, where);
+	if (property->values != NULL && !value_in_list(value, property->values))
+	{
+		snprintf(error->detail, sizeof(error->detail), "Allowed values: %s. %s",
+				 property->values, property->reason);
+		return false;
+	}
+	if (property->shell_safe && strspn(value, SHELL_SAFE_CHARS) != strlen(value))
+	{
+		snprintf(error->detail, sizeof(error->detail),
+				 "It may hold only letters, digits and the characters \"%s\". %s",
+				 "._-/@:+=", property->reason);
+		return false;
+	}
+	if (rd_kafka_conf_set(conf, name, value, errbuf, sizeof(errbuf)) != RD_KAFKA_CONF_OK)
+	{
+		/* librdkafka's message, unless it shows the value */
+		if (*value != '\0' && strstr(errbuf, value) != NULL)
+			strlcpy(error->detail, "librdkafka does not accept the value given.",
+					sizeof(error->detail));
+		else
+			snprintf(error->detail, sizeof(error->detail), "%s.", errbuf);
+		error->hint = "librdkafka's CONFIGURATION.md lists the values each property takes.";
+		return false;
+	}
+	error->message[0] = '\0';
 	return true;
 }
 
 /*
- * Check hook helper for outbox.kafka_properties: would librdkafka accept
- * every property?  errbuf gets its message if not.
+ * Trim the white space around s, in place.
+ */
+static char *
+trim(char *s)
+{
+	char	   *end;
+
+	s += strspn(s, " \t\r\n");
+	end = s + strlen(s);
+	while (end > s && strchr(" \t\r\n", end[-1]) != NULL)
+		*--end = '\0';
+	return s;
+}
+
+/*
+ * Split "name = value" at its first '='; false if it has none or no name.
+ */
+static bool
+split_property(char *item, char **name, char **value)
+{
+	char	   *eq = strchr(item, '=');
+
+	if (eq == NULL)
+		return false;
+	*eq = '\0';
+	*name = trim(item);
+	*value = trim(eq + 1);
+	return **name != '\0';
+}
+
+/*
+ * Set each name=value pair of a ';'-separated list (outbox.kafka_properties)
+ * on conf.  On failure, returns false with the reason in *error.
+ */
+static bool
+apply_property_list(rd_kafka_conf_t *conf, const char *properties,
+					bool secrets_allowed, OutboxPropertyError *error)
+{
+	char	   *list = pstrdup(properties);
+	char	   *saveptr = NULL;
+	int			itemno = 0;
+
+	for (char *item = strtok_r(list, ";", &saveptr); item != NULL;
+		 item = strtok_r(NULL, ";", &saveptr))
+	{
+		char	   *name;
+		char	   *value;
+
+		if (*trim(item) == '\0')
+			continue;
+		itemno++;
+		if (!split_property(item, &name, &value))
+		{
+			memset(error, 0, sizeof(*error));
+			strlcpy(error->message,
+					"invalid Kafka property in outbox.kafka_properties",
+					sizeof(error->message));
+			snprintf(error->detail, sizeof(error->detail),
+					 "Item %d of the list is not of the form name=value.", itemno);
+			return false;
+		}
+		if (!set_property(conf, name, value, secrets_allowed,
+						  "outbox.kafka_properties", error))
+			return false;
+	}
+	pfree(list);
+	return true;
+}
+
+/*
+ * Check outbox.kafka_properties: would every property be taken?  Secrets
+ * only if secrets_allowed.  For the check hook.
  */
 bool
-outbox_kafka_check_properties(const char *properties, char *errbuf, size_t errlen)
+outbox_kafka_check_properties(const char *properties, bool secrets_allowed,
+							  OutboxPropertyError *error)
 {
 	rd_kafka_conf_t *conf = rd_kafka_conf_new();
-	bool		ok = apply_properties(conf, properties, errbuf, errlen);
+	bool		ok = apply_property_list(conf, properties, secrets_allowed, error);
 
 	rd_kafka_conf_destroy(conf);
 	return ok;
+}
+
+/* what identifies the contents of a file, from its stat */
+static void
+file_version_of(const struct stat *st, FileVersion *version)
+{
+	memset(version, 0, sizeof(*version));
+	version->exists = true;
+	version->dev = st->st_dev;
+	version->ino = st->st_ino;
+	version->size = st->st_size;
+	version->mtime = st->st_mtim;
+	version->ctime = st->st_ctim;
+}
+
+/* the same file, unchanged (or both missing)? */
+static bool
+same_file_version(const FileVersion *a, const FileVersion *b)
+{
+	return a->exists == b->exists && a->dev == b->dev && a->ino == b->ino &&
+		a->size == b->size &&
+		a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec &&
+		a->ctime.tv_sec == b->ctime.tv_sec && a->ctime.tv_nsec == b->ctime.tv_nsec;
+}
+
+/*
+ * Set the properties of the file at path on conf: one name=value per line,
+ * lines that start with # are comments.  The file may hold secrets: it must
+ * be a regular file that other users cannot read.  *version gets what
+ * identifies the contents read.  On failure, returns false with the reason
+ * in *error, naming the file and line.
+ */
+static bool
+apply_property_file(rd_kafka_conf_t *conf, const char *path,
+					FileVersion *version, OutboxPropertyError *error)
+{
+	FILE	   *file;
+	struct stat st;
+	StringInfoData line;
+	int			lineno = 0;
+	bool		ok = true;
+
+	memset(error, 0, sizeof(*error));
+	memset(version, 0, sizeof(*version));
+	file = AllocateFile(path, "r");
+	if (file == NULL)
+	{
+		int			save_errno = errno;
+
+		error->missing = save_errno == ENOENT;
+		errno = save_errno;
+		snprintf(error->message, sizeof(error->message),
+				 "could not open Kafka properties file \"%s\": %m", path);
+		return false;
+	}
+	if (fstat(fileno(file), &st) != 0)
+	{
+		snprintf(error->message, sizeof(error->message),
+				 "could not stat Kafka properties file \"%s\": %m", path);
+		FreeFile(file);
+		return false;
+	}
+	file_version_of(&st, version);
+	if (!S_ISREG(st.st_mode))
+	{
+		snprintf(error->message, sizeof(error->message),
+				 "Kafka properties file \"%s\" is not a regular file", path);
+		FreeFile(file);
+		return false;
+	}
+	if ((st.st_mode & S_IRWXO) != 0)
+	{
+		snprintf(error->message, sizeof(error->message),
+				 "Kafka properties file \"%s\" is accessible by other users", path);
+		strlcpy(error->detail,
+				"It may hold secrets: its permissions must give other users no access.",
+				sizeof(error->detail));
+		error->hint = "Remove their access, for example with chmod o-rwx.";
+		FreeFile(file);
+		return false;
+	}
+
+	initStringInfo(&line);
+	while (ok && pg_get_line_buf(file, &line))
+	{
+		char	   *text = trim(line.data);
+		char	   *name;
+		char	   *value;
+		char		where[MAXPGPATH + 32];
+
+		lineno++;
+		if (*text == '\0' || *text == '#')
+			continue;
+		snprintf(where, sizeof(where), "file \"%s\", line %d", path, lineno);
+		if (!split_property(text, &name, &value))
+		{
+			snprintf(error->message, sizeof(error->message),
+					 "invalid Kafka property in %s", where);
+			strlcpy(error->detail, "The line is not of the form name=value.",
+					sizeof(error->detail));
+			ok = false;
+		}
+		else
+			ok = set_property(conf, name, value, true, where, error);
+	}
+	if (ok && ferror(file))
+	{
+		snprintf(error->message, sizeof(error->message),
+				 "could not read Kafka properties file \"%s\": %m", path);
+		ok = false;
+	}
+	pfree(line.data);
+	FreeFile(file);
+	return ok;
+}
+
+/*
+ * Check the file that outbox.kafka_properties_file names: would every
+ * property in it be taken?  For the check hook and for a file changed
+ * under a running producer.
+ */
+bool
+outbox_kafka_check_properties_file(const char *path, OutboxPropertyError *error)
+{
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	FileVersion version;
+	bool		ok = apply_property_file(conf, path, &version, error);
+
+	rd_kafka_conf_destroy(conf);
+	return ok;
+}
+
+/*
+ * Raise the error that a property check returned.
+ */
+static void
+report_property_error(const OutboxPropertyError *error)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg_internal("%s", error->message),
+			 error->detail[0] ? errdetail_internal("%s", error->detail) : 0,
+			 error->hint ? errhint("%s", error->hint) : 0));
 }
 
 /*
@@ -199,6 +641,34 @@ error_is_permanent(rd_kafka_resp_err_t err)
 		case RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE:
 		case RD_KAFKA_RESP_ERR_UNSUPPORTED_FOR_MESSAGE_FORMAT:
 		case RD_KAFKA_RESP_ERR__INVALID_ARG:
+			return true;
+		default:
+			return false;
+	}
+}
+
+/*
+ * Errors in a topic's metadata that say the cluster refuses the topic, for
+ * now: not allowed to this client, not there (and not created on demand),
+ * or not creatable.  Its events are refused at once, an attempt each,
+ * rather than produced: librdkafka would hold them until
+ * outbox.delivery_timeout when the metadata lists the topic's partitions
+ * beside the error (a mock cluster's topic_error does), and the rest of
+ * the batch with them.  Other errors (no leader yet, a topic being
+ * created) pass: librdkafka waits for the topic to become writable.
+ */
+static bool
+topic_refused(rd_kafka_resp_err_t err)
+{
+	switch (err)
+	{
+		case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
+		case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
+		case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
+		case RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION:
+		case RD_KAFKA_RESP_ERR_INVALID_PARTITIONS:
+		case RD_KAFKA_RESP_ERR_INVALID_REPLICATION_FACTOR:
+		case RD_KAFKA_RESP_ERR_POLICY_VIOLATION:
 			return true;
 		default:
 			return false;
@@ -307,26 +777,29 @@ conf_set_or_error(rd_kafka_conf_t *conf, const char *name, const char *value)
 
 /*
  * A producer configuration from the settings: defaults, then
- * outbox.kafka_properties, then what the guarantees depend on.
+ * outbox.kafka_properties, then the properties file (*file_version gets
+ * what was read of it), then what the guarantees depend on.
  */
 static rd_kafka_conf_t *
-make_conf(void)
+make_conf(FileVersion *file_version)
 {
 	rd_kafka_conf_t *conf = rd_kafka_conf_new();
-	char		errbuf[512];
+	OutboxPropertyError error;
 	char		value[32];
 
+	memset(file_version, 0, sizeof(*file_version));
 	conf_set_or_error(conf, "client.id", "postgresql-outbox");
 	conf_set_or_error(conf, "partitioner", "murmur2_random");
 	/* Nagle's algorithm holds small produce requests back by up to 40 ms */
 	conf_set_or_error(conf, "socket.nagle.disable", "true");
-	if (!apply_properties(conf, outbox_kafka_properties, errbuf, sizeof(errbuf)))
+	/* the check hook refused secrets where they came from a catalog */
+	if (!apply_property_list(conf, outbox_kafka_properties, true, &error) ||
+		(*outbox_kafka_properties_file != '\0' &&
+		 !apply_property_file(conf, outbox_kafka_properties_file,
+							  file_version, &error)))
 	{
 		rd_kafka_conf_destroy(conf);
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid value for outbox.kafka_properties"),
-				 errdetail("%s", errbuf)));
+		report_property_error(&error);
 	}
 
 	conf_set_or_error(conf, "bootstrap.servers", outbox_brokers);
@@ -369,29 +842,69 @@ malloc_strdup(const char *s)
 }
 
 /*
+ * Has the properties file changed since the producer read it, and can what
+ * it says now be used?  A file that cannot is reported once per version,
+ * and the producer keeps the properties it was built with, as the server
+ * keeps a setting whose new value in postgresql.conf is refused.
+ */
+static bool
+properties_file_changed(void)
+{
+	struct stat st;
+	FileVersion version;
+	OutboxPropertyError error;
+
+	memset(&version, 0, sizeof(version));
+	if (stat(outbox_kafka_properties_file, &st) == 0)
+		file_version_of(&st, &version);
+	if (same_file_version(&version, &producer_file_version) ||
+		(file_refused && same_file_version(&version, &refused_file_version)))
+		return false;
+	if (!outbox_kafka_check_properties_file(outbox_kafka_properties_file, &error))
+	{
+		ereport(LOG,
+				(errmsg("Kafka properties file \"%s\" changed but cannot be used, the producer keeps its properties",
+						outbox_kafka_properties_file),
+				 errdetail_internal("%s%s%s", error.message,
+									error.detail[0] ? ": " : "", error.detail)));
+		refused_file_version = version;
+		file_refused = true;
+		return false;
+	}
+	return true;
+}
+
+/*
  * Make sure a producer built from the current settings exists: build one
- * if there is none, or if the settings changed since (SIGHUP).  Call only
- * between batches, when nothing is in flight.
+ * if there is none, or if the settings (SIGHUP) or the properties file
+ * changed since.  Call only between batches, when nothing is in flight.
  */
 void
 outbox_kafka_configure(void)
 {
 	rd_kafka_conf_t *conf;
+	FileVersion file_version;
 	char		errbuf[512];
 
 	if (producer != NULL &&
 		strcmp(producer_brokers, outbox_brokers) == 0 &&
 		strcmp(producer_properties, outbox_kafka_properties) == 0 &&
+		strcmp(producer_properties_file, outbox_kafka_properties_file) == 0 &&
 		producer_delivery_timeout == outbox_delivery_timeout &&
 		producer_max_message_bytes == outbox_max_message_bytes)
-		return;
-
-	if (producer != NULL)
+	{
+		if (*outbox_kafka_properties_file == '\0' || !properties_file_changed())
+			return;
+		ereport(LOG,
+				(errmsg("Kafka properties file \"%s\" changed, rebuilding the producer",
+						outbox_kafka_properties_file)));
+	}
+	else if (producer != NULL)
 		ereport(LOG,
 				(errmsg("Kafka settings changed, rebuilding the producer")));
 	outbox_kafka_shutdown();
 
-	conf = make_conf();
+	conf = make_conf(&file_version);
 
 	/* on success rd_kafka_new owns conf */
 	producer = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errbuf, sizeof(errbuf));
@@ -407,8 +920,11 @@ outbox_kafka_configure(void)
 
 	producer_brokers = malloc_strdup(outbox_brokers);
 	producer_properties = malloc_strdup(outbox_kafka_properties);
+	producer_properties_file = malloc_strdup(outbox_kafka_properties_file);
 	producer_delivery_timeout = outbox_delivery_timeout;
 	producer_max_message_bytes = outbox_max_message_bytes;
+	producer_file_version = file_version;
+	file_refused = false;
 	brokers_down = false;
 }
 
@@ -430,7 +946,8 @@ outbox_kafka_shutdown(void)
 	known_topics = NULL;
 	free(producer_brokers);
 	free(producer_properties);
-	producer_brokers = producer_properties = NULL;
+	free(producer_properties_file);
+	producer_brokers = producer_properties = producer_properties_file = NULL;
 	brokers_up = -1;
 }
 
@@ -485,7 +1002,8 @@ outbox_kafka_probe(void)
 
 /*
  * Hand one event to librdkafka; the outcome arrives in a delivery report,
- * or is set here if librdkafka refuses it at once.
+ * or is set here if librdkafka refuses it at once.  The record's timestamp
+ * is the event's creation (CreateTime), whenever it is published.
  */
 static void
 produce_event(OutboxEvent *ev, int64 seq)
@@ -505,6 +1023,7 @@ produce_event(OutboxEvent *ev, int64 seq)
 								RD_KAFKA_V_VALUE(ev->payload, ev->payload ? ev->payload_len : 0),
 								RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
 								RD_KAFKA_V_HEADERS(headers),
+								RD_KAFKA_V_TIMESTAMP(ev->created_at / 1000 + UNIX_EPOCH_OFFSET_MS),
 								RD_KAFKA_V_OPAQUE((void *) (intptr_t) seq),
 								RD_KAFKA_V_END);
 		if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL)
@@ -524,79 +1043,108 @@ produce_event(OutboxEvent *ev, int64 seq)
 }
 
 /*
- * Ask the cluster for a topic's metadata now; waits for at most
- * PROBE_TIMEOUT_MS, in slices with interrupt checks between them.
+ * The state of a topic, entered (as not known) if it is new.
  */
-static void
-refresh_topic_metadata(const char *name)
+static TopicState *
+topic_state(const char *name)
 {
-	rd_kafka_topic_t *topic = rd_kafka_topic_new(producer, name, NULL);
-	const struct rd_kafka_metadata *metadata;
+	TopicState *topic;
+	bool		found;
 
-	if (topic == NULL)
-		return;
-	for (int waited = 0; waited < PROBE_TIMEOUT_MS; waited += METADATA_SLICE_MS)
-	{
-		rd_kafka_resp_err_t err = rd_kafka_metadata(producer, 0, topic, &metadata,
-													METADATA_SLICE_MS);
-
-		if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
-		{
-			rd_kafka_metadata_destroy(metadata);
-			break;
-		}
-		CHECK_FOR_INTERRUPTS();
-	}
-	rd_kafka_topic_destroy(topic);
-}
-
-/*
- * Fetch the metadata of the batch's topics that this producer has not
- * published to yet.
- */
-static void
-learn_new_topics(OutboxBatch *batch)
-{
 	if (known_topics == NULL)
 	{
 		HASHCTL		ctl;
 
 		ctl.keysize = TOPIC_KEY_SIZE;
-		ctl.entrysize = TOPIC_KEY_SIZE;
+		ctl.entrysize = sizeof(TopicState);
 		known_topics = hash_create("outbox known topics", 64, &ctl,
 								   HASH_ELEM | HASH_STRINGS);
 	}
-	for (int i = 0; i < batch->count; i++)
+	topic = hash_search(known_topics, name, HASH_ENTER, &found);
+	if (!found)
 	{
-		bool		found;
+		topic->known = false;
+		topic->lookup = 0;
+		topic->refusal = RD_KAFKA_RESP_ERR_NO_ERROR;
+	}
+	return topic;
+}
 
-		hash_search(known_topics, batch->events[i].topic, HASH_ENTER, &found);
-		if (!found)
-			refresh_topic_metadata(batch->events[i].topic);
+/*
+ * Wait for an answer to one metadata request for every topic the producer
+ * has a handle of, until the deadline, in slices with interrupt checks
+ * between them.  NULL if none came.
+ */
+static const struct rd_kafka_metadata *
+wait_for_metadata(TimestampTz deadline)
+{
+	const struct rd_kafka_metadata *metadata;
+
+	for (;;)
+	{
+		if (rd_kafka_metadata(producer, 0, NULL, &metadata, METADATA_SLICE_MS) ==
+			RD_KAFKA_RESP_ERR_NO_ERROR)
+			return metadata;
+		CHECK_FOR_INTERRUPTS();
+		if (GetCurrentTimestamp() >= deadline)
+			return NULL;
 	}
 }
 
 /*
- * librdkafka keeps a topic that was refused (authorization, say) in an
- * error state until its next metadata refresh, minutes away; its retries
- * would hang meanwhile.  Refresh the topics of refused events now.
+ * Ask the cluster for the metadata of this batch's topics to look up, all
+ * at once: a handle made for a topic that librdkafka has not seen has it
+ * ask for that topic's metadata at once, the requests of all handles in
+ * flight together, and one request for every topic the producer has a
+ * handle of is answered after them.  Waits for at most
+ * METADATA_TIMEOUT_MS (or delivery_timeout); a topic left without an
+ * answer is produced to as it is, librdkafka looking it up itself.
  */
 static void
-refresh_refused_topics(OutboxBatch *batch)
+learn_topics(TopicState **topics, int ntopics)
 {
-	for (int i = 0; i < batch->count; i++)
-	{
-		OutboxEvent *ev = &batch->events[i];
-		bool		done = false;
+	rd_kafka_topic_t **handles = palloc(sizeof(rd_kafka_topic_t *) * ntopics);
+	const struct rd_kafka_metadata *metadata = NULL;
+	TimestampTz deadline;
 
-		if (ev->outcome != OUTBOX_REFUSED)
-			continue;
-		for (int j = 0; j < i && !done; j++)
-			done = batch->events[j].outcome == OUTBOX_REFUSED &&
-				strcmp(batch->events[j].topic, ev->topic) == 0;
-		if (!done)
-			refresh_topic_metadata(ev->topic);
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										   Min(METADATA_TIMEOUT_MS, outbox_delivery_timeout));
+	for (int i = 0; i < ntopics; i++)
+	{
+		topics[i]->refusal = RD_KAFKA_RESP_ERR_NO_ERROR;
+		handles[i] = rd_kafka_topic_new(producer, topics[i]->name, NULL);
 	}
+	PG_TRY();
+	{
+		metadata = wait_for_metadata(deadline);
+	}
+	PG_FINALLY();
+	{
+		for (int i = 0; i < ntopics; i++)
+		{
+			if (handles[i] != NULL)
+				rd_kafka_topic_destroy(handles[i]);
+		}
+	}
+	PG_END_TRY();
+	pfree(handles);
+	if (metadata == NULL)
+		return;
+
+	for (int i = 0; i < metadata->topic_cnt; i++)
+	{
+		const rd_kafka_metadata_topic_t *answer = &metadata->topics[i];
+		TopicState *topic = NULL;
+
+		if (strlen(answer->topic) < TOPIC_KEY_SIZE)
+			topic = hash_search(known_topics, answer->topic, HASH_FIND, NULL);
+		if (topic == NULL || topic->lookup != batch_first_seq)
+			continue;
+		topic->known = answer->err == RD_KAFKA_RESP_ERR_NO_ERROR;
+		if (topic_refused(answer->err))
+			topic->refusal = answer->err;
+	}
+	rd_kafka_metadata_destroy(metadata);
 }
 
 /*
@@ -614,7 +1162,8 @@ key_hash(const OutboxEvent *ev)
 
 /*
  * Has the key of ev stopped in this batch?  With stop, make it so.  An
- * event without key never stops anything.
+ * event without key never stops anything, nor one whose topic could not
+ * be read (refused when it was claimed, as every event of its key is).
  */
 static bool
 key_stopped(HTAB *stopped_keys, const OutboxEvent *ev, bool stop)
@@ -622,7 +1171,7 @@ key_stopped(HTAB *stopped_keys, const OutboxEvent *ev, bool stop)
 	uint64		hash;
 	bool		found = false;
 
-	if (ev->key == NULL)
+	if (ev->key == NULL || ev->topic == NULL)
 		return false;
 	hash = key_hash(ev);
 	hash_search(stopped_keys, &hash, stop ? HASH_ENTER : HASH_FIND, &found);
@@ -630,18 +1179,19 @@ key_stopped(HTAB *stopped_keys, const OutboxEvent *ev, bool stop)
 }
 
 /*
- * The end of the wave of events that starts at first: as many as fit in
- * one request to each partition, whatever partitions they go to.
+ * The end of the wave that starts at order[first], within order[..last):
+ * as many events as fit in one request to each partition, whatever
+ * partitions they go to.
  */
 static int
-wave_end(OutboxBatch *batch, int first)
+wave_end(OutboxBatch *batch, const int *order, int first, int last)
 {
 	int64		bytes = 0;
 	int			i;
 
-	for (i = first; i < batch->count; i++)
+	for (i = first; i < last; i++)
 	{
-		bytes += outbox_record_bytes(&batch->events[i]) + RECORD_OVERHEAD_BYTES;
+		bytes += outbox_record_bytes(&batch->events[order[i]]) + RECORD_OVERHEAD_BYTES;
 		if (bytes > producer_max_message_bytes && i > first)
 			break;
 	}
@@ -649,15 +1199,18 @@ wave_end(OutboxBatch *batch, int first)
 }
 
 /*
- * Produce the events [first, end) of a batch, but none of a key that
- * stopped: those are released untouched.  A key stops at an event that
+ * Produce the events order[first..end) of a batch, but none of a key that
+ * stopped: those are released untouched.  An event of a topic the cluster
+ * refuses is refused without being produced.  A key stops at an event that
  * was not delivered, so that no later event of it overtakes that one.
  */
 static void
-produce_wave(OutboxBatch *batch, int first, int end, HTAB *stopped_keys)
+produce_wave(OutboxBatch *batch, const int *order, int first, int end,
+			 TopicState **topic_of, HTAB *stopped_keys)
 {
-	for (int i = first; i < end; i++)
+	for (int j = first; j < end; j++)
 	{
+		int			i = order[j];
 		OutboxEvent *ev = &batch->events[i];
 
 		if (key_stopped(stopped_keys, ev, false))
@@ -666,10 +1219,15 @@ produce_wave(OutboxBatch *batch, int first, int end, HTAB *stopped_keys)
 				ev->outcome = OUTBOX_RELEASED;
 			continue;
 		}
-		/* not in flight: refused already when it was claimed */
+			/* not in flight: refused already when it was claimed */
 		if (ev->outcome == OUTBOX_IN_FLIGHT)
-			produce_event(ev, batch_first_seq + i);
-		/* refused at once by librdkafka, or when it was claimed */
+		{
+			if (topic_of[i]->refusal != RD_KAFKA_RESP_ERR_NO_ERROR)
+				set_outcome(ev, topic_of[i]->refusal);
+			else
+				produce_event(ev, batch_first_seq + i);
+		}
+		/* refused at once, or when it was claimed */
 		if (ev->outcome != OUTBOX_IN_FLIGHT)
 			(void) key_stopped(stopped_keys, ev, true);
 	}
@@ -722,21 +1280,59 @@ wait_for_reports(void)
 }
 
 /*
- * Publish a batch, in waves: each wave is produced, then flushed, and
- * waited for.  librdkafka holds a partition's messages back (linger.ms)
- * until the flush, and a wave fits in one request per partition, so the
- * events of a key in a wave are one record batch that the broker takes or
- * refuses as a whole; a refused request is never followed by a later one
- * of the same key, because that key sends nothing more in this batch.
- * A wave cut short (outage, SIGTERM, deadline) ends the batch: the events
- * not produced stay without outcome, released.  A fatal producer error
- * drops the producer, to be rebuilt before the next batch.
+ * Produce the events order[first..last) in waves: each wave is produced,
+ * then flushed, and waited for.  Returns false if a wave was cut short
+ * (outage, SIGTERM, deadline): the events not produced stay without
+ * outcome, released.
+ */
+static bool
+publish_events(OutboxBatch *batch, const int *order, int first, int last,
+			   TopicState **topic_of, HTAB *stopped_keys)
+{
+	for (int end; first < last; first = end)
+	{
+		end = wave_end(batch, order, first, last);
+		produce_wave(batch, order, first, end, topic_of, stopped_keys);
+		if (!wait_for_reports())
+			return false;
+		for (int j = first; j < end; j++)
+		{
+			if (batch->events[order[j]].outcome != OUTBOX_DELIVERED)
+				(void) key_stopped(stopped_keys, &batch->events[order[j]], true);
+		}
+	}
+	return true;
+}
+
+/*
+ * Publish a batch, in waves.  librdkafka holds a partition's messages back
+ * (linger.ms) until the flush, and a wave fits in one request per
+ * partition, so the events of a key in a wave are one record batch that
+ * the broker takes or refuses as a whole; a refused request is never
+ * followed by a later one of the same key, because that key sends nothing
+ * more in this batch.
+ *
+ * The events of topics whose metadata is known go first; the topics met
+ * for the first time, or looked up again after an error, are looked up
+ * all at once after that, and their events follow.  A key belongs to one
+ * topic, so this keeps the order of every key, and a new topic costs the
+ * known ones nothing.  Events of a topic that the cluster refuses fail at
+ * once, holding back the later events of their key only.
+ *
+ * A wave cut short ends the batch.  A fatal producer error drops the
+ * producer, to be rebuilt before the next batch.
  */
 void
 outbox_kafka_publish(OutboxBatch *batch)
 {
 	HASHCTL		ctl;
 	HTAB	   *stopped_keys;
+	TopicState **topic_of = palloc(sizeof(TopicState *) * batch->count);
+	TopicState **to_learn = palloc(sizeof(TopicState *) * batch->count);
+	int		   *order = palloc(sizeof(int) * batch->count);
+	int			nknown = 0;
+	int			nevents = 0;
+	int			nlearn = 0;
 	char		errbuf[512];
 
 	ctl.keysize = sizeof(uint64);
@@ -750,22 +1346,50 @@ outbox_kafka_publish(OutboxBatch *batch)
 	next_seq += batch->count;
 	reports_pending = 0;
 
-	learn_new_topics(batch);
-	for (int first = 0, end; first < batch->count; first = end)
+	/*
+	 * The events of known topics first, in batch order, then the others.
+	 * One refused when it was claimed goes first too; its topic may not
+	 * even be readable.
+	 */
+	for (int i = 0; i < batch->count; i++)
 	{
-		end = wave_end(batch, first);
-		produce_wave(batch, first, end, stopped_keys);
-		if (!wait_for_reports())
-			break;
-		for (int i = first; i < end; i++)
+		topic_of[i] = NULL;
+		if (batch->events[i].outcome == OUTBOX_IN_FLIGHT)
+			topic_of[i] = topic_state(batch->events[i].topic);
+		if (topic_of[i] == NULL || topic_of[i]->known)
+			order[nevents++] = i;
+	}
+	nknown = nevents;
+	for (int i = 0; i < batch->count; i++)
+	{
+		if (topic_of[i] == NULL || topic_of[i]->known)
+			continue;
+		order[nevents++] = i;
+		if (topic_of[i]->lookup != batch_first_seq)
 		{
-			if (batch->events[i].outcome != OUTBOX_DELIVERED)
-				(void) key_stopped(stopped_keys, &batch->events[i], true);
+			topic_of[i]->lookup = batch_first_seq;
+			to_learn[nlearn++] = topic_of[i];
 		}
+	}
+
+	if (publish_events(batch, order, 0, nknown, topic_of, stopped_keys))
+	{
+		if (nlearn > 0)
+			learn_topics(to_learn, nlearn);
+		(void) publish_events(batch, order, nknown, nevents, topic_of, stopped_keys);
 	}
 	current_batch = NULL;
 
-	refresh_refused_topics(batch);
+	/*
+	 * A topic whose event was refused is looked up again before its next
+	 * events: librdkafka may keep it in an error state until its own next
+	 * metadata refresh, minutes away, and the cluster may have been mended.
+	 */
+	for (int i = 0; i < batch->count; i++)
+	{
+		if (topic_of[i] != NULL && batch->events[i].outcome == OUTBOX_REFUSED)
+			topic_of[i]->known = false;
+	}
 
 	if (rd_kafka_fatal_error(producer, errbuf, sizeof(errbuf)) != RD_KAFKA_RESP_ERR_NO_ERROR)
 	{

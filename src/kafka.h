@@ -13,8 +13,20 @@
 
 #include "event.h"
 
+/* why Kafka properties are refused, for an ereport; never their values */
+typedef struct OutboxPropertyError
+{
+	char		message[MAXPGPATH + 256];
+	char		detail[512];
+	const char *hint;			/* a constant, or NULL */
+	bool		missing;		/* the properties file does not exist */
+} OutboxPropertyError;
+
 extern bool outbox_kafka_check_properties(const char *properties,
-										  char *errbuf, size_t errlen);
+										  bool secrets_allowed,
+										  OutboxPropertyError *error);
+extern bool outbox_kafka_check_properties_file(const char *path,
+											   OutboxPropertyError *error);
 extern void outbox_kafka_configure(void);
 extern void outbox_kafka_shutdown(void);
 extern void outbox_kafka_serve(void);

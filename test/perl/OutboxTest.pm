@@ -55,7 +55,8 @@ sub outbox_node
 }
 
 # Every record of $topic, in (partition, offset) order: hashes with
-# partition, offset, key, payload (undef for a tombstone) and headers.
+# partition, offset, key, payload (undef for a tombstone), headers and
+# timestamp (milliseconds since the Unix epoch, as the record carries it).
 sub kafka_read
 {
 	my ($broker, $topic) = @_;
@@ -65,13 +66,13 @@ sub kafka_read
 			'kcat', '-C', '-q', '-e', '-Z',
 			'-b', $broker->{bootstrap},
 			'-t', $topic,
-			'-f', "%p\x1f%o\x1f%k\x1f%S\x1f%h\x1f%s\x1e"
+			'-f', "%p\x1f%o\x1f%k\x1f%S\x1f%h\x1f%T\x1f%s\x1e"
 		],
 		'>', \$out, '2>', \$err);
 	my @records;
 	for my $raw (split /\x1e/, $out)
 	{
-		my ($p, $o, $k, $len, $h, $s) = split /\x1f/, $raw, 6;
+		my ($p, $o, $k, $len, $h, $t, $s) = split /\x1f/, $raw, 7;
 		my %headers = map { split /=/, $_, 2 } split /,/, $h;
 		push @records,
 		  {
@@ -79,7 +80,8 @@ sub kafka_read
 			offset => $o,
 			key => $k eq 'NULL' ? undef : $k,
 			payload => $len == -1 ? undef : $s,
-			headers => \%headers
+			headers => \%headers,
+			timestamp => $t
 		  };
 	}
 	return [ sort { $a->{partition} <=> $b->{partition}
