@@ -35,10 +35,17 @@ RDKAFKA_LIBS := $(shell pkg-config --libs rdkafka)
 PG_CPPFLAGS = -I$(srcdir)/src $(RDKAFKA_CFLAGS)
 SHLIB_LINK = $(RDKAFKA_LIBS)
 
-# Test helpers: a Kafka-protocol broker built on librdkafka's mock cluster,
-# and the bare producer that the drain benchmark compares with.
+# TAP tests in t/ (make installcheck runs them, each with servers of its
+# own), with their helpers in t/OutboxTest.pm
+TAP_TESTS = 1
+PROVE_FLAGS = -I $(srcdir)/t
+
+# Test helpers, outside the default target: a Kafka-protocol broker built
+# on librdkafka's mock cluster, which the TAP tests, the demo and the
+# benchmarks start, and the bare producer that the drain benchmark
+# compares with.
 TEST_PROGRAMS = test/mock_broker test/bench/producer
-EXTRA_CLEAN = $(TEST_PROGRAMS)
+EXTRA_CLEAN = $(TEST_PROGRAMS) tmp_check
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
@@ -49,7 +56,9 @@ override CPPFLAGS += -MMD -MP
 -include $(OBJS:.o=.d)
 EXTRA_CLEAN += $(OBJS:.o=.d)
 
-all: $(TEST_PROGRAMS)
+test-programs: $(TEST_PROGRAMS)
+installcheck: test-programs
+.PHONY: test-programs
 
 test/%: test/%.c
 	$(CC) -O2 -Wall -Wextra -Werror $(RDKAFKA_CFLAGS) -o $@ $< $(RDKAFKA_LIBS)

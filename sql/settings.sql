@@ -3,11 +3,16 @@
 -- librdkafka's judgement of outbox.kafka_properties.
 --
 LOAD 'outbox';
-SELECT name, setting, unit, context, vartype, min_val, max_val
+SELECT name, boot_val AS default, unit, context, vartype, min_val, max_val
   FROM pg_settings WHERE name LIKE 'outbox.%' ORDER BY name;
 
+-- shown with their units (what a server's configuration says aside)
+SET outbox.poll_interval = 1000;
 SHOW outbox.poll_interval;
+SET outbox.retry_max_delay = 300000;
 SHOW outbox.retry_max_delay;
+RESET outbox.poll_interval;
+RESET outbox.retry_max_delay;
 
 -- the prefix is reserved: a typo is an error, not a silent placeholder
 SET outbox.batchsize = 10;

@@ -12,8 +12,10 @@
  * schema must be owned by the extension's owner or by a superuser (for a
  * schema owned by pg_database_owner, that is the database's owner): the
  * scripts refuse to create or update the extension in any other, and every
- * entry point that touches the extension's tables, and the worker before
- * each batch, refuse to work in one that has changed hands since.
+ * statement that names it (outbox_plan), and the worker before each batch,
+ * refuse to work in one that has changed hands since.  What finds the
+ * extension's relations by the schema's oid (enqueue, capture, the index
+ * scans of the log) goes on working there.
  *
  * Statements on the extension's tables are kept as saved plans (SPI); they
  * call built-in functions and operators only, never one of the extension's:
@@ -118,15 +120,12 @@ acting_owner(Oid role)
 }
 
 /*
- * What keeps this library from working with the extension ext (installed),
- * or NULL if nothing does; *hint gets what to do about it.  palloc'd.
+ * What keeps this library from serving the version of extension ext, or
+ * NULL if nothing does; *hint gets what to do about it.  palloc'd.
  */
 static char *
-extension_problem(const OutboxExtension *ext, const char **hint)
+version_problem(const OutboxExtension *ext, const char **hint)
 {
-	HeapTuple	tuple;
-	Oid			schema_owner;
-
 	if (ext->version != 0 && ext->version < OUTBOX_VERSION_OLDEST)
 	{
 		*hint = "Update it with ALTER EXTENSION outbox UPDATE.";
@@ -139,37 +138,50 @@ extension_problem(const OutboxExtension *ext, const char **hint)
 		return psprintf("extension outbox is at version %s, which is newer than this library",
 						ext->version_name);
 	}
+	return NULL;
+}
+
+/*
+ * Why the schema of extension ext cannot be trusted with names, or NULL if
+ * it can; *hint gets what to do about it.  palloc'd.
+ */
+static char *
+schema_problem(const OutboxExtension *ext, const char **hint)
+{
+	HeapTuple	tuple;
+	Oid			schema_owner;
 
 	tuple = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(ext->schema));
 	if (!HeapTupleIsValid(tuple))
 		elog(ERROR, "cache lookup failed for schema %u", ext->schema);
 	schema_owner = acting_owner(((Form_pg_namespace) GETSTRUCT(tuple))->nspowner);
 	ReleaseSysCache(tuple);
-	if (schema_owner != ext->owner && !superuser_arg(schema_owner))
-	{
-		*hint = "Give the schema to a superuser or to the extension's owner (ALTER SCHEMA ... OWNER TO), or recreate the extension in a schema that one of them owns.";
-		return psprintf("schema \"%s\" of extension outbox is owned by role \"%s\", which is neither the extension's owner nor a superuser",
-						get_namespace_name(ext->schema),
-						GetUserNameFromId(schema_owner, false));
-	}
-	return NULL;
+	if (schema_owner == ext->owner || superuser_arg(schema_owner))
+		return NULL;
+	*hint = "Give the schema to a superuser or to the extension's owner (ALTER SCHEMA ... OWNER TO), or recreate the extension in a schema that one of them owns.";
+	return psprintf("schema \"%s\" of extension outbox is owned by role \"%s\", which is neither the extension's owner nor a superuser",
+					get_namespace_name(ext->schema),
+					GetUserNameFromId(schema_owner, false));
 }
 
 /*
- * What keeps this library from working with the extension ext, as a
- * sentence with what to do about it, or NULL if nothing does.
+ * What keeps the worker from working with the extension ext (installed),
+ * as a sentence with what to do about it, or NULL if nothing does.
  */
 char *
 outbox_extension_problem(const OutboxExtension *ext)
 {
 	const char *hint;
-	char	   *problem = extension_problem(ext, &hint);
+	char	   *problem = version_problem(ext, &hint);
 
+	if (problem == NULL)
+		problem = schema_problem(ext, &hint);
 	return problem == NULL ? NULL : psprintf("%s: %s", problem, hint);
 }
 
 /*
- * Raise an error if this library cannot work with the extension ext.
+ * Raise an error if this library does not serve the version of extension
+ * ext.
  */
 void
 outbox_extension_check(const OutboxExtension *ext)
@@ -181,7 +193,7 @@ outbox_extension_check(const OutboxExtension *ext)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("extension outbox is not installed in this database")));
-	problem = extension_problem(ext, &hint);
+	problem = version_problem(ext, &hint);
 	if (problem != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -243,14 +255,23 @@ outbox_require_read_committed(const char *function)
 
 /*
  * The saved plan of plan for the schema of ext, prepared at its first use
- * and again if the schema changed.  The caller is connected to SPI.
+ * and again if the schema changed: every statement that names the schema
+ * goes through here, so this is where a schema that changed hands is
+ * refused.  The caller is connected to SPI.
  */
 SPIPlanPtr
 outbox_plan(const OutboxExtension *ext, OutboxPlan *plan)
 {
 	char	   *schema_name = get_namespace_name(ext->schema);
+	const char *hint;
+	char	   *problem = schema_problem(ext, &hint);
 	SPIPlanPtr	prepared;
 
+	if (problem != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("%s", problem),
+				 errhint("%s", hint)));
 	if (schema_name == NULL)
 		elog(ERROR, "cache lookup failed for schema %u", ext->schema);
 	if (plan->plan != NULL && plan->schema == ext->schema &&

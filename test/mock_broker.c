@@ -89,6 +89,7 @@ main(int argc, char **argv)
 	rd_kafka_conf_t *conf = rd_kafka_conf_new();
 	rd_kafka_t *rk;
 	rd_kafka_mock_cluster_t *mcluster;
+	struct sigaction stop;
 
 	/*
 	 * The mock cluster needs a handle to run in; a producer that never
@@ -114,8 +115,11 @@ main(int argc, char **argv)
 		return 1;
 	}
 
-	signal(SIGTERM, handle_stop);
-	signal(SIGINT, handle_stop);
+	/* no SA_RESTART: a stop must end the wait for a command */
+	memset(&stop, 0, sizeof(stop));
+	stop.sa_handler = handle_stop;
+	sigaction(SIGTERM, &stop, NULL);
+	sigaction(SIGINT, &stop, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
 	printf("%s\n", rd_kafka_mock_cluster_bootstraps(mcluster));

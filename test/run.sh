@@ -1,11 +1,16 @@
 #!/bin/bash
 #
-# Run every test suite against the installed extension: pg_regress (sql/),
-# isolation (specs/) and the TAP tests that need a worker and a broker
-# (test/t/).  Each suite starts its own throw-away server.  The last line
-# printed is "N passed, N failed"; the exit status is 0 only if none failed.
+# Run every test suite against the installed extension:
 #
-# Usage: test/run.sh [TAP test files...]
+# 1. make installcheck (pg_regress: sql/, isolation: specs/) against a
+#    server started the way the README says: the library preloaded, its
+#    worker running, a local Kafka-protocol broker;
+# 2. the TAP tests (t/), each with servers and brokers of its own.
+#
+# The last line printed is "N passed, N failed"; the exit status is 0 only
+# if none failed.  Nothing is left running: servers stopped, brokers ended.
+#
+# Usage: test/run.sh [TAP test files...]	(with files: those tests only)
 #
 # As root (CI, a fresh machine) it first runs test/setup.sh: packages, build,
 # install.  PostgreSQL refuses to run as root, so it then runs itself again
@@ -25,13 +30,19 @@ set -- "${TESTS[@]}"
 . "$ROOT/test/common.sh"
 become_postgres "$ROOT" test/run.sh "$@" || { echo "0 passed, 1 failed"; exit 1; }
 WORK=$OUTBOX_WORK
-BINDIR=$(pg_config --bindir)
 PGXS_DIR=$(cd "$(dirname "$(pg_config --pgxs)")/../.." && pwd)
-REGRESS_TESTS=$(sed -n 's/^REGRESS = //p' "$ROOT/Makefile")
-ISOLATION_TESTS=$(sed -n 's/^ISOLATION = //p' "$ROOT/Makefile")
+PORT=54331
 
 passed=0
 failed=0
+
+# nothing left behind: the server of the installcheck, and any broker
+cleanup() {
+	[ -f "$WORK/installcheck/data/postmaster.pid" ] &&
+		pg_ctl -D "$WORK/installcheck/data" -m immediate -w stop >/dev/null 2>&1
+	pkill -f "^$ROOT/test/mock_broker" 2>/dev/null
+}
+trap cleanup EXIT
 
 # Count pg_regress's "... ok" and "... FAILED" lines of a suite's output.
 count_regress() {
@@ -45,37 +56,45 @@ count_regress() {
 	failed=$((failed + bad))
 }
 
-cd "$WORK" || exit 1
-
 if [ $# -eq 0 ]; then
-	echo "=== pg_regress: $REGRESS_TESTS"
-	"$PGXS_DIR/src/test/regress/pg_regress" \
-		--temp-instance="$WORK/regress-instance" \
-		--inputdir="$ROOT" --outputdir="$WORK/regress" \
-		--bindir="$BINDIR" --encoding=UTF8 --no-locale $REGRESS_TESTS 2>&1 | tee "$WORK/regress.out"
-	count_regress "$WORK/regress.out"
-	[ -f "$WORK/regress/regression.diffs" ] && cat "$WORK/regress/regression.diffs"
-
-	echo "=== isolation: $ISOLATION_TESTS"
-	"$PGXS_DIR/src/test/isolation/pg_isolation_regress" \
-		--temp-instance="$WORK/isolation-instance" \
-		--inputdir="$ROOT" --outputdir="$WORK/isolation" \
-		--temp-config="$ROOT/specs/temp.conf" \
-		--bindir="$BINDIR" $ISOLATION_TESTS 2>&1 | tee "$WORK/isolation.out"
-	count_regress "$WORK/isolation.out"
-	[ -f "$WORK/isolation/output_iso/regression.diffs" ] && cat "$WORK/isolation/output_iso/regression.diffs"
-	[ -f "$WORK/isolation/regression.diffs" ] && cat "$WORK/isolation/regression.diffs"
+	echo "=== make installcheck, against a server with the worker"
+	mkdir -p "$WORK/installcheck"
+	start_mock_broker "$ROOT" "$WORK/installcheck"
+	init_outbox_server "$WORK/installcheck/data" $PORT '*'
+	# commit_order.spec prepares transactions
+	echo "max_prepared_transactions = 10" >> "$WORK/installcheck/data/postgresql.conf"
+	pg_ctl -D "$WORK/installcheck/data" -l "$WORK/installcheck/server.log" -w start >/dev/null
+	# each suite on its own, so that one's failure does not skip the other;
+	# the TAP tests run next, with servers of their own
+	for suite in "ISOLATION=" "REGRESS="; do
+		PGHOST="$WORK" PGPORT=$PORT PGUSER=postgres \
+			make -C "$ROOT" -s installcheck TAP_TESTS= "$suite" 2>&1 | tee "$WORK/installcheck.out"
+		count_regress "$WORK/installcheck.out"
+	done
+	for diffs in "$ROOT/regression.diffs" "$ROOT/output_iso/regression.diffs"; do
+		[ -f "$diffs" ] && cat "$diffs"
+	done
+	# the tests turned the worker off for their databases: none serves them
+	workers=$(psql -X -At -h "$WORK" -p $PORT -d postgres -c \
+		"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'outbox worker' AND datname <> 'postgres'")
+	if [ "$workers" = 0 ]; then
+		passed=$((passed + 1))
+	else
+		echo "not ok - $workers outbox workers serve the test databases after installcheck"
+		failed=$((failed + 1))
+	fi
+	pg_ctl -D "$WORK/installcheck/data" -m fast -w stop >/dev/null
+	kill "$BROKER_PID" 2>/dev/null
 fi
 
-echo "=== TAP: test/t"
+echo "=== TAP: t"
 mkdir -p "$WORK/tap"
 cd "$ROOT" || exit 1
 if [ $# -eq 0 ]; then
-	set -- test/t/*.pl
+	set -- t/*.pl
 fi
 TESTDIR="$WORK/tap" PG_REGRESS="$PGXS_DIR/src/test/regress/pg_regress" \
-	OUTBOX_ROOT="$ROOT" \
-	prove -v -I "$PGXS_DIR/src/test/perl" -I "$ROOT/test/perl" "$@" 2>&1 | tee "$WORK/tap.out"
+	prove -v -I "$PGXS_DIR/src/test/perl" -I "$ROOT/t" "$@" 2>&1 | tee "$WORK/tap.out"
 ok=$(grep -acE '^ *ok [0-9]+' "$WORK/tap.out")
 bad=$(grep -acE '^ *not ok [0-9]+' "$WORK/tap.out")
 # a script that died after its last assertion counts as one failure

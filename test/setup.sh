@@ -24,4 +24,5 @@ fi
 
 export PATH="/usr/lib/postgresql/15/bin:$PATH"
 make -C "$ROOT" -s COPT=-Werror
+make -C "$ROOT" -s COPT=-Werror test-programs
 make -C "$ROOT" -s install

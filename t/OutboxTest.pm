@@ -8,6 +8,8 @@ use strict;
 use warnings;
 
 use Exporter 'import';
+use File::Basename qw(dirname);
+use File::Spec;
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -17,7 +19,19 @@ use Time::HiRes qw(time usleep);
 our @EXPORT = qw(start_broker outbox_node kafka_read wait_for_records
   wait_for_sql wait_for_activity worker_pid reconfigure);
 
-my $root = $ENV{OUTBOX_ROOT} or die "OUTBOX_ROOT is not set";
+# the repository: this file is in its t/
+my $root = File::Spec->rel2abs(dirname(__FILE__) . '/..');
+die "$root/test/mock_broker is not built: run make test-programs"
+  unless -x "$root/test/mock_broker";
+
+# the brokers started, stopped when the test ends however it ends
+my @brokers;
+
+END
+{
+	local $?;					# the test's exit status, not the broker's
+	$_->{h}->kill_kill(grace => 2) for grep { $_->{h}->pumpable } @brokers;
+}
 
 # Start a mock cluster of $count brokers; returns an OutboxTest::Broker.
 sub start_broker
@@ -29,12 +43,14 @@ sub start_broker
 	$h->pump until $out =~ /\n/;
 	my ($bootstrap) = $out =~ /^(\S+)\n/;
 	$out = '';
-	return bless {
+	my $broker = bless {
 		h => $h,
 		in => \$in,
 		out => \$out,
 		bootstrap => $bootstrap
 	}, 'OutboxTest::Broker';
+	push @brokers, $broker;
+	return $broker;
 }
 
 # A server with the library preloaded, the worker pointed at $broker and

@@ -58,7 +58,10 @@ is($node->safe_psql('plain', "SELECT count(*) FROM pg_extension WHERE extname = 
 # --- ALTER DATABASE ... SET sends one database's events to another cluster
 $node->safe_psql('postgres',
 	"ALTER DATABASE db3 SET outbox.brokers = '$broker_b->{bootstrap}'");
+# (the extension's schema stays a superuser's: the database's owner would
+# own public, pg_database_owner's, and could rename it)
 $node->safe_psql('postgres', 'CREATE ROLE app_owner LOGIN; ALTER DATABASE db2 OWNER TO app_owner');
+$node->safe_psql('db2', 'ALTER SCHEMA public OWNER TO postgres');
 my ($ret, $out, $err) = $node->psql('db2',
 	"ALTER DATABASE db2 SET outbox.brokers = 'evil:9092'",
 	extra_params => [ '-U', 'app_owner' ]);
