@@ -11,6 +11,7 @@ OBJS = \
 	src/histogram.o \
 	src/kafka.o \
 	src/launcher.o \
+	src/operator.o \
 	src/outbox.o \
 	src/reader.o \
 	src/record.o \

@@ -212,34 +212,20 @@ COMMENT ON TABLE @extschema@.outbox_publish_stats IS
 -- reader starts again from the restored events; published ones are not
 -- dumped, so they are not published again.
 --
-SELECT pg_catalog.pg_extension_config_dump('@extschema@.outbox_log_0', $filter$
+DO $$
+BEGIN
+	FOR t IN 0..3 LOOP
+		PERFORM pg_catalog.pg_extension_config_dump(
+			pg_catalog.format('@extschema@.%I', 'outbox_log_' || t)::pg_catalog.regclass, $filter$
 	WHERE id OPERATOR(pg_catalog.>) (SELECT r.last_id FROM @extschema@.outbox_reader r)
 	   OR txid OPERATOR(pg_catalog.=) ANY ((SELECT r.running FROM @extschema@.outbox_reader r))
 	   OR (txid OPERATOR(pg_catalog.=) ANY ((SELECT r.draining FROM @extschema@.outbox_reader r))
 		   AND id OPERATOR(pg_catalog.>) (SELECT r.drain_after FROM @extschema@.outbox_reader r)
 		   AND id OPERATOR(pg_catalog.<=) (SELECT r.drain_upto FROM @extschema@.outbox_reader r))
 $filter$);
-SELECT pg_catalog.pg_extension_config_dump('@extschema@.outbox_log_1', $filter$
-	WHERE id OPERATOR(pg_catalog.>) (SELECT r.last_id FROM @extschema@.outbox_reader r)
-	   OR txid OPERATOR(pg_catalog.=) ANY ((SELECT r.running FROM @extschema@.outbox_reader r))
-	   OR (txid OPERATOR(pg_catalog.=) ANY ((SELECT r.draining FROM @extschema@.outbox_reader r))
-		   AND id OPERATOR(pg_catalog.>) (SELECT r.drain_after FROM @extschema@.outbox_reader r)
-		   AND id OPERATOR(pg_catalog.<=) (SELECT r.drain_upto FROM @extschema@.outbox_reader r))
-$filter$);
-SELECT pg_catalog.pg_extension_config_dump('@extschema@.outbox_log_2', $filter$
-	WHERE id OPERATOR(pg_catalog.>) (SELECT r.last_id FROM @extschema@.outbox_reader r)
-	   OR txid OPERATOR(pg_catalog.=) ANY ((SELECT r.running FROM @extschema@.outbox_reader r))
-	   OR (txid OPERATOR(pg_catalog.=) ANY ((SELECT r.draining FROM @extschema@.outbox_reader r))
-		   AND id OPERATOR(pg_catalog.>) (SELECT r.drain_after FROM @extschema@.outbox_reader r)
-		   AND id OPERATOR(pg_catalog.<=) (SELECT r.drain_upto FROM @extschema@.outbox_reader r))
-$filter$);
-SELECT pg_catalog.pg_extension_config_dump('@extschema@.outbox_log_3', $filter$
-	WHERE id OPERATOR(pg_catalog.>) (SELECT r.last_id FROM @extschema@.outbox_reader r)
-	   OR txid OPERATOR(pg_catalog.=) ANY ((SELECT r.running FROM @extschema@.outbox_reader r))
-	   OR (txid OPERATOR(pg_catalog.=) ANY ((SELECT r.draining FROM @extschema@.outbox_reader r))
-		   AND id OPERATOR(pg_catalog.>) (SELECT r.drain_after FROM @extschema@.outbox_reader r)
-		   AND id OPERATOR(pg_catalog.<=) (SELECT r.drain_upto FROM @extschema@.outbox_reader r))
-$filter$);
+	END LOOP;
+END
+$$;
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.outbox_retries', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.outbox_event_ids', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.outbox_event_id_seq', '');
@@ -663,27 +649,16 @@ AS 'MODULE_PATHNAME', 'outbox_restored'
 LANGUAGE C 
 SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION @extschema@.outbox_restored() FROM PUBLIC;
-CREATE TRIGGER outbox_restored BEFORE INSERT ON @extschema@.outbox_log_0
-	FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.outbox_restored();
-CREATE TRIGGER outbox_restored_row BEFORE INSERT ON @extschema@.outbox_log_0
-	FOR EACH ROW EXECUTE FUNCTION @extschema@.outbox_restored();
-CREATE TRIGGER outbox_restored BEFORE INSERT ON @extschema@.outbox_log_1
-	FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.outbox_restored();
-CREATE TRIGGER outbox_restored_row BEFORE INSERT ON @extschema@.outbox_log_1
-	FOR EACH ROW EXECUTE FUNCTION @extschema@.outbox_restored();
-CREATE TRIGGER outbox_restored BEFORE INSERT ON @extschema@.outbox_log_2
-	FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.outbox_restored();
-CREATE TRIGGER outbox_restored_row BEFORE INSERT ON @extschema@.outbox_log_2
-	FOR EACH ROW EXECUTE FUNCTION @extschema@.outbox_restored();
-CREATE TRIGGER outbox_restored BEFORE INSERT ON @extschema@.outbox_log_3
-	FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.outbox_restored();
-CREATE TRIGGER outbox_restored_row BEFORE INSERT ON @extschema@.outbox_log_3
-	FOR EACH ROW EXECUTE FUNCTION @extschema@.outbox_restored();
-ALTER TABLE @extschema@.outbox_log_0 ENABLE ALWAYS TRIGGER outbox_restored,
-	ENABLE ALWAYS TRIGGER outbox_restored_row;
-ALTER TABLE @extschema@.outbox_log_1 ENABLE ALWAYS TRIGGER outbox_restored,
-	ENABLE ALWAYS TRIGGER outbox_restored_row;
-ALTER TABLE @extschema@.outbox_log_2 ENABLE ALWAYS TRIGGER outbox_restored,
-	ENABLE ALWAYS TRIGGER outbox_restored_row;
-ALTER TABLE @extschema@.outbox_log_3 ENABLE ALWAYS TRIGGER outbox_restored,
-	ENABLE ALWAYS TRIGGER outbox_restored_row;
+DO $$
+BEGIN
+	FOR t IN 0..3 LOOP
+		EXECUTE pg_catalog.format($sql$
+			CREATE TRIGGER outbox_restored BEFORE INSERT ON @extschema@.%1$I
+				FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.outbox_restored();
+			CREATE TRIGGER outbox_restored_row BEFORE INSERT ON @extschema@.%1$I
+				FOR EACH ROW EXECUTE FUNCTION @extschema@.outbox_restored();
+			ALTER TABLE @extschema@.%1$I ENABLE ALWAYS TRIGGER outbox_restored,
+				ENABLE ALWAYS TRIGGER outbox_restored_row$sql$, 'outbox_log_' || t);
+	END LOOP;
+END
+$$;

@@ -39,6 +39,7 @@
 #include "catalog/pg_namespace.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
@@ -289,6 +290,24 @@ outbox_plan(const OutboxExtension *ext, OutboxPlan *plan)
 	plan->schema = ext->schema;
 	namestrcpy(&plan->schema_name, schema_name);
 	return prepared;
+}
+
+/*
+ * A one-dimensional array of n values of a built-in type (nulls may be
+ * NULL: none), as a parameter of a saved plan.
+ */
+Datum
+outbox_array(Datum *values, bool *nulls, int n, Oid type)
+{
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+	int			dims[1] = {n};
+	int			lbs[1] = {1};
+
+	get_typlenbyvalalign(type, &typlen, &typbyval, &typalign);
+	return PointerGetDatum(construct_md_array(values, nulls, 1, dims, lbs, type,
+											  typlen, typbyval, typalign));
 }
 
 /*

@@ -53,6 +53,7 @@ typedef struct OutboxPlan
 	NameData	schema_name;
 } OutboxPlan;
 
+extern Datum outbox_array(Datum *values, bool *nulls, int n, Oid type);
 extern SPIPlanPtr outbox_plan(const OutboxExtension *ext, OutboxPlan *plan);
 extern uint64 outbox_run(const OutboxExtension *ext, OutboxPlan *plan,
 						 Datum *values, int expected);

@@ -240,21 +240,6 @@ claim_retries(const OutboxExtension *ext, int room, int64 *bytes_left,
 	return n;
 }
 
-/* A one-dimensional array of n datums of a built-in type. */
-static Datum
-datum_array(Datum *values, bool *isnull, int n, Oid type)
-{
-	int16		typlen;
-	bool		typbyval;
-	char		typalign;
-	int			dims[1] = {n};
-	int			lbs[1] = {1};
-
-	get_typlenbyvalalign(type, &typlen, &typbyval, &typalign);
-	return PointerGetDatum(construct_md_array(values, isnull, 1, dims, lbs, type,
-											  typlen, typbyval, typalign));
-}
-
 /* Column c of n events, as an array of type. */
 static Datum
 column_array(OutboxEvent **events, int n, OutboxLogColumn c, Oid type)
@@ -267,7 +252,7 @@ column_array(OutboxEvent **events, int n, OutboxLogColumn c, Oid type)
 		values[i] = events[i]->values[c];
 		isnull[i] = events[i]->isnull[c];
 	}
-	return datum_array(values, isnull, n, type);
+	return outbox_array(values, isnull, n, type);
 }
 
 /*

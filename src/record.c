@@ -1,8 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * record.c
- *		Record what became of claimed events, and the outcomes an operator
- *		gives by hand (retry, abandon, discard).
+ *		Record what became of claimed events.
  *
  * A batch is recorded in its own transaction, before it commits: delivered
  * events of the log are one ledger row, nothing per event; delivered events
@@ -38,14 +37,12 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
-#include "utils/xid8.h"
 
 #include "claim.h"
 #include "guc.h"
 #include "histogram.h"
 #include "reader.h"
 #include "record.h"
-#include "utility.h"
 
 /* Kafka topic names have at most 249 bytes */
 #define TOPIC_KEY_SIZE 256
@@ -142,32 +139,6 @@ static OutboxPlan fetch_plan = {
 	1, {INT8ARRAYOID}
 };
 
-/* the pending and failed events of id $1 (all if null) abandoned, error $2 */
-static OutboxPlan abandon_plan = {
-	"UPDATE %1$s.outbox_retries m"
-	"   SET status = 'abandoned', next_attempt_at = NULL,"
-	"       last_error = coalesce(m.last_error, $2)"
-	" WHERE (m.id = $1 OR $1 IS NULL) AND m.status IN ('pending', 'failed')"
-	" RETURNING m.id",
-	2, {INT8OID, TEXTOID}
-};
-
-static OutboxPlan undelivered_plan = {
-	"SELECT count(*) FROM %1$s.outbox_retries m WHERE m.status IN ('pending', 'failed')"
-};
-
-static OutboxPlan retry_plan = {
-	"UPDATE %1$s.outbox_retries m SET status = 'pending', attempts = 0, next_attempt_at = NULL"
-	" WHERE m.id = $1 AND m.status IN ('failed', 'abandoned')",
-	1, {INT8OID}
-};
-
-static OutboxPlan retry_abandoned_plan = {
-	"UPDATE %1$s.outbox_retries m SET status = 'pending', attempts = 0, next_attempt_at = NULL"
-	" WHERE m.status = 'abandoned' AND ($1 IS NULL OR m.topic = $1)",
-	1, {TEXTOID}
-};
-
 /* what a batch adds to the statistics of one topic */
 typedef struct TopicStats
 {
@@ -211,18 +182,6 @@ topic_stats_of(HTAB *stats, Datum topic)
 	return entry;
 }
 
-/* A one-dimensional array of n datums of a built-in type. */
-static Datum
-datum_array(Datum *values, int n, Oid type)
-{
-	int16		typlen;
-	bool		typbyval;
-	char		typalign;
-
-	get_typlenbyvalalign(type, &typlen, &typbyval, &typalign);
-	return PointerGetDatum(construct_array(values, n, type, typlen, typbyval, typalign));
-}
-
 /* Arrays of one column of values per event, built up for one statement. */
 typedef struct Column
 {
@@ -246,7 +205,7 @@ column_add(Column *c, Datum value)
 static Datum
 column_array(Column *c, Oid type)
 {
-	return datum_array(c->values, c->n, type);
+	return outbox_array(c->values, NULL, c->n, type);
 }
 
 /*
@@ -340,9 +299,12 @@ retry_delay_ms(int attempts, double base_ms, double max_ms, double jitter)
 	return delay * (1.0 + jitter * (2.0 * pg_prng_double(&pg_global_prng_state) - 1.0));
 }
 
-/* Copy abandoned events (ids, a bigint[] datum) to the dead-letter topic. */
-static void
-send_dead_letters(const OutboxExtension *ext, Datum ids, const char *topic)
+/*
+ * Copy abandoned events (ids, a bigint[] datum) to the dead-letter topic,
+ * unless topic is empty.  The caller is connected to SPI.
+ */
+void
+outbox_send_dead_letters(const OutboxExtension *ext, Datum ids, const char *topic)
 {
 	Datum		values[2] = {ids, CStringGetTextDatum(topic)};
 
@@ -471,23 +433,7 @@ record_refused(const OutboxExtension *ext, OutboxBatch *batch,
 	values[4] = column_array(&failed, INT8OID);
 	values[5] = column_array(&abandoned, INT8OID);
 	outbox_run(ext, &refused_plan, values, -1);
-	send_dead_letters(ext, column_array(&abandoned_ids, INT8OID), policy->dead_letter_topic);
-}
-
-/*
- * How many events are not delivered yet: unread in the log, pending or
- * failed in the retry table.  Takes a connection to SPI.
- */
-int64
-outbox_undelivered(const OutboxExtension *ext)
-{
-	bool		isnull;
-	int64		retried;
-
-	SPI_connect();
-	retried = DatumGetInt64(outbox_run_value(ext, &undelivered_plan, NULL, &isnull));
-	SPI_finish();
-	return retried + outbox_count_unread(ext);
+	outbox_send_dead_letters(ext, column_array(&abandoned_ids, INT8OID), policy->dead_letter_topic);
 }
 
 /*
@@ -588,7 +534,7 @@ fetch_batch(const OutboxExtension *ext, Datum ids, MemoryContext cxt)
 		if (!found)
 			rest[nrest++] = elems[i];
 	}
-	nlog = outbox_log_events(ext, datum_array(rest, nrest, INT8OID), &log_events);
+	nlog = outbox_log_events(ext, outbox_array(rest, NULL, nrest, INT8OID), &log_events);
 	memcpy(batch->events + batch->count, log_events, nlog * sizeof(OutboxEvent));
 	batch->count += nlog;
 	MemoryContextSwitchTo(spi_cxt);
@@ -671,12 +617,7 @@ batch_of_ids(FunctionCallInfo fcinfo, const OutboxExtension *ext, Datum **ids, i
 PG_FUNCTION_INFO_V1(outbox_mark_published);
 PG_FUNCTION_INFO_V1(outbox_mark_failed);
 PG_FUNCTION_INFO_V1(outbox_mark_released);
-PG_FUNCTION_INFO_V1(outbox_dead_letter);
 PG_FUNCTION_INFO_V1(outbox_retry_delay);
-PG_FUNCTION_INFO_V1(outbox_retry);
-PG_FUNCTION_INFO_V1(outbox_retry_abandoned);
-PG_FUNCTION_INFO_V1(outbox_abandon);
-PG_FUNCTION_INFO_V1(outbox_discard);
 
 /*
  * outbox_mark_published(ids bigint[], partitions integer[],
@@ -770,30 +711,6 @@ outbox_mark_released(PG_FUNCTION_ARGS)
 }
 
 /*
- * outbox_dead_letter(ids bigint[], dead_letter_topic text) RETURNS bigint
- *
- * Copy abandoned events to the dead-letter topic (see dead_letter_plan);
- * returns how many.
- */
-Datum
-outbox_dead_letter(PG_FUNCTION_ARGS)
-{
-	const OutboxExtension *ext = outbox_entry(fcinfo);
-	uint64		sent = 0;
-
-	SPI_connect();
-	if (!PG_ARGISNULL(0) && !PG_ARGISNULL(1))
-	{
-		send_dead_letters(ext, PG_GETARG_DATUM(0), text_to_cstring(PG_GETARG_TEXT_PP(1)));
-		sent = SPI_processed;
-	}
-	SPI_finish();
-	if (sent > 0)
-		outbox_wake_at_commit();
-	PG_RETURN_INT64((int64) sent);
-}
-
-/*
  * outbox_retry_delay(attempts integer, base_delay interval,
  *					  max_delay interval, jitter double precision)
  *		RETURNS interval
@@ -812,182 +729,4 @@ outbox_retry_delay(PG_FUNCTION_ARGS)
 										Int32GetDatum(0), Int32GetDatum(0),
 										Int32GetDatum(0), Int32GetDatum(0),
 										Float8GetDatum(ms / 1000.0)));
-}
-
-/* Run a plan that updates events for an operator; how many it updated. */
-static int64
-run_by_hand(FunctionCallInfo fcinfo, OutboxPlan *plan, Datum value, bool isnull)
-{
-	const OutboxExtension *ext = outbox_entry(fcinfo);
-	uint64		updated;
-
-	SPI_connect();
-	updated = SPI_execute_plan(outbox_plan(ext, plan), &value, isnull ? "n" : " ", false, 0) < 0 ?
-		0 : SPI_processed;
-	SPI_finish();
-	if (updated > 0)
-		outbox_wake_at_commit();
-	return (int64) updated;
-}
-
-/*
- * outbox_retry(id bigint) RETURNS integer
- *
- * A failed or abandoned event back to pending, due at once, attempts reset;
- * 1, or 0 if it was neither.
- */
-Datum
-outbox_retry(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_INT32((int32) run_by_hand(fcinfo, &retry_plan, PG_GETARG_DATUM(0), false));
-}
-
-/*
- * outbox_retry_abandoned(topic text DEFAULT NULL) RETURNS bigint
- *
- * Every abandoned event (of one topic) back to pending; how many.
- */
-Datum
-outbox_retry_abandoned(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_INT64(run_by_hand(fcinfo, &retry_abandoned_plan, PG_GETARG_DATUM(0),
-								PG_ARGISNULL(0)));
-}
-
-/* Is the log event (id, txid) still unread at reader? */
-static bool
-unread(const OutboxReader *reader, int64 id, FullTransactionId txid)
-{
-	if (id > reader->last_id)
-		return true;
-	for (int i = 0; i < reader->nrunning; i++)
-		if (FullTransactionIdEquals(reader->running[i], txid))
-			return true;
-	for (int i = 0; i < reader->ndraining; i++)
-		if (FullTransactionIdEquals(reader->draining[i], txid))
-			return id > reader->drain_after && id <= reader->drain_upto;
-	return false;
-}
-
-/*
- * Copy the unread events of the log to the retry table, due, and move the
- * reader past them; returns how many.  The caller is connected to SPI and
- * holds the reader row's lock.
- */
-static int64
-copy_unread(const OutboxExtension *ext, OutboxReader *reader)
-{
-	MemoryContext chunk_cxt = AllocSetContextCreate(CurrentMemoryContext,
-													"outbox unread events",
-													ALLOCSET_DEFAULT_SIZES);
-	MemoryContext spi_cxt = MemoryContextSwitchTo(chunk_cxt);
-	OutboxEvent *events = MemoryContextAlloc(spi_cxt, 1000 * sizeof(OutboxEvent));
-	OutboxEvent *pointers[1000];
-	int64		copied = 0;
-	int			n;
-
-	for (;;)
-	{
-		int64		bytes_left = PG_INT64_MAX;
-
-		n = outbox_read_log(ext, reader, lengthof(pointers), &bytes_left, events);
-		if (n == 0)
-			break;
-		for (int i = 0; i < n; i++)
-			pointers[i] = &events[i];
-		outbox_copy_to_retries(ext, pointers, n);
-		MemoryContextSwitchTo(chunk_cxt);
-		MemoryContextReset(chunk_cxt);
-		copied += n;
-	}
-	MemoryContextSwitchTo(spi_cxt);
-	outbox_save_reader(ext, reader, 0);
-	MemoryContextDelete(chunk_cxt);
-	return copied;
-}
-
-/*
- * Abandon the pending and failed events of the retry table of the given
- * ids (a bigint[] datum; all of them if it is null), with last_error
- * error if they have none, and copy them to the dead-letter topic.
- * Returns how many were abandoned.  The caller is connected to SPI and has
- * copied the unread log events among them to the retry table.
- */
-static int64
-abandon(const OutboxExtension *ext, Datum id, bool all, const char *error,
-		const char *dead_letter_topic)
-{
-	Datum		values[2] = {id, CStringGetTextDatum(error)};
-	char		nulls[2] = {all ? 'n' : ' ', ' '};
-	Column		ids;
-
-	if (SPI_execute_plan(outbox_plan(ext, &abandon_plan), values, nulls, false, 0) < 0)
-		elog(ERROR, "outbox statement failed");
-	column_init(&ids, SPI_processed);
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		bool		isnull;
-
-		column_add(&ids, SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-	}
-	send_dead_letters(ext, column_array(&ids, INT8OID), dead_letter_topic);
-	return ids.n;
-}
-
-/*
- * outbox_abandon(id bigint) RETURNS integer
- *
- * Give up on a pending or failed event on purpose: it becomes abandoned
- * (and goes to the dead-letter topic, if one is set), which releases the
- * later events of its key.  An unread event of the log is copied to the
- * retry table first, while the reader row is locked, so that the claim
- * passes over it; if the event is in flight, that waits for its batch to
- * be recorded.  Returns 1, or 0 if it was neither pending nor failed.
- */
-Datum
-outbox_abandon(PG_FUNCTION_ARGS)
-{
-	const OutboxExtension *ext = outbox_entry(fcinfo);
-	Datum		id = PG_GETARG_DATUM(0);
-	OutboxReaderRow row;
-	OutboxEvent *events;
-	int64		abandoned;
-
-	outbox_require_read_committed("outbox_abandon()");
-	SPI_connect();
-	outbox_lock_reader(ext, true, &row);
-	if (outbox_log_events(ext, datum_array(&id, 1, INT8OID), &events) == 1 &&
-		unread(&row.reader, events[0].id,
-			   DatumGetFullTransactionId(events[0].values[LOG_TXID])))
-		outbox_copy_to_retries(ext, &events, 1);
-	abandoned = abandon(ext, id, false, "abandoned by outbox_abandon()",
-						outbox_dead_letter_topic);
-	SPI_finish();
-	if (abandoned > 0)
-		outbox_wake_at_commit();
-	PG_RETURN_INT32((int32) abandoned);
-}
-
-/*
- * outbox_discard() RETURNS bigint
- *
- * Give up on every event not delivered yet, on purpose: each becomes
- * abandoned, with "discarded by outbox_discard()" as its last error if it
- * had none, and none goes to the dead-letter topic.  What DROP EXTENSION
- * asks for before it drops undelivered events.  Returns how many.
- */
-Datum
-outbox_discard(PG_FUNCTION_ARGS)
-{
-	const OutboxExtension *ext = outbox_entry(fcinfo);
-	OutboxReaderRow row;
-	int64		discarded;
-
-	outbox_require_read_committed("outbox_discard()");
-	SPI_connect();
-	outbox_lock_reader(ext, true, &row);
-	copy_unread(ext, &row.reader);
-	discarded = abandon(ext, (Datum) 0, true, "discarded by outbox_discard()", "");
-	SPI_finish();
-	PG_RETURN_INT64(discarded);
 }

@@ -62,7 +62,7 @@
 
 #include "catalog.h"
 #include "launcher.h"
-#include "record.h"
+#include "operator.h"
 #include "utility.h"
 
 static ProcessUtility_hook_type prev_process_utility = NULL;
