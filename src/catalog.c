@@ -39,6 +39,7 @@
 #include "catalog/pg_namespace.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
+#include "utils/inval.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -63,6 +64,27 @@ parse_version(const char *name)
 }
 
 /*
+ * What outbox_extension_find last read, valid until a relation or a
+ * function changes (CREATE, ALTER and DROP EXTENSION change both, in this
+ * transaction or another): saves a catalog scan per statement that
+ * enqueues.
+ */
+static OutboxExtension found;
+static bool found_valid = false;
+
+static void
+forget_found_relation(Datum arg, Oid relid)
+{
+	found_valid = false;
+}
+
+static void
+forget_found_function(Datum arg, int cacheid, uint32 hashvalue)
+{
+	found_valid = false;
+}
+
+/*
  * Read what the catalogs say of extension outbox in this database into
  * ext; false (ext->oid invalid) if it is not installed.  Reads the catalogs
  * only and runs no user code.  The caller holds a transaction.
@@ -74,6 +96,21 @@ outbox_extension_find(OutboxExtension *ext)
 	SysScanDesc scan;
 	ScanKeyData key;
 	HeapTuple	tuple;
+
+	static bool callbacks = false;
+
+	if (!callbacks)
+	{
+		CacheRegisterRelcacheCallback(forget_found_relation, (Datum) 0);
+		CacheRegisterSyscacheCallback(PROCOID, forget_found_function, (Datum) 0);
+		callbacks = true;
+	}
+	AcceptInvalidationMessages();
+	if (found_valid)
+	{
+		*ext = found;
+		return OidIsValid(ext->oid);
+	}
 
 	memset(ext, 0, sizeof(*ext));
 	rel = table_open(ExtensionRelationId, AccessShareLock);
@@ -98,6 +135,8 @@ outbox_extension_find(OutboxExtension *ext)
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
+	found = *ext;
+	found_valid = true;
 	return OidIsValid(ext->oid);
 }
 
