@@ -14,10 +14,12 @@ OBJS = \
 	src/operator.o \
 	src/outbox.o \
 	src/reader.o \
+	src/reader_row.o \
 	src/record.o \
 	src/restore.o \
 	src/retention.o \
 	src/standby.o \
+	src/stats.o \
 	src/status.o \
 	src/utility.o \
 	src/worker.o

@@ -16,11 +16,18 @@
 --   or one that makes the call ambiguous.  The worker's state machine and
 --   the operators' functions are C, and run statements on the extension's
 --   tables and built-in functions only.
--- * The claim locks the reader row, which only the owner may lock, not an
---   advisory lock that any role can take.
+-- * The claim takes a lock that only the extension's code can take (a
+--   sub-object of the extension), not an advisory lock that any role can
+--   take.
 -- * outbox_unread_events(r), given a made-up reader row, listed published
 --   events: outbox_unread_topics() counts what is unread now, per topic,
 --   and stops after a bound (an estimate beyond it).
+--
+-- The claim's lock writes nothing, and the claim counts the events whose
+-- outcome is still to be recorded in memory, checked before commit: the
+-- reader row is updated once a batch, no longer three times, and found by
+-- where it was last written, whatever old versions a snapshot held
+-- elsewhere keeps.
 --
 -- It also makes pg_dump keep the queue (the unpublished events, the retry
 -- table, the event ids, the id sequence), refuses DROP EXTENSION while
@@ -58,6 +65,9 @@ DROP FUNCTION @extschema@.outbox_count_published(text[], timestamptz[]);
 DROP FUNCTION @extschema@.outbox_copy_to_retries(bigint[]);
 DROP FUNCTION @extschema@.outbox_count_recorded(bigint);
 DROP FUNCTION @extschema@.outbox_lock_reader(boolean);
+DROP TRIGGER outbox_check_recorded ON @extschema@.outbox_reader;
+DROP FUNCTION @extschema@.outbox_check_recorded();
+ALTER TABLE @extschema@.outbox_reader DROP COLUMN unrecorded;
 
 CREATE OR REPLACE FUNCTION @extschema@.outbox_mark_published(ids bigint[], partitions integer[],
 	offsets bigint[], keep boolean)
@@ -128,12 +138,6 @@ CREATE OR REPLACE FUNCTION @extschema@.outbox_abandon(id bigint)
 RETURNS integer
 AS 'MODULE_PATHNAME', 'outbox_abandon'
 LANGUAGE C VOLATILE STRICT
-SET search_path = pg_catalog, pg_temp;
-
-CREATE OR REPLACE FUNCTION @extschema@.outbox_check_recorded()
-RETURNS trigger
-AS 'MODULE_PATHNAME', 'outbox_check_recorded'
-LANGUAGE C
 SET search_path = pg_catalog, pg_temp;
 
 -- Give up on every event not delivered yet, on purpose (what DROP

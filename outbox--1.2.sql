@@ -138,14 +138,12 @@ CREATE TABLE @extschema@.outbox_event_ids (
 );
 
 --
--- Where the claim is in the log, one row, updated in place (HOT) twice a
+-- Where the claim is in the log, one row, updated in place (HOT) once a
 -- batch.  last_id: the highest id read.  running: transactions that were
 -- in progress when last_id was read, and so may hold smaller unread ids;
 -- once one ends its events are read by txid: draining holds those being
--- read, up to id drain_upto, after id drain_after.  unrecorded: events read
--- from the log by this transaction's claims whose outcome is not recorded
--- yet (0 at commit, or the commit fails).  current_log: the table that
--- outbox_enqueue writes to, since current_since.  Its lock is the claim's.
+-- read, up to id drain_upto, after id drain_after.  current_log: the table
+-- that outbox_enqueue writes to, since current_since.
 --
 CREATE TABLE @extschema@.outbox_reader (
 	single			boolean PRIMARY KEY DEFAULT true CHECK (single),
@@ -154,7 +152,6 @@ CREATE TABLE @extschema@.outbox_reader (
 	draining		xid8[] NOT NULL DEFAULT '{}',
 	drain_upto		bigint NOT NULL DEFAULT 0,
 	drain_after		bigint NOT NULL DEFAULT 0,
-	unrecorded		bigint NOT NULL DEFAULT 0,
 	current_log		integer NOT NULL DEFAULT 0 CHECK (current_log BETWEEN 0 AND 3),
 	current_since	timestamptz NOT NULL DEFAULT pg_catalog.now()
 ) WITH (fillfactor = 20);
@@ -558,19 +555,6 @@ AS 'MODULE_PATHNAME', 'outbox_claim'
 LANGUAGE C VOLATILE STRICT
 SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION @extschema@.outbox_claim(integer, bigint) FROM PUBLIC;
-
--- At commit: every log event claimed in this transaction has its outcome.
-CREATE FUNCTION @extschema@.outbox_check_recorded()
-RETURNS trigger
-AS 'MODULE_PATHNAME', 'outbox_check_recorded'
-LANGUAGE C 
-SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION @extschema@.outbox_check_recorded() FROM PUBLIC;
-CREATE CONSTRAINT TRIGGER outbox_check_recorded
-	AFTER UPDATE ON @extschema@.outbox_reader
-	DEFERRABLE INITIALLY DEFERRED
-	FOR EACH ROW WHEN (NEW.unrecorded <> 0)
-	EXECUTE FUNCTION @extschema@.outbox_check_recorded();
 
 -- Record deliveries: one ledger row for the log's events (none unless
 -- keep), the retry table's published (deleted unless keep).

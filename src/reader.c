@@ -53,6 +53,7 @@
 #include "utils/xid8.h"
 
 #include "reader.h"
+#include "reader_row.h"
 
 /*
  * Counting unread events for monitoring stops after this many; the rest
@@ -534,46 +535,6 @@ outbox_log_events(const OutboxExtension *ext, Datum ids, OutboxEvent **events)
 	return n;
 }
 
-/* the attribute number of column name of a relation's descriptor */
-static AttrNumber
-column_number(TupleDesc desc, const char *name)
-{
-	for (int i = 0; i < desc->natts; i++)
-		if (strcmp(NameStr(TupleDescAttr(desc, i)->attname), name) == 0)
-			return i + 1;
-	elog(ERROR, "column \"%s\" of outbox_reader does not exist", name);
-	return InvalidAttrNumber;	/* keep compiler quiet */
-}
-
-/*
- * Read the row of outbox_reader as snapshot sees it, with no permission
- * check: monitoring counts unread events without any right on the tables.
- */
-static void
-read_reader_row(const OutboxExtension *ext, Snapshot snapshot, OutboxReader *reader)
-{
-	Relation	rel = table_open(outbox_relation(ext, "outbox_reader"), AccessShareLock);
-	TupleDesc	desc = RelationGetDescr(rel);
-	TableScanDesc scan = table_beginscan(rel, snapshot, 0, NULL);
-	HeapTuple	tuple = heap_getnext(scan, ForwardScanDirection);
-	bool		isnull;
-
-	if (!HeapTupleIsValid(tuple))
-		elog(ERROR, "outbox reader row not found");
-	reader->last_id = DatumGetInt64(heap_getattr(tuple, column_number(desc, "last_id"),
-												 desc, &isnull));
-	reader->nrunning = outbox_xids_of(heap_getattr(tuple, column_number(desc, "running"),
-												   desc, &isnull), &reader->running);
-	reader->ndraining = outbox_xids_of(heap_getattr(tuple, column_number(desc, "draining"),
-													desc, &isnull), &reader->draining);
-	reader->drain_upto = DatumGetInt64(heap_getattr(tuple, column_number(desc, "drain_upto"),
-													desc, &isnull));
-	reader->drain_after = DatumGetInt64(heap_getattr(tuple, column_number(desc, "drain_after"),
-													 desc, &isnull));
-	table_endscan(scan);
-	table_close(rel, AccessShareLock);
-}
-
 /* The highest id in the log that snapshot sees, 0 if none. */
 static int64
 log_max_id(const OutboxExtension *ext, Snapshot snapshot)
@@ -605,6 +566,7 @@ static int64
 visit_unread(const OutboxExtension *ext, int64 limit, UnreadVisitor visit, void *arg)
 {
 	Snapshot	snapshot = GetActiveSnapshot();
+	OutboxReaderRow row;
 	OutboxReader reader;
 	LogCursor	cursor;
 	LogStream  *stream;
@@ -614,7 +576,9 @@ visit_unread(const OutboxExtension *ext, int64 limit, UnreadVisitor visit, void 
 	int64		visited = 0;
 	bool		left;
 
-	read_reader_row(ext, snapshot, &reader);
+	ItemPointerSetInvalid(&row.tid);
+	outbox_reader_row_read(ext, snapshot, &row);
+	reader = row.reader;
 	nrunning = limit < PG_INT64_MAX ? Min(reader.nrunning, UNREAD_COUNT_MAX_XIDS) : reader.nrunning;
 	ndraining = limit < PG_INT64_MAX ? Min(reader.ndraining, UNREAD_COUNT_MAX_XIDS - nrunning) :
 		reader.ndraining;
