@@ -170,29 +170,29 @@ CREATE INDEX outbox_retries_unfinished_key ON @extschema@.outbox_retries
 --
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.outbox_log_0', $filter$
 	WHERE id OPERATOR(pg_catalog.>) (SELECT r.last_id FROM @extschema@.outbox_reader r)
-	   OR txid OPERATOR(pg_catalog.=) ANY ((SELECT r.running FROM @extschema@.outbox_reader r))
-	   OR (txid OPERATOR(pg_catalog.=) ANY ((SELECT r.draining FROM @extschema@.outbox_reader r))
+	   OR txid OPERATOR(pg_catalog.=) ANY ((SELECT r.running FROM @extschema@.outbox_reader r)::pg_catalog.xid8[])
+	   OR (txid OPERATOR(pg_catalog.=) ANY ((SELECT r.draining FROM @extschema@.outbox_reader r)::pg_catalog.xid8[])
 		   AND id OPERATOR(pg_catalog.>) (SELECT r.drain_after FROM @extschema@.outbox_reader r)
 		   AND id OPERATOR(pg_catalog.<=) (SELECT r.drain_upto FROM @extschema@.outbox_reader r))
 $filter$);
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.outbox_log_1', $filter$
 	WHERE id OPERATOR(pg_catalog.>) (SELECT r.last_id FROM @extschema@.outbox_reader r)
-	   OR txid OPERATOR(pg_catalog.=) ANY ((SELECT r.running FROM @extschema@.outbox_reader r))
-	   OR (txid OPERATOR(pg_catalog.=) ANY ((SELECT r.draining FROM @extschema@.outbox_reader r))
+	   OR txid OPERATOR(pg_catalog.=) ANY ((SELECT r.running FROM @extschema@.outbox_reader r)::pg_catalog.xid8[])
+	   OR (txid OPERATOR(pg_catalog.=) ANY ((SELECT r.draining FROM @extschema@.outbox_reader r)::pg_catalog.xid8[])
 		   AND id OPERATOR(pg_catalog.>) (SELECT r.drain_after FROM @extschema@.outbox_reader r)
 		   AND id OPERATOR(pg_catalog.<=) (SELECT r.drain_upto FROM @extschema@.outbox_reader r))
 $filter$);
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.outbox_log_2', $filter$
 	WHERE id OPERATOR(pg_catalog.>) (SELECT r.last_id FROM @extschema@.outbox_reader r)
-	   OR txid OPERATOR(pg_catalog.=) ANY ((SELECT r.running FROM @extschema@.outbox_reader r))
-	   OR (txid OPERATOR(pg_catalog.=) ANY ((SELECT r.draining FROM @extschema@.outbox_reader r))
+	   OR txid OPERATOR(pg_catalog.=) ANY ((SELECT r.running FROM @extschema@.outbox_reader r)::pg_catalog.xid8[])
+	   OR (txid OPERATOR(pg_catalog.=) ANY ((SELECT r.draining FROM @extschema@.outbox_reader r)::pg_catalog.xid8[])
 		   AND id OPERATOR(pg_catalog.>) (SELECT r.drain_after FROM @extschema@.outbox_reader r)
 		   AND id OPERATOR(pg_catalog.<=) (SELECT r.drain_upto FROM @extschema@.outbox_reader r))
 $filter$);
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.outbox_log_3', $filter$
 	WHERE id OPERATOR(pg_catalog.>) (SELECT r.last_id FROM @extschema@.outbox_reader r)
-	   OR txid OPERATOR(pg_catalog.=) ANY ((SELECT r.running FROM @extschema@.outbox_reader r))
-	   OR (txid OPERATOR(pg_catalog.=) ANY ((SELECT r.draining FROM @extschema@.outbox_reader r))
+	   OR txid OPERATOR(pg_catalog.=) ANY ((SELECT r.running FROM @extschema@.outbox_reader r)::pg_catalog.xid8[])
+	   OR (txid OPERATOR(pg_catalog.=) ANY ((SELECT r.draining FROM @extschema@.outbox_reader r)::pg_catalog.xid8[])
 		   AND id OPERATOR(pg_catalog.>) (SELECT r.drain_after FROM @extschema@.outbox_reader r)
 		   AND id OPERATOR(pg_catalog.<=) (SELECT r.drain_upto FROM @extschema@.outbox_reader r))
 $filter$);
