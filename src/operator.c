@@ -59,16 +59,23 @@ static OutboxPlan retry_abandoned_plan = {
 
 /*
  * How many events are not delivered yet: unread in the log, pending or
- * failed in the retry table.  Takes a connection to SPI.
+ * failed in the retry table, as the active snapshot sees them (the caller
+ * chooses it: the count is read-only, and takes no snapshot of its own).
+ * Takes a connection to SPI.
  */
 int64
 outbox_undelivered(const OutboxExtension *ext)
 {
 	bool		isnull;
 	int64		retried;
+	int			ret;
 
 	SPI_connect();
-	retried = DatumGetInt64(outbox_run_value(ext, &undelivered_plan, NULL, &isnull));
+	ret = SPI_execute_plan(outbox_plan(ext, &undelivered_plan), NULL, NULL, true, 0);
+	if (ret != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "outbox statement failed: %s", SPI_result_code_string(ret));
+	retried = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+										  1, &isnull));
 	SPI_finish();
 	return retried + outbox_count_unread(ext);
 }

@@ -27,6 +27,11 @@ die "$root/test/mock_broker is not built: run make test-programs"
 # the brokers started, stopped when the test ends however it ends
 my @brokers;
 
+# An interrupted test ends as one that ends: its END blocks stop its
+# brokers (below) and its servers (PostgreSQL::Test::Cluster's), which
+# would otherwise run on.
+$SIG{$_} = sub { exit 1 } for qw(INT TERM HUP);
+
 END
 {
 	local $?;					# the test's exit status, not the broker's
