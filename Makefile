@@ -5,6 +5,7 @@ OBJS = \
 	src/capture.o \
 	src/catalog.o \
 	src/claim.o \
+	src/debezium.o \
 	src/enqueue.o \
 	src/event.o \
 	src/guc.o \
@@ -16,6 +17,8 @@ OBJS = \
 	src/record.o \
 	src/restore.o \
 	src/retention.o \
+	src/router.o \
+	src/snapshot.o \
 	src/standby.o \
 	src/status.o \
 	src/utility.o \
@@ -25,7 +28,7 @@ EXTENSION = outbox
 DATA = outbox--1.0.sql outbox--1.0--1.1.sql outbox--1.1--1.2.sql outbox--1.2.sql
 PGFILEDESC = "outbox - transactional outbox publishing to Kafka"
 
-REGRESS = setup enqueue state_machine privileges settings capture retry stats security headers upgrade
+REGRESS = setup enqueue state_machine privileges settings capture retry stats security headers debezium upgrade
 ISOLATION = claim order commit_order rotate
 REGRESS_OPTS = --temp-config=$(srcdir)/specs/temp.conf
 ISOLATION_OPTS = --temp-config=$(srcdir)/specs/temp.conf

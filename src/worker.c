@@ -22,6 +22,10 @@
  * next batch.  Recovery runs after PG_END_TRY, so an error in it is caught
  * like any other.
  *
+ * After each batch it takes a chunk of a snapshot, if one is asked for
+ * (snapshot.c), in a transaction of its own: a chunk that fails is
+ * recorded on its snapshot and tried again later, and publishing goes on.
+ *
  * Every 10 s it deletes events past their retention, a thousand per
  * transaction, and rotates the log (retention.c).
  *
@@ -70,6 +74,7 @@
 #include "launcher_internal.h"
 #include "record.h"
 #include "retention.h"
+#include "snapshot.h"
 #include "standby.h"
 #include "worker.h"
 
@@ -95,6 +100,12 @@
  */
 #define STANDBY_WAIT_MS 100
 #define STANDBY_PAUSE_MS 200
+/*
+ * Rows read by a chunk of a snapshot (one per turn, each in a transaction
+ * of its own), and how long a snapshot whose chunk failed waits.
+ */
+#define SNAPSHOT_CHUNK_ROWS 1000
+#define SNAPSHOT_RETRY_MS 1000
 
 /* what the worker sets for itself, whatever the session defaults say */
 static const struct
@@ -548,6 +559,55 @@ run_cleanup(MemoryContext cxt, const OutboxExtension *ext)
 }
 
 /*
+ * Take the next chunk of a snapshot, if one is due, in a transaction of
+ * its own.  Returns true if there is more to take right away.  A chunk
+ * that fails is recorded, in a new transaction, on its snapshot, which is
+ * tried again after SNAPSHOT_RETRY_MS; a row lock that a chunk waited for
+ * too long is no failure worth a log line.  Recovery runs after
+ * PG_END_TRY, as the loop's does.
+ */
+static bool
+run_snapshot(MemoryContext cxt, const OutboxExtension *ext)
+{
+	OutboxSnapshotChunk chunk;
+	ErrorData  *edata = NULL;
+	bool		more = false;
+
+	begin_work("taking a snapshot", cxt);
+	PG_TRY();
+	{
+		more = outbox_snapshot_chunk(ext, SNAPSHOT_CHUNK_ROWS, &chunk);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+	}
+	PG_END_TRY();
+	if (edata == NULL)
+	{
+		end_work(cxt);
+		return more;
+	}
+
+	AbortCurrentTransaction();
+	MemoryContextSwitchTo(cxt);
+	pgstat_report_activity(STATE_IDLE, NULL);
+	if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+		ereport(LOG,
+				(errmsg("snapshot chunk failed: %s", edata->message),
+				 edata->detail ? errdetail("%s", edata->detail) : 0));
+	if (OidIsValid(chunk.relid))
+	{
+		begin_work("recording a snapshot failure", cxt);
+		outbox_snapshot_failed(ext, chunk.relid, edata->message, SNAPSHOT_RETRY_MS);
+		end_work(cxt);
+	}
+	return false;
+}
+
+/*
  * Record, in a new transaction, what delivery reports said of a batch
  * whose transaction failed.  Events without a report are left as they
  * were, due again untouched: only a delivery report counts an attempt.
@@ -615,8 +675,8 @@ recover_from_error(MemoryContext cxt, ErrorData *edata)
 }
 
 /*
- * One turn of the loop: what keeps the worker waiting, else a batch and,
- * when due, the cleanup.  Returns how long to wait before the next turn
+ * One turn of the loop: what keeps the worker waiting, else a batch, a
+ * chunk of a snapshot and, when due, the cleanup.  Returns how long to wait before the next turn
  * (negative: not wakeable), and *exit if the worker should stop.
  */
 static long
@@ -644,6 +704,8 @@ run_turn(MemoryContext cxt, bool *exit)
 	batch_in_progress = NULL;
 	batch_produced = false;
 	consecutive_errors = 0;
+	if (run_snapshot(cxt, &ext))
+		delay = 0;
 	if (run_cleanup(cxt, &ext))
 		delay = 0;
 	return delay;
