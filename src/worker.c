@@ -142,6 +142,8 @@ static bool idle = false;
 static TimestampTz last_events_at = 0;
 /* what kept the worker waiting last, said once in the log */
 static char said_waiting[256];
+/* the last failure of a snapshot chunk, said once in the log */
+static char said_snapshot_failure[256];
 
 /*
  * Record the worker's state and why, if there is a reason to say: error
@@ -562,9 +564,9 @@ run_cleanup(MemoryContext cxt, const OutboxExtension *ext)
  * Take the next chunk of a snapshot, if one is due, in a transaction of
  * its own.  Returns true if there is more to take right away.  A chunk
  * that fails is recorded, in a new transaction, on its snapshot, which is
- * tried again after SNAPSHOT_RETRY_MS; a row lock that a chunk waited for
- * too long is no failure worth a log line.  Recovery runs after
- * PG_END_TRY, as the loop's does.
+ * tried again after SNAPSHOT_RETRY_MS; a failure is logged once, and a
+ * row lock that a chunk waited for too long is no failure worth a log
+ * line.  Recovery runs after PG_END_TRY, as the loop's does.
  */
 static bool
 run_snapshot(MemoryContext cxt, const OutboxExtension *ext)
@@ -573,6 +575,7 @@ run_snapshot(MemoryContext cxt, const OutboxExtension *ext)
 	ErrorData  *edata = NULL;
 	bool		more = false;
 
+	memset(&chunk, 0, sizeof(chunk));
 	begin_work("taking a snapshot", cxt);
 	PG_TRY();
 	{
@@ -588,16 +591,21 @@ run_snapshot(MemoryContext cxt, const OutboxExtension *ext)
 	if (edata == NULL)
 	{
 		end_work(cxt);
+		if (OidIsValid(chunk.relid))
+			said_snapshot_failure[0] = '\0';
 		return more;
 	}
 
 	AbortCurrentTransaction();
 	MemoryContextSwitchTo(cxt);
 	pgstat_report_activity(STATE_IDLE, NULL);
-	if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+	if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE &&
+		strncmp(said_snapshot_failure, edata->message, sizeof(said_snapshot_failure) - 1) != 0)
 		ereport(LOG,
 				(errmsg("snapshot chunk failed: %s", edata->message),
-				 edata->detail ? errdetail("%s", edata->detail) : 0));
+				 edata->detail ? errdetail("%s", edata->detail) : 0,
+				 errhint("It is tried again every second; outbox_snapshots shows the last error.")));
+	strlcpy(said_snapshot_failure, edata->message, sizeof(said_snapshot_failure));
 	if (OidIsValid(chunk.relid))
 	{
 		begin_work("recording a snapshot failure", cxt);

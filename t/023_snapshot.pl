@@ -206,6 +206,47 @@ ok($transactions > 0, 'the writers wrote');
 ok($longest < $LONGEST_WAIT_MS,
 	"no writer waited long: the longest transaction took $longest ms");
 
+# The chunks read the table as its owner, in a security-restricted
+# context, as maintenance commands run a table's code: a cast of the
+# owner's that the outbox format's envelope runs (row_to_json) runs as
+# that owner, not as the worker's role (a superuser here), and cannot
+# create a temporary table.
+$node->safe_psql(
+	'postgres', q{
+	CREATE ROLE mallory;
+	GRANT CREATE ON SCHEMA public TO mallory;
+	SET ROLE mallory;
+	CREATE TYPE mood AS ENUM ('fine');
+	CREATE TABLE seen (who name, restricted boolean);
+	CREATE FUNCTION mood_json(m mood) RETURNS json LANGUAGE plpgsql AS $$
+	BEGIN
+		BEGIN
+			CREATE TEMP TABLE probe (x int);
+			INSERT INTO public.seen VALUES (current_user, false);
+		EXCEPTION WHEN OTHERS THEN
+			INSERT INTO public.seen VALUES (current_user, true);
+		END;
+		RETURN to_json(m::text);
+	END
+	$$;
+	CREATE CAST (mood AS json) WITH FUNCTION mood_json(mood);
+	CREATE TABLE moods (id int PRIMARY KEY, m mood);
+	INSERT INTO moods VALUES (1, 'fine'), (2, 'fine');
+	RESET ROLE;
+	SELECT outbox_attach('moods', 'moods', snapshot => true);
+});
+ok( wait_for_sql($node,
+		"SELECT finished IS NOT NULL FROM outbox_snapshots WHERE \"table\" = 'moods'::regclass"),
+	'a table of another role is snapshotted');
+is($node->safe_psql('postgres', "SELECT string_agg(DISTINCT who || ' ' || restricted, ',') FROM seen"),
+	'mallory true', 'its code ran as its owner, restricted, never as the worker\'s role');
+is( $node->safe_psql(
+		'postgres',
+		"SELECT string_agg(convert_from(payload, 'UTF8')::jsonb #>> '{after,m}', ',') FROM outbox_messages WHERE topic = 'moods'"
+	),
+	'fine,fine',
+	'and the cast made the values');
+
 $node->stop;
 $broker->stop;
 done_testing();
