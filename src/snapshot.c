@@ -67,6 +67,7 @@
 #include "miscadmin.h"
 #include "nodes/pg_list.h"
 #include "optimizer/plancat.h"
+#include "pgstat.h"
 #include "storage/lmgr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -630,6 +631,13 @@ outbox_snapshot_chunk(const OutboxExtension *ext, int rows, OutboxSnapshotChunk 
 		}
 	}
 	chunk->relid = relid;
+	{
+		char	   *relname = get_rel_name(relid);
+
+		pgstat_report_activity(STATE_RUNNING,
+							   relname ? psprintf("taking a snapshot of table \"%s\"", relname) :
+							   "taking a snapshot");
+	}
 
 	/* the table: busy with DDL, gone, or no longer captured as it was? */
 	if (!ConditionalLockRelationOid(relid, RowShareLock))

@@ -310,10 +310,14 @@ set_session(void)
 						PGC_SUSET, PGC_S_OVERRIDE);
 }
 
+/* the unit of work in progress said what it does in pg_stat_activity */
+static bool activity_reported = false;
+
 /*
  * Begin one unit of work: a transaction with a snapshot; what it
  * allocates goes in cxt, to outlive the transaction (error recovery needs
- * the batch).
+ * the batch).  activity NULL: pg_stat_activity keeps saying what it says
+ * (the work says what it does itself, if it does anything).
  */
 static void
 begin_work(const char *activity, MemoryContext cxt)
@@ -322,7 +326,9 @@ begin_work(const char *activity, MemoryContext cxt)
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	MemoryContextSwitchTo(cxt);
-	pgstat_report_activity(STATE_RUNNING, activity);
+	activity_reported = activity != NULL;
+	if (activity_reported)
+		pgstat_report_activity(STATE_RUNNING, activity);
 }
 
 /*
@@ -337,7 +343,9 @@ end_work(MemoryContext cxt)
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(cxt);
 	pgstat_report_stat(false);
-	pgstat_report_activity(STATE_IDLE, NULL);
+	if (activity_reported)
+		pgstat_report_activity(STATE_IDLE, NULL);
+	activity_reported = false;
 }
 
 /*
@@ -349,7 +357,9 @@ undo_work(MemoryContext cxt)
 	PopActiveSnapshot();
 	AbortCurrentTransaction();
 	MemoryContextSwitchTo(cxt);
-	pgstat_report_activity(STATE_IDLE, NULL);
+	if (activity_reported)
+		pgstat_report_activity(STATE_IDLE, NULL);
+	activity_reported = false;
 }
 
 /*
@@ -576,10 +586,12 @@ run_snapshot(MemoryContext cxt, const OutboxExtension *ext)
 	bool		more = false;
 
 	memset(&chunk, 0, sizeof(chunk));
-	begin_work("taking a snapshot", cxt);
+	/* most turns find none due: say nothing of those */
+	begin_work(NULL, cxt);
 	PG_TRY();
 	{
 		more = outbox_snapshot_chunk(ext, SNAPSHOT_CHUNK_ROWS, &chunk);
+		activity_reported = OidIsValid(chunk.relid);
 	}
 	PG_CATCH();
 	{
@@ -599,6 +611,7 @@ run_snapshot(MemoryContext cxt, const OutboxExtension *ext)
 	AbortCurrentTransaction();
 	MemoryContextSwitchTo(cxt);
 	pgstat_report_activity(STATE_IDLE, NULL);
+	activity_reported = false;
 	if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE &&
 		strncmp(said_snapshot_failure, edata->message, sizeof(said_snapshot_failure) - 1) != 0)
 		ereport(LOG,
