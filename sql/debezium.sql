@@ -8,11 +8,13 @@ CREATE EXTENSION IF NOT EXISTS outbox;
 TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
 
 -- an event as published, but for what changes from run to run (the times,
--- the transaction id and the WAL position, which are checked apart); and
+-- the transaction id and the WAL position, which are checked apart, and
+-- the database); and
 -- as jsonb
 CREATE FUNCTION ev(payload bytea) RETURNS text LANGUAGE sql AS $$
-	SELECT regexp_replace(convert_from(payload, 'UTF8'),
-						  '"(ts_ms|ts_us|ts_ns|txId|txid|lsn)": ?[0-9]+', '"\1":_', 'g')
+	SELECT replace(regexp_replace(convert_from(payload, 'UTF8'),
+								  '"(ts_ms|ts_us|ts_ns|txId|txid|lsn)": ?[0-9]+', '"\1":_', 'g'),
+				   '"db":"' || current_database() || '"', '"db":"(this database)"')
 $$;
 CREATE FUNCTION evj(payload bytea) RETURNS jsonb LANGUAGE sql AS $$
 	SELECT convert_from(payload, 'UTF8')::jsonb
