@@ -5,6 +5,7 @@ OBJS = \
 	src/capture.o \
 	src/catalog.o \
 	src/claim.o \
+	src/debezium.o \
 	src/enqueue.o \
 	src/event.o \
 	src/guc.o \
@@ -18,6 +19,8 @@ OBJS = \
 	src/record.o \
 	src/restore.o \
 	src/retention.o \
+	src/router.o \
+	src/snapshot.o \
 	src/standby.o \
 	src/stats.o \
 	src/status.o \
@@ -28,7 +31,7 @@ EXTENSION = outbox
 DATA = outbox--1.0.sql outbox--1.0--1.1.sql outbox--1.1--1.2.sql outbox--1.2.sql
 PGFILEDESC = "outbox - transactional outbox publishing to Kafka"
 
-REGRESS = setup enqueue state_machine privileges settings capture retry stats security headers upgrade drop dump secrets
+REGRESS = setup enqueue state_machine privileges settings capture retry stats security headers debezium upgrade drop dump secrets
 ISOLATION = claim order commit_order rotate drop_concurrent
 REGRESS_OPTS = --temp-config=$(srcdir)/specs/temp.conf
 ISOLATION_OPTS = --temp-config=$(srcdir)/specs/temp.conf

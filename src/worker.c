@@ -34,6 +34,10 @@
  * once a second, with a batch's transaction or an idle look's
  * (stats.c says why).
  *
+ * After each batch it takes a chunk of a snapshot, if one is asked for
+ * (snapshot.c), in a transaction of its own: a chunk that fails is
+ * recorded on its snapshot and tried again later, and publishing goes on.
+ *
  * Every 10 s it deletes events past their retention, a thousand per
  * transaction, and rotates the log (retention.c).
  *
@@ -82,6 +86,7 @@
 #include "launcher_internal.h"
 #include "record.h"
 #include "retention.h"
+#include "snapshot.h"
 #include "standby.h"
 #include "stats.h"
 #include "worker.h"
@@ -112,6 +117,12 @@
 #define RUN_MAX_MS 100
 /* how often the statistics summed in memory are written */
 #define STATS_INTERVAL_MS 1000
+/*
+ * Rows read by a chunk of a snapshot (one per turn, each in a transaction
+ * of its own), and how long a snapshot whose chunk failed waits.
+ */
+#define SNAPSHOT_CHUNK_ROWS 1000
+#define SNAPSHOT_RETRY_MS 1000
 
 /* what the worker sets for itself, whatever the session defaults say */
 static const struct
@@ -158,6 +169,8 @@ static bool idle = false;
 static TimestampTz last_events_at = 0;
 /* what kept the worker waiting last, said once in the log */
 static char said_waiting[256];
+/* the last failure of a snapshot chunk, said once in the log */
+static char said_snapshot_failure[256];
 
 /*
  * Record the worker's state and why, if there is a reason to say: error
@@ -324,10 +337,14 @@ set_session(void)
 						PGC_SUSET, PGC_S_OVERRIDE);
 }
 
+/* the unit of work in progress said what it does in pg_stat_activity */
+static bool activity_reported = false;
+
 /*
  * Begin one unit of work: a transaction with a snapshot; what it
  * allocates goes in cxt, to outlive the transaction (error recovery needs
- * the batch).
+ * the batch).  activity NULL: pg_stat_activity keeps saying what it says
+ * (the work says what it does itself, if it does anything).
  */
 static void
 begin_work(const char *activity, MemoryContext cxt)
@@ -336,7 +353,9 @@ begin_work(const char *activity, MemoryContext cxt)
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	MemoryContextSwitchTo(cxt);
-	pgstat_report_activity(STATE_RUNNING, activity);
+	activity_reported = activity != NULL;
+	if (activity_reported)
+		pgstat_report_activity(STATE_RUNNING, activity);
 }
 
 /*
@@ -351,7 +370,9 @@ end_work(MemoryContext cxt)
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(cxt);
 	pgstat_report_stat(false);
-	pgstat_report_activity(STATE_IDLE, NULL);
+	if (activity_reported)
+		pgstat_report_activity(STATE_IDLE, NULL);
+	activity_reported = false;
 }
 
 /*
@@ -363,7 +384,9 @@ undo_work(MemoryContext cxt)
 	PopActiveSnapshot();
 	AbortCurrentTransaction();
 	MemoryContextSwitchTo(cxt);
-	pgstat_report_activity(STATE_IDLE, NULL);
+	if (activity_reported)
+		pgstat_report_activity(STATE_IDLE, NULL);
+	activity_reported = false;
 }
 
 /*
@@ -696,6 +719,64 @@ run_cleanup(MemoryContext cxt, const OutboxExtension *ext)
 }
 
 /*
+ * Take the next chunk of a snapshot, if one is due, in a transaction of
+ * its own.  Returns true if there is more to take right away.  A chunk
+ * that fails is recorded, in a new transaction, on its snapshot, which is
+ * tried again after SNAPSHOT_RETRY_MS; a failure is logged once, and a
+ * row lock that a chunk waited for too long is no failure worth a log
+ * line.  Recovery runs after PG_END_TRY, as the loop's does.
+ */
+static bool
+run_snapshot(MemoryContext cxt, const OutboxExtension *ext)
+{
+	OutboxSnapshotChunk chunk;
+	ErrorData  *edata = NULL;
+	bool		more = false;
+
+	memset(&chunk, 0, sizeof(chunk));
+	/* most turns find none due: say nothing of those */
+	begin_work(NULL, cxt);
+	PG_TRY();
+	{
+		more = outbox_snapshot_chunk(ext, SNAPSHOT_CHUNK_ROWS, &chunk);
+		activity_reported = OidIsValid(chunk.relid);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+	}
+	PG_END_TRY();
+	if (edata == NULL)
+	{
+		end_work(cxt);
+		if (OidIsValid(chunk.relid))
+			said_snapshot_failure[0] = '\0';
+		return more;
+	}
+
+	AbortCurrentTransaction();
+	MemoryContextSwitchTo(cxt);
+	pgstat_report_activity(STATE_IDLE, NULL);
+	activity_reported = false;
+	if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE &&
+		strncmp(said_snapshot_failure, edata->message, sizeof(said_snapshot_failure) - 1) != 0)
+		ereport(LOG,
+				(errmsg("snapshot chunk failed: %s", edata->message),
+				 edata->detail ? errdetail("%s", edata->detail) : 0,
+				 errhint("It is tried again every second; outbox_snapshots shows the last error.")));
+	strlcpy(said_snapshot_failure, edata->message, sizeof(said_snapshot_failure));
+	if (OidIsValid(chunk.relid))
+	{
+		begin_work("recording a snapshot failure", cxt);
+		outbox_snapshot_failed(ext, chunk.relid, edata->message, SNAPSHOT_RETRY_MS);
+		end_work(cxt);
+	}
+	return false;
+}
+
+/*
  * Record, in a new transaction, what delivery reports said of the batches
  * of a transaction that failed.  Events without a report are left as they
  * were, due again untouched: only a delivery report counts an attempt.
@@ -778,9 +859,10 @@ recover_from_error(MemoryContext cxt, ErrorData *edata)
 }
 
 /*
- * One turn of the loop: what keeps the worker waiting, else batches and,
- * when due, the cleanup.  Returns how long to wait before the next turn
- * (negative: not wakeable), and *exit if the worker should stop.
+ * One turn of the loop: what keeps the worker waiting, else batches, a
+ * chunk of a snapshot and, when due, the cleanup.  Returns how long to
+ * wait before the next turn (negative: not wakeable), and *exit if the
+ * worker should stop.
  */
 static long
 run_turn(MemoryContext cxt, bool *exit)
@@ -814,6 +896,8 @@ run_turn(MemoryContext cxt, bool *exit)
 	run_batches = NIL;
 	batch_produced = false;
 	consecutive_errors = 0;
+	if (run_snapshot(cxt, &ext))
+		delay = 0;
 	if (run_cleanup(cxt, &ext))
 		delay = 0;
 	return delay;
