@@ -599,7 +599,11 @@ run_batches_of(const OutboxExtension *ext, bool *undo)
 			}
 		}
 		if (sending != NULL)
+		{
+			pgstat_report_activity(STATE_RUNNING,
+								   psprintf("publishing %d events", sending->count));
 			complete = outbox_kafka_finish();
+		}
 		idle = sending == NULL && next == NULL;
 		if (idle)
 		{
