@@ -49,10 +49,12 @@ checkpoint_timeout = '30min'
 CONF
 pg_ctl -D "$WORK/data" -l "$WORK/server.log" -w start >/dev/null
 EXPORTER_PID=
+# the server stopped and its 4 GB removed; the logs stay in $WORK
 cleanup() {
 	[ -n "$EXPORTER_PID" ] && kill "$EXPORTER_PID" 2>/dev/null
 	pg_ctl -D "$WORK/data" -m immediate -w stop >/dev/null 2>&1
 	kill "$BROKER_PID" 2>/dev/null
+	rm -rf "$WORK/data"
 }
 trap cleanup EXIT
 
