@@ -28,7 +28,10 @@ OBJS = \
 	src/worker.o
 
 EXTENSION = outbox
-DATA = outbox--1.0.sql outbox--1.0--1.1.sql outbox--1.1--1.2.sql outbox--1.2.sql
+# the scripts, and the queries file of prometheus-postgres-exporter
+# (docs/monitoring.md), installed beside them
+DATA = outbox--1.0.sql outbox--1.0--1.1.sql outbox--1.1--1.2.sql outbox--1.2.sql \
+	monitoring/outbox_prometheus.yaml
 PGFILEDESC = "outbox - transactional outbox publishing to Kafka"
 
 REGRESS = setup enqueue state_machine privileges settings capture retry stats security headers debezium upgrade drop dump secrets

@@ -65,6 +65,8 @@ DROP FUNCTION @extschema@.outbox_count_published(text[], timestamptz[]);
 DROP FUNCTION @extschema@.outbox_copy_to_retries(bigint[]);
 DROP FUNCTION @extschema@.outbox_count_recorded(bigint);
 DROP FUNCTION @extschema@.outbox_lock_reader(boolean);
+-- no search_path pinned on the statistics' sum (outbox--1.2.sql says why)
+ALTER FUNCTION @extschema@.outbox_histogram_add(bigint[], bigint[]) RESET search_path;
 DROP TRIGGER outbox_check_recorded ON @extschema@.outbox_reader;
 DROP FUNCTION @extschema@.outbox_check_recorded();
 ALTER TABLE @extschema@.outbox_reader DROP COLUMN unrecorded;
