@@ -165,7 +165,8 @@ outbox_reader_row_write(const OutboxExtension *ext, OutboxReaderRow *row)
 
 		InitResultRelInfo(rri, rel, 1, NULL, 0);
 		ExecOpenIndices(rri, false);
-		ExecInsertIndexTuples(rri, new, estate, true, false, NULL, NIL);
+		/* not as an update: that hint needs a range table */
+		ExecInsertIndexTuples(rri, new, estate, false, false, NULL, NIL);
 		ExecCloseIndices(rri);
 	}
 	ItemPointerCopy(&new->tts_tid, &row->tid);
