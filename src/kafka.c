@@ -362,7 +362,7 @@ set_property(rd_kafka_conf_t *conf, const char *name, const char *value,
 			strlcpy(error->detail,
 					"It is not one of the librdkafka producer properties that outbox allows.",
 					sizeof(error->detail));
-			error->hint = "The properties allowed are listed under outbox.kafka_properties in the README of outbox.";
+			error->hint = "The properties allowed are listed in docs/kafka-properties.md of outbox.";
 		}
 		return false;
 	}
