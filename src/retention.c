@@ -176,7 +176,8 @@ note_blocked(int t, bool blocked)
  * May log table t, locked, be emptied: it holds events, every one of them
  * read and recorded (none of a transaction still to be drained), and the
  * last delivery among them past the retention?  *rows gets how many it
- * holds.  The caller is connected to SPI.
+ * holds, unless rows is NULL (counting them reads the whole table).  The
+ * caller is connected to SPI.
  */
 static bool
 may_empty(const OutboxExtension *ext, int t, OutboxReader *reader, Datum retention,
@@ -199,7 +200,7 @@ may_empty(const OutboxExtension *ext, int t, OutboxReader *reader, Datum retenti
 
 		ok = !DatumGetBool(outbox_run_value(ext, &recent_plan, values, &isnull));
 	}
-	if (ok)
+	if (ok && rows != NULL)
 	{
 		char	   *count = psprintf("SELECT count(*) FROM %s", log_table_name(ext, t));
 
@@ -214,7 +215,8 @@ may_empty(const OutboxExtension *ext, int t, OutboxReader *reader, Datum retenti
 /*
  * Rotate the log and empty the tables that may be (see the file header),
  * with a retention of published events of retention_s seconds; adds the
- * events removed to *removed, and returns the table enqueue writes to, or
+ * events removed to *removed (unless NULL), and returns the table enqueue
+ * writes to, or
  * -1 if another session holds the claim lock and wait is false.  Takes a
  * connection to SPI.
  */
@@ -249,11 +251,12 @@ outbox_rotate_log(const OutboxExtension *ext, double retention_s, bool wait,
 			continue;
 		}
 		note_blocked(t, false);
-		if (may_empty(ext, t, &row.reader, retention, &rows))
+		if (may_empty(ext, t, &row.reader, retention, removed ? &rows : NULL))
 		{
 			if (SPI_execute(psprintf("TRUNCATE %s", log_table_name(ext, t)), false, 0) != SPI_OK_UTILITY)
 				elog(ERROR, "emptying outbox_log_%d failed", t);
-			*removed += rows;
+			if (removed != NULL)
+				*removed += rows;
 		}
 	}
 

@@ -22,8 +22,17 @@
  * Kafka at a time, and the keys that stopped in one (an event not
  * delivered) send nothing in the next.  The transaction commits when a
  * claim finds nothing, after RUN_MAX_MS, or once its batches hold
- * RUN_MAX_BYTES: what a crash can publish again is what was delivered
- * since that commit.
+ * RUN_MAX_BYTES.
+ *
+ * The worker commits with synchronous_commit = off: a commit that waited
+ * for its WAL to be flushed would stop publishing for as long as the disk
+ * takes, which a checkpoint can make hundreds of milliseconds.  What a
+ * crash can publish again is what was delivered since the last commit that
+ * reached the disk: the transaction in flight, and the commits of the
+ * last 3 × wal_writer_delay at most.  Nothing else is lost: the claim's
+ * move, the outcomes and the retry table's rows go together.  An event is
+ * still published only after its own transaction's commit is on disk
+ * (flush_commits_of).
  *
  * An error anywhere aborts the transaction; what delivery reports said is
  * recorded in a new one, events without a report stay due untouched, and
@@ -61,6 +70,8 @@
 
 #include <signal.h>
 
+#include "access/clog.h"
+#include "access/transam.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "access/xlog_internal.h"
@@ -79,6 +90,7 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
+#include "utils/xid8.h"
 
 #include "catalog.h"
 #include "claim.h"
@@ -148,6 +160,8 @@ static const struct
 	{"standard_conforming_strings", "on"},
 	/* the worker's statements are small: compiling them costs latency */
 	{"jit", "off"},
+	/* a crash can lose a commit of the worker: see the file header */
+	{"synchronous_commit", "off"},
 };
 
 /* the slot of this worker in the launcher's shared memory */
@@ -426,12 +440,10 @@ pause_for(long ms, bool wakeable)
 
 /*
  * Flush WAL up to the end of the last record inserted so far: that covers
- * every commit the batch's snapshot sees, including those made with
- * synchronous_commit = off, which a crash could otherwise take back after
- * their events were published; returns the position.  The insert position
- * points past the page header when a page has no record yet; no record
- * ends there, and XLogFlush cannot reach it, so step back to the page's
- * start.
+ * every commit the batch's snapshot sees; returns the position.  The insert
+ * position points past the page header when a page has no record yet; no
+ * record ends there, and XLogFlush cannot reach it, so step back to the
+ * page's start.
  */
 static XLogRecPtr
 flush_visible_commits(void)
@@ -444,6 +456,48 @@ flush_visible_commits(void)
 		end -= SizeOfXLogShortPHD;
 	XLogFlush(end);
 	return end;
+}
+
+/*
+ * Make sure the commits of a batch's events are on disk before they are
+ * published: a transaction committed with synchronous_commit = off is seen
+ * before its commit is flushed, and a crash could take it back after its
+ * events were published.  Returns a position past those commits, for
+ * outbox_standbys_have().
+ *
+ * The commit log keeps where such a commit ended (the position that hint
+ * bits wait for), so only that much is flushed for events of the log,
+ * where flushing to the end of WAL would wait for the records of
+ * transactions still running.  The standbys need every commit's position,
+ * which only the end of WAL bounds; so does an event of the retry table,
+ * which the worker's own transaction (with synchronous_commit = off) may
+ * have written.
+ */
+static XLogRecPtr
+flush_commits_of(const OutboxBatch *batch)
+{
+	XLogRecPtr	flush = InvalidXLogRecPtr;
+
+	if (outbox_standby_slots[0] != '\0')
+		return flush_visible_commits();
+	for (int i = 0; i < batch->count; i++)
+	{
+		const OutboxEvent *ev = &batch->events[i];
+		TransactionId xid;
+		XLogRecPtr	lsn;
+
+		if (!ev->from_log)
+			return flush_visible_commits();
+		xid = XidFromFullTransactionId(DatumGetFullTransactionId(ev->values[LOG_TXID]));
+		/* older than the commit log: committed and flushed long ago */
+		if (TransactionIdPrecedes(xid, ShmemVariableCache->oldestClogXid))
+			continue;
+		(void) TransactionIdGetStatus(xid, &lsn);
+		flush = Max(flush, lsn);
+	}
+	if (!XLogRecPtrIsInvalid(flush))
+		XLogFlush(flush);
+	return flush;
 }
 
 /*
@@ -625,7 +679,7 @@ run_batches_of(const OutboxExtension *ext, bool *undo)
 		last_events_at = now;
 
 		if (next != NULL &&
-			!outbox_standbys_have(flush_visible_commits(), STANDBY_WAIT_MS, &reason))
+			!outbox_standbys_have(flush_commits_of(next), STANDBY_WAIT_MS, &reason))
 		{
 			report_state(OUTBOX_WORKER_WAITING_FOR_STANDBY, reason, reason);
 			delay = -STANDBY_PAUSE_MS;
@@ -726,7 +780,8 @@ run_cleanup(MemoryContext cxt, const OutboxExtension *ext)
 		return true;
 
 	begin_work("rotating the log", cxt);
-	current_log = outbox_rotate_log(ext, outbox_published_retention, false, &removed);
+	/* no count of what it removes: that would read the tables it empties */
+	current_log = outbox_rotate_log(ext, outbox_published_retention, false, NULL);
 	end_work(cxt);
 	if (current_log >= 0)
 		pg_atomic_write_u32(&my_slot->current_log, current_log);

@@ -59,10 +59,13 @@ my $recovery = time - $killed_at;
 ok($recovery < 15, sprintf('within seconds of the crash (%.1fs)', $recovery));
 isnt(worker_pid($node), $pid, 'by a new worker');
 my $duplicates = check_arrivals('killed', 'SIGKILL');
-# what a crash publishes again is what the worker's open transaction
-# delivered: with acks 300 ms away, it claims a second batch while the
-# first is in flight, and no third after 100 ms
-ok($duplicates <= 1000, "duplicates bounded by the transaction in flight, two batches ($duplicates)");
+# what a crash publishes again is what the worker delivered since its last
+# commit that reached the disk: with acks 300 ms away, a transaction claims
+# a second batch while the first is in flight, and no third after 100 ms;
+# it commits with synchronous_commit = off, and the WAL writer flushes the
+# commit within 200 ms, long before the next one ends
+ok($duplicates <= 1500,
+	"duplicates bounded by the transaction in flight and one before it ($duplicates)");
 
 # --- a backlog survives a server restart
 $broker->command('down -1');

@@ -266,8 +266,11 @@ log "  bare librdkafka producer: $bare events/s"
 sqlonly() {	# keep
 	reset_tables baseline
 	fill_outbox baseline "$DRAIN_N"
-	pgbench -n -M prepared -c 1 -t $((DRAIN_N / 1000)) -D keep="$1" -f "$BENCH/drain_sql.sql" baseline 2>/dev/null |
-		sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | awk '{ printf "%.0f", $1 * 1000 }'
+	local start
+	start=$(now)
+	pgbench -n -M prepared -c 1 -t $((DRAIN_N / 1000)) -D keep="$1" -f "$BENCH/drain_sql.sql" baseline >"$WORK/sqlonly.out" 2>&1 ||
+		{ log "the worker's SQL failed: $(tail -3 "$WORK/sqlonly.out")"; exit 1; }
+	rate "$DRAIN_N" "$(awk -v s="$start" -v e="$(now)" 'BEGIN { print e - s }')"
 }
 sql_keep=$(sqlonly true)
 log "  the worker's SQL alone: $sql_keep events/s"
@@ -276,9 +279,13 @@ sql baseline "SELECT pgq.create_queue('bench'); SELECT pgq.register_consumer('be
 			  SELECT pgq.set_queue_config('bench', 'ticker_max_count', '1000')" >/dev/null
 sql baseline "SELECT format('SELECT count(pgq.insert_event(''bench'', ''bench'', bench_payload(i)::text)) FROM generate_series(%s, %s) i', n, n + 999)
 				FROM generate_series(1, $DRAIN_N, 1000) n" > "$WORK/pgq_fill.sql"
-sed 's/$/; SELECT pgq.ticker();/' "$WORK/pgq_fill.sql" | psql -X -q -d baseline >/dev/null
-pgq=$(pgbench -n -M prepared -c 1 -t $((DRAIN_N / 1000)) -f "$BENCH/pgq_batch.sql" baseline 2>/dev/null |
-	sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | awk '{ printf "%.0f", $1 * 1000 }')
+sed 's/$/; SELECT pgq.ticker();/' "$WORK/pgq_fill.sql" | psql -X -q -v ON_ERROR_STOP=1 -d baseline >/dev/null
+sql baseline "SELECT pgq.force_tick('bench'); SELECT pgq.ticker()" >/dev/null
+batches=$(sql baseline "SELECT count(*) - 1 FROM pgq.tick t JOIN pgq.queue q ON q.queue_id = t.tick_queue WHERE q.queue_name = 'bench'")
+start=$(now)
+pgbench -n -M prepared -c 1 -t "$batches" -f "$BENCH/pgq_batch.sql" baseline >"$WORK/pgq.out" 2>&1 ||
+	{ log "PgQ's batch read failed: $(tail -3 "$WORK/pgq.out")"; exit 1; }
+pgq=$(rate "$DRAIN_N" "$(awk -v s="$start" -v e="$(now)" 'BEGIN { print e - s }')")
 log "  PgQ's batch read: $pgq events/s"
 reset_tables baseline
 sql baseline "INSERT INTO relay_outbox (topic, key, payload) SELECT 'relay', (i % 10000)::text, convert_to(bench_payload(i)::text, 'UTF8') FROM generate_series(1, $DRAIN_N) i"
