@@ -58,6 +58,13 @@ BEGIN
 END
 $$;
 
+-- the filters name the schema: renaming it is refused, or every dump
+-- would fail
+BEGIN;
+ALTER SCHEMA public RENAME TO elsewhere;
+ROLLBACK;
+\echo :LAST_ERROR_SQLSTATE
+
 SELECT outbox_discard() >= 0 AS discarded;
 DROP EXTENSION outbox;
 CREATE EXTENSION outbox;

@@ -13,6 +13,8 @@
  *   a statement that fails, or that a role may not make, asks nothing.
  * - DROP EXTENSION outbox, and DROP SCHEMA ... CASCADE or DROP OWNED BY
  *   that would drop it, refuse while events are not delivered.
+ * - ALTER SCHEMA ... RENAME of the extension's schema is refused: the
+ *   filters that make pg_dump keep the queue name the schema.
  * - DROP DATABASE, ALTER DATABASE ... RENAME and CREATE DATABASE ...
  *   TEMPLATE need the database free of sessions: when they are certain to
  *   run (not in a transaction block, by the database's owner, no other
@@ -32,8 +34,7 @@
  * The object access hook refuses the drop of the extension's relations
  * while events are not delivered, however the extension is dropped: by a
  * statement that names it (refused above, before it runs, but counted
- * again here) or by cascade (DROP OWNED BY the owner of its schema, DROP
- * EXTENSION plpgsql CASCADE).  It counts before the first of them goes,
+ * again here) or by cascade (DROP OWNED BY the owner of its schema).  It counts before the first of them goes,
  * when the drop holds the lock of every one: no event can commit after the
  * count, which sees every one committed before it, whatever the isolation
  * level.
@@ -55,6 +56,7 @@
 #include "access/xact.h"
 #include "catalog/dependency.h"
 #include "catalog/index.h"
+#include "catalog/namespace.h"
 #include "catalog/objectaccess.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_db_role_setting.h"
@@ -196,7 +198,7 @@ drops_extension(Node *stmt, const OutboxExtension *ext)
  * The error of a drop that would drop undelivered events.
  */
 static void
-report_undelivered(int64 undelivered)
+report_undelivered(const OutboxExtension *ext, int64 undelivered)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
@@ -204,7 +206,31 @@ report_undelivered(int64 undelivered)
 						   "extension outbox holds " INT64_FORMAT " events that are not delivered",
 						   undelivered, undelivered),
 			 errdetail("Dropping the extension would drop them without publishing them."),
+			 ext->version < OUTBOX_VERSION(1, 2) ?
+			 errhint("Let the worker publish them, or update the extension (ALTER EXTENSION outbox UPDATE) and discard them on purpose with SELECT outbox_discard(), then drop it.") :
 			 errhint("Let the worker publish them, or discard them on purpose with SELECT outbox_discard(), then drop the extension.")));
+}
+
+/*
+ * Refuse to rename the extension's schema: the filters with which pg_dump
+ * keeps the queue (pg_extension.extcondition) name it, and every dump
+ * would fail.
+ */
+static void
+refuse_renaming_schema(Node *stmt)
+{
+	RenameStmt *rename = (RenameStmt *) stmt;
+	OutboxExtension ext;
+
+	if (!IsA(stmt, RenameStmt) || rename->renameType != OBJECT_SCHEMA ||
+		!outbox_extension_find(&ext) ||
+		get_namespace_oid(rename->subname, true) != ext.schema)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("cannot rename schema \"%s\": it holds extension outbox", rename->subname),
+			 errdetail("The filters with which pg_dump keeps the extension's events name the schema."),
+			 errhint("Create the extension in a schema of the new name once its events are delivered.")));
 }
 
 /*
@@ -227,7 +253,7 @@ refuse_dropping_events(Node *stmt)
 	undelivered = outbox_undelivered(&ext);
 	PopActiveSnapshot();
 	if (undelivered > 0)
-		report_undelivered(undelivered);
+		report_undelivered(&ext, undelivered);
 }
 
 /*
@@ -264,7 +290,7 @@ refuse_dropping_relation(Oid relid)
 	undelivered = outbox_undelivered(&ext);
 	PopActiveSnapshot();
 	if (undelivered > 0)
-		report_undelivered(undelivered);
+		report_undelivered(&ext, undelivered);
 	drop_counted = ext.oid;
 }
 
@@ -400,6 +426,7 @@ before_statement(Node *stmt, ProcessUtilityContext context, Oid *dboid, Oid *rol
 	*dboid = InvalidOid;
 	*roleid = InvalidOid;
 	refuse_dropping_events(stmt);
+	refuse_renaming_schema(stmt);
 	note_database_statement(stmt, context);
 
 	if (IsA(stmt, TransactionStmt) &&
