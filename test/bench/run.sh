@@ -319,7 +319,8 @@ reset_tables bench
 base=$(published)
 fill_outbox bench "$HISTORY_N"
 until [ "$(published)" -ge $((base + HISTORY_N)) ]; do sleep 0.2; done
-sql bench "VACUUM ANALYZE; CHECKPOINT"
+sql bench "VACUUM ANALYZE"
+sql bench "CHECKPOINT"
 base=$(published)
 fill_outbox bench "$FLAT_N"
 first=""
