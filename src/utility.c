@@ -27,7 +27,10 @@
  * lock: parse analysis locks what a statement names before permissions are
  * checked (at execution), so "PREPARE p AS SELECT FROM outbox_log_0" would
  * otherwise hold a lock that keeps the log from being emptied, by a role
- * with no right to read it.
+ * with no right to read it.  A few statements analyze queries of their own,
+ * out of that hook's sight (the actions of CREATE RULE, the expressions of
+ * CREATE and ALTER POLICY, the body of a function in SQL-standard form):
+ * once one has run, it is refused if it left the role such a lock.
  *
  * One end-of-transaction callback does, at commit, what was asked: wake the
  * worker of the database (outbox_enqueue, COMMIT PREPARED, outbox_retry),
@@ -51,6 +54,7 @@
 #include "nodes/nodeFuncs.h"
 #include "nodes/parsenodes.h"
 #include "parser/analyze.h"
+#include "storage/lock.h"
 #include "storage/procarray.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
@@ -374,6 +378,40 @@ before_statement(Node *stmt, ProcessUtilityContext context, Oid *dboid, Oid *rol
 	return false;
 }
 
+static void guard_relation(Oid relid);
+
+/*
+ * Does the statement analyze queries of its own, which the post-parse-
+ * analyze hook does not see?
+ */
+static bool
+analyzes_unseen_queries(Node *stmt)
+{
+	return IsA(stmt, RuleStmt) || IsA(stmt, CreatePolicyStmt) ||
+		IsA(stmt, AlterPolicyStmt) ||
+		(IsA(stmt, CreateFunctionStmt) && ((CreateFunctionStmt *) stmt)->sql_body != NULL);
+}
+
+/*
+ * Refuse if this backend holds a lock on a relation of the extension on
+ * which the role has no right (guard_relation).
+ */
+static void
+guard_locks_held(void)
+{
+	LockData   *locks = GetLockStatusData();
+
+	for (int i = 0; i < locks->nelements; i++)
+	{
+		LockInstanceData *lock = &locks->locks[i];
+
+		if (lock->pid == MyProcPid && lock->holdMask != 0 &&
+			lock->locktag.locktag_type == LOCKTAG_RELATION &&
+			lock->locktag.locktag_field1 == MyDatabaseId)
+			guard_relation(lock->locktag.locktag_field2);
+	}
+}
+
 static void
 outbox_process_utility(PlannedStmt *pstmt, const char *queryString,
 					   bool readOnlyTree, ProcessUtilityContext context,
@@ -392,6 +430,8 @@ outbox_process_utility(PlannedStmt *pstmt, const char *queryString,
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 								params, queryEnv, dest, qc);
 
+	if (analyzes_unseen_queries(stmt))
+		guard_locks_held();
 	/* it ran, and the role was allowed to run it */
 	if (restart)
 		restart_at_commit(dboid, roleid);
