@@ -50,6 +50,7 @@
 #include "catalog/pg_db_role_setting.h"
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
+#include "commands/extension.h"
 #include "miscadmin.h"
 #include "nodes/nodeFuncs.h"
 #include "nodes/parsenodes.h"
@@ -353,6 +354,13 @@ before_statement(Node *stmt, ProcessUtilityContext context, Oid *dboid, Oid *rol
 		outbox_wake_at_commit();
 	else if (names_outbox(stmt))
 	{
+		/*
+		 * CREATE EXTENSION IF NOT EXISTS of the extension that exists does
+		 * nothing, and any role may run it
+		 */
+		if (IsA(stmt, CreateExtensionStmt) &&
+			OidIsValid(get_extension_oid("outbox", true)))
+			return false;
 		*dboid = MyDatabaseId;
 		return true;
 	}
@@ -435,7 +443,7 @@ outbox_process_utility(PlannedStmt *pstmt, const char *queryString,
 	/* it ran, and the role was allowed to run it */
 	if (restart)
 		restart_at_commit(dboid, roleid);
-	if (IsA(stmt, CreateExtensionStmt) && names_outbox(stmt))
+	if (restart && IsA(stmt, CreateExtensionStmt))
 		extension_created = true;
 }
 
