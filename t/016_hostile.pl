@@ -89,9 +89,10 @@ sub wait_for_distinct
 	return $distinct;
 }
 
-# What code planted by a role ran as another: counted in a sequence, which
-# no rollback takes back.  Creates the role $planter, with CREATE on
-# public, and its trojan() in database $db.
+# In database $db, role $planter (which may create in public) plants
+# public.trojan(): run by another role, it tries to make $planter a
+# superuser, and counts the run in a sequence, which no rollback takes
+# back.
 sub plant_trojan
 {
 	my ($db, $planter) = @_;
