@@ -385,6 +385,7 @@ outbox_events_due(const OutboxExtension *ext)
 	int64		last_id;
 	bool		due;
 
+	outbox_lock_reader_table(ext, AccessShareLock);
 	SPI_connect();
 	outbox_run(ext, &due_plan, NULL, 1);
 	last_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));

@@ -203,6 +203,8 @@ refuse_dropping_events(Node *stmt)
 	nestlevel = NewGUCNestLevel();
 	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
 							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	/* the worker's first lock, first: see outbox_lock_reader_table */
+	outbox_lock_reader_table(&ext, AccessExclusiveLock);
 	undelivered = outbox_undelivered(&ext);
 	AtEOXact_GUC(true, nestlevel);
 	if (undelivered > 0)
