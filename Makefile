@@ -5,6 +5,7 @@ OBJS = \
 	src/capture.o \
 	src/catalog.o \
 	src/claim.o \
+	src/debezium.o \
 	src/enqueue.o \
 	src/event.o \
 	src/guc.o \
@@ -14,20 +15,27 @@ OBJS = \
 	src/operator.o \
 	src/outbox.o \
 	src/reader.o \
+	src/reader_row.o \
 	src/record.o \
 	src/restore.o \
 	src/retention.o \
+	src/router.o \
+	src/snapshot.o \
 	src/standby.o \
+	src/stats.o \
 	src/status.o \
 	src/utility.o \
 	src/worker.o
 
 EXTENSION = outbox
-DATA = outbox--1.0.sql outbox--1.0--1.1.sql outbox--1.1--1.2.sql outbox--1.2.sql
+# the scripts, and the queries file of prometheus-postgres-exporter
+# (docs/monitoring.md), installed beside them
+DATA = outbox--1.0.sql outbox--1.0--1.1.sql outbox--1.1--1.2.sql outbox--1.2.sql \
+	monitoring/outbox_prometheus.yaml
 PGFILEDESC = "outbox - transactional outbox publishing to Kafka"
 
-REGRESS = setup enqueue state_machine privileges settings capture retry stats security headers upgrade
-ISOLATION = claim order commit_order rotate snapshot
+REGRESS = setup enqueue state_machine privileges settings capture retry stats security headers debezium upgrade drop dump secrets
+ISOLATION = claim order commit_order rotate drop_concurrent snapshot
 REGRESS_OPTS = --temp-config=$(srcdir)/specs/temp.conf
 ISOLATION_OPTS = --temp-config=$(srcdir)/specs/temp.conf
 

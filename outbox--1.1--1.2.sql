@@ -16,11 +16,18 @@
 --   or one that makes the call ambiguous.  The worker's state machine and
 --   the operators' functions are C, and run statements on the extension's
 --   tables and built-in functions only.
--- * The claim locks the reader row, which only the owner may lock, not an
---   advisory lock that any role can take.
+-- * The claim takes a lock that only the extension's code can take (a
+--   sub-object of the extension), not an advisory lock that any role can
+--   take.
 -- * outbox_unread_events(r), given a made-up reader row, listed published
 --   events: outbox_unread_topics() counts what is unread now, per topic,
 --   and stops after a bound (an estimate beyond it).
+--
+-- The claim's lock writes nothing, and the claim counts the events whose
+-- outcome is still to be recorded in memory, checked before commit: the
+-- reader row is updated once a batch, no longer three times, and found by
+-- where it was last written, whatever old versions a snapshot held
+-- elsewhere keeps.
 --
 -- It also makes pg_dump keep the queue (the unpublished events, the retry
 -- table, the event ids, the id sequence), refuses DROP EXTENSION while
@@ -58,6 +65,11 @@ DROP FUNCTION @extschema@.outbox_count_published(text[], timestamptz[]);
 DROP FUNCTION @extschema@.outbox_copy_to_retries(bigint[]);
 DROP FUNCTION @extschema@.outbox_count_recorded(bigint);
 DROP FUNCTION @extschema@.outbox_lock_reader(boolean);
+-- no search_path pinned on the statistics' sum (outbox--1.2.sql says why)
+ALTER FUNCTION @extschema@.outbox_histogram_add(bigint[], bigint[]) RESET search_path;
+DROP TRIGGER outbox_check_recorded ON @extschema@.outbox_reader;
+DROP FUNCTION @extschema@.outbox_check_recorded();
+ALTER TABLE @extschema@.outbox_reader DROP COLUMN unrecorded;
 
 CREATE OR REPLACE FUNCTION @extschema@.outbox_mark_published(ids bigint[], partitions integer[],
 	offsets bigint[], keep boolean)
@@ -130,12 +142,6 @@ AS 'MODULE_PATHNAME', 'outbox_abandon'
 LANGUAGE C VOLATILE STRICT
 SET search_path = pg_catalog, pg_temp;
 
-CREATE OR REPLACE FUNCTION @extschema@.outbox_check_recorded()
-RETURNS trigger
-AS 'MODULE_PATHNAME', 'outbox_check_recorded'
-LANGUAGE C
-SET search_path = pg_catalog, pg_temp;
-
 -- Give up on every event not delivered yet, on purpose (what DROP
 -- EXTENSION asks for before it drops undelivered events).
 CREATE FUNCTION @extschema@.outbox_discard()
@@ -174,8 +180,8 @@ BEGIN
 		PERFORM pg_catalog.pg_extension_config_dump(
 			pg_catalog.format('@extschema@.%I', 'outbox_log_' || t)::pg_catalog.regclass, $filter$
 	WHERE id OPERATOR(pg_catalog.>) (SELECT r.last_id FROM @extschema@.outbox_reader r)
-	   OR txid OPERATOR(pg_catalog.=) ANY ((SELECT r.running FROM @extschema@.outbox_reader r))
-	   OR (txid OPERATOR(pg_catalog.=) ANY ((SELECT r.draining FROM @extschema@.outbox_reader r))
+	   OR txid OPERATOR(pg_catalog.=) ANY ((SELECT r.running FROM @extschema@.outbox_reader r)::pg_catalog.xid8[])
+	   OR (txid OPERATOR(pg_catalog.=) ANY ((SELECT r.draining FROM @extschema@.outbox_reader r)::pg_catalog.xid8[])
 		   AND id OPERATOR(pg_catalog.>) (SELECT r.drain_after FROM @extschema@.outbox_reader r)
 		   AND id OPERATOR(pg_catalog.<=) (SELECT r.drain_upto FROM @extschema@.outbox_reader r))
 $filter$);
@@ -288,3 +294,92 @@ CREATE VIEW @extschema@.outbox_stats AS
 
 COMMENT ON VIEW @extschema@.outbox_stats IS
 	'Queue and delivery health per topic, and in total (topic NULL)';
+
+--
+-- Capture in Debezium's shapes, and snapshots on attach: outbox_attach
+-- takes a format, a snapshot and tombstones (the three-argument calls of
+-- 1.1 keep working, and the triggers 1.1 created keep theirs), and
+-- outbox_attach_router publishes an outbox table as Debezium's outbox
+-- event router does.  outbox_detach, now in C, removes either, and cancels
+-- a snapshot in progress.
+--
+
+-- Snapshots asked for by outbox_attach(..., snapshot => true), one row per
+-- table, which the worker takes a chunk at a time (src/snapshot.c).
+-- trigger_args: the capture trigger's arguments when it was asked for (a
+-- table captured otherwise since has its snapshot cancelled);
+-- walk_columns: the key it reads the table in the order of; last_key: the
+-- last key read, as text (NULL before the first chunk); next_attempt_at:
+-- when a chunk that failed is tried again.
+CREATE TABLE @extschema@.outbox_snapshots_state (
+	relid			oid PRIMARY KEY,
+	topic			text NOT NULL,
+	format			text NOT NULL,
+	trigger_args	text[] NOT NULL,
+	walk_columns	text[] NOT NULL,
+	last_key		text[],
+	rows_done		bigint NOT NULL DEFAULT 0,
+	rows_estimated	bigint,
+	started			timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	finished		timestamptz,
+	last_error		text,
+	next_attempt_at	timestamptz
+);
+COMMENT ON TABLE @extschema@.outbox_snapshots_state IS
+	'Snapshots asked for by outbox_attach, taken by the worker a chunk at a time';
+
+DROP FUNCTION @extschema@.outbox_attach(regclass, text, text[]);
+
+-- Capturing row changes: outbox_attach('orders', 'orders.changes') makes
+-- every change of orders an event (src/capture.c), in the extension's
+-- envelope or, with format => 'debezium', as Debezium's PostgreSQL
+-- connector writes it (src/debezium.c); snapshot => true also publishes
+-- the rows the table has (src/snapshot.c).  The trigger runs with the
+-- rights of the role that changed the row.
+CREATE FUNCTION @extschema@.outbox_attach(tbl regclass, topic text,
+	key_columns text[] DEFAULT NULL, format text DEFAULT 'outbox',
+	snapshot boolean DEFAULT false, tombstones boolean DEFAULT false)
+RETURNS void
+AS 'MODULE_PATHNAME', 'outbox_attach'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION @extschema@.outbox_attach(regclass, text, text[], text, boolean, boolean) FROM PUBLIC;
+
+-- An outbox table in the shape that Debezium's outbox event router reads:
+-- each insert becomes the event the router would write (src/router.c).
+CREATE FUNCTION @extschema@.outbox_router()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'outbox_router'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION @extschema@.outbox_router() FROM PUBLIC;
+
+CREATE FUNCTION @extschema@.outbox_attach_router(tbl regclass,
+	topic_pattern text DEFAULT 'outbox.event.${routedByValue}',
+	route_by text DEFAULT 'aggregatetype', key_column text DEFAULT 'aggregateid',
+	id_column text DEFAULT 'id', payload_column text DEFAULT 'payload',
+	timestamp_column text DEFAULT NULL, header_columns text[] DEFAULT NULL,
+	expand_payload boolean DEFAULT true)
+RETURNS void
+AS 'MODULE_PATHNAME', 'outbox_attach_router'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION @extschema@.outbox_attach_router(regclass, text, text, text, text, text, text, text[], boolean) FROM PUBLIC;
+
+-- Drop the triggers of outbox_attach and outbox_attach_router, and cancel
+-- a snapshot in progress.
+CREATE OR REPLACE FUNCTION @extschema@.outbox_detach(tbl regclass)
+RETURNS void
+AS 'MODULE_PATHNAME', 'outbox_detach'
+LANGUAGE C VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION @extschema@.outbox_detach(regclass) FROM PUBLIC;
+
+-- The snapshots asked for: how far each has got, and when it finished.
+CREATE VIEW @extschema@.outbox_snapshots AS
+	SELECT s.relid::pg_catalog.regclass AS "table", s.rows_done, s.rows_estimated,
+		   s.started, s.finished, s.format, s.topic, s.last_error
+	  FROM @extschema@.outbox_snapshots_state s;
+
+COMMENT ON VIEW @extschema@.outbox_snapshots IS
+	'Snapshots of attached tables: rows published, rows estimated, start and finish';

@@ -138,14 +138,12 @@ CREATE TABLE @extschema@.outbox_event_ids (
 );
 
 --
--- Where the claim is in the log, one row, updated in place (HOT) twice a
+-- Where the claim is in the log, one row, updated in place (HOT) once a
 -- batch.  last_id: the highest id read.  running: transactions that were
 -- in progress when last_id was read, and so may hold smaller unread ids;
 -- once one ends its events are read by txid: draining holds those being
--- read, up to id drain_upto, after id drain_after.  unrecorded: events read
--- from the log by this transaction's claims whose outcome is not recorded
--- yet (0 at commit, or the commit fails).  current_log: the table that
--- outbox_enqueue writes to, since current_since.  Its lock is the claim's.
+-- read, up to id drain_upto, after id drain_after.  current_log: the table
+-- that outbox_enqueue writes to, since current_since.
 --
 CREATE TABLE @extschema@.outbox_reader (
 	single			boolean PRIMARY KEY DEFAULT true CHECK (single),
@@ -154,7 +152,6 @@ CREATE TABLE @extschema@.outbox_reader (
 	draining		xid8[] NOT NULL DEFAULT '{}',
 	drain_upto		bigint NOT NULL DEFAULT 0,
 	drain_after		bigint NOT NULL DEFAULT 0,
-	unrecorded		bigint NOT NULL DEFAULT 0,
 	current_log		integer NOT NULL DEFAULT 0 CHECK (current_log BETWEEN 0 AND 3),
 	current_since	timestamptz NOT NULL DEFAULT pg_catalog.now()
 ) WITH (fillfactor = 20);
@@ -205,6 +202,30 @@ CREATE TABLE @extschema@.outbox_publish_stats (
 COMMENT ON TABLE @extschema@.outbox_publish_stats IS
 	'Delivery outcomes and latencies per topic and 10-second bucket, kept 2 hours';
 
+-- Snapshots asked for by outbox_attach(..., snapshot => true), one row per
+-- table, which the worker takes a chunk at a time (src/snapshot.c).
+-- trigger_args: the capture trigger's arguments when it was asked for (a
+-- table captured otherwise since has its snapshot cancelled);
+-- walk_columns: the key it reads the table in the order of; last_key: the
+-- last key read, as text (NULL before the first chunk); next_attempt_at:
+-- when a chunk that failed is tried again.
+CREATE TABLE @extschema@.outbox_snapshots_state (
+	relid			oid PRIMARY KEY,
+	topic			text NOT NULL,
+	format			text NOT NULL,
+	trigger_args	text[] NOT NULL,
+	walk_columns	text[] NOT NULL,
+	last_key		text[],
+	rows_done		bigint NOT NULL DEFAULT 0,
+	rows_estimated	bigint,
+	started			timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	finished		timestamptz,
+	last_error		text,
+	next_attempt_at	timestamptz
+);
+COMMENT ON TABLE @extschema@.outbox_snapshots_state IS
+	'Snapshots asked for by outbox_attach, taken by the worker a chunk at a time';
+
 --
 -- pg_dump keeps the queue: the events of the log that were not read when
 -- the dump was taken (in its snapshot, with the reader row), every row of
@@ -218,8 +239,8 @@ BEGIN
 		PERFORM pg_catalog.pg_extension_config_dump(
 			pg_catalog.format('@extschema@.%I', 'outbox_log_' || t)::pg_catalog.regclass, $filter$
 	WHERE id OPERATOR(pg_catalog.>) (SELECT r.last_id FROM @extschema@.outbox_reader r)
-	   OR txid OPERATOR(pg_catalog.=) ANY ((SELECT r.running FROM @extschema@.outbox_reader r))
-	   OR (txid OPERATOR(pg_catalog.=) ANY ((SELECT r.draining FROM @extschema@.outbox_reader r))
+	   OR txid OPERATOR(pg_catalog.=) ANY ((SELECT r.running FROM @extschema@.outbox_reader r)::pg_catalog.xid8[])
+	   OR (txid OPERATOR(pg_catalog.=) ANY ((SELECT r.draining FROM @extschema@.outbox_reader r)::pg_catalog.xid8[])
 		   AND id OPERATOR(pg_catalog.>) (SELECT r.drain_after FROM @extschema@.outbox_reader r)
 		   AND id OPERATOR(pg_catalog.<=) (SELECT r.drain_upto FROM @extschema@.outbox_reader r))
 $filter$);
@@ -262,8 +283,11 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 REVOKE ALL ON FUNCTION @extschema@.outbox_enqueue(text, bytea, text, jsonb, uuid) FROM PUBLIC;
 
 -- Capturing row changes: outbox_attach('orders', 'orders.changes') makes
--- every change of orders an event (src/capture.c).  The trigger runs with
--- the rights of the role that changed the row.
+-- every change of orders an event (src/capture.c), in the extension's
+-- envelope or, with format => 'debezium', as Debezium's PostgreSQL
+-- connector writes it (src/debezium.c); snapshot => true also publishes
+-- the rows the table has (src/snapshot.c).  The trigger runs with the
+-- rights of the role that changed the row.
 CREATE FUNCTION @extschema@.outbox_capture()
 RETURNS trigger
 AS 'MODULE_PATHNAME', 'outbox_capture'
@@ -272,23 +296,42 @@ SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION @extschema@.outbox_capture() FROM PUBLIC;
 
 CREATE FUNCTION @extschema@.outbox_attach(tbl regclass, topic text,
-	key_columns text[] DEFAULT NULL)
+	key_columns text[] DEFAULT NULL, format text DEFAULT 'outbox',
+	snapshot boolean DEFAULT false, tombstones boolean DEFAULT false)
 RETURNS void
 AS 'MODULE_PATHNAME', 'outbox_attach'
 LANGUAGE C VOLATILE
 SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION @extschema@.outbox_attach(regclass, text, text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.outbox_attach(regclass, text, text[], text, boolean, boolean) FROM PUBLIC;
 
+-- An outbox table in the shape that Debezium's outbox event router reads:
+-- each insert becomes the event the router would write (src/router.c).
+CREATE FUNCTION @extschema@.outbox_router()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'outbox_router'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION @extschema@.outbox_router() FROM PUBLIC;
+
+CREATE FUNCTION @extschema@.outbox_attach_router(tbl regclass,
+	topic_pattern text DEFAULT 'outbox.event.${routedByValue}',
+	route_by text DEFAULT 'aggregatetype', key_column text DEFAULT 'aggregateid',
+	id_column text DEFAULT 'id', payload_column text DEFAULT 'payload',
+	timestamp_column text DEFAULT NULL, header_columns text[] DEFAULT NULL,
+	expand_payload boolean DEFAULT true)
+RETURNS void
+AS 'MODULE_PATHNAME', 'outbox_attach_router'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION @extschema@.outbox_attach_router(regclass, text, text, text, text, text, text, text[], boolean) FROM PUBLIC;
+
+-- Drop the triggers of outbox_attach and outbox_attach_router, and cancel
+-- a snapshot in progress.
 CREATE FUNCTION @extschema@.outbox_detach(tbl regclass)
 RETURNS void
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-	EXECUTE pg_catalog.format('DROP TRIGGER IF EXISTS outbox_capture ON %s', tbl);
-	EXECUTE pg_catalog.format('DROP TRIGGER IF EXISTS outbox_capture_truncate ON %s', tbl);
-END
-$$;
+AS 'MODULE_PATHNAME', 'outbox_detach'
+LANGUAGE C VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION @extschema@.outbox_detach(regclass) FROM PUBLIC;
 
 -- Operators' outcomes by hand (src/record.c).
@@ -343,11 +386,13 @@ LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION @extschema@.outbox_latency_histogram(double precision[]) FROM PUBLIC;
 
+-- No search_path pinned: it is C that adds two arrays, looks up no name
+-- and runs nothing else, and a pin is a setting saved and restored at each
+-- of the rows that a scrape of the statistics sums (twice its cost).
 CREATE FUNCTION @extschema@.outbox_histogram_add(a bigint[], b bigint[])
 RETURNS bigint[]
 AS 'MODULE_PATHNAME', 'outbox_histogram_add'
-LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp;
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 REVOKE ALL ON FUNCTION @extschema@.outbox_histogram_add(bigint[], bigint[]) FROM PUBLIC;
 
 CREATE AGGREGATE @extschema@.outbox_histogram_sum(bigint[]) (
@@ -461,6 +506,15 @@ CREATE VIEW @extschema@.outbox_stats AS
 COMMENT ON VIEW @extschema@.outbox_stats IS
 	'Queue and delivery health per topic, and in total (topic NULL)';
 
+-- The snapshots asked for: how far each has got, and when it finished.
+CREATE VIEW @extschema@.outbox_snapshots AS
+	SELECT s.relid::pg_catalog.regclass AS "table", s.rows_done, s.rows_estimated,
+		   s.started, s.finished, s.format, s.topic, s.last_error
+	  FROM @extschema@.outbox_snapshots_state s;
+
+COMMENT ON VIEW @extschema@.outbox_snapshots IS
+	'Snapshots of attached tables: rows published, rows estimated, start and finish';
+
 -- The workers, one row per database served or waiting for a worker, from
 -- shared memory: never waits for the tables, answers from any database.
 CREATE FUNCTION @extschema@.outbox_worker_status(
@@ -558,19 +612,6 @@ AS 'MODULE_PATHNAME', 'outbox_claim'
 LANGUAGE C VOLATILE STRICT
 SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION @extschema@.outbox_claim(integer, bigint) FROM PUBLIC;
-
--- At commit: every log event claimed in this transaction has its outcome.
-CREATE FUNCTION @extschema@.outbox_check_recorded()
-RETURNS trigger
-AS 'MODULE_PATHNAME', 'outbox_check_recorded'
-LANGUAGE C 
-SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION @extschema@.outbox_check_recorded() FROM PUBLIC;
-CREATE CONSTRAINT TRIGGER outbox_check_recorded
-	AFTER UPDATE ON @extschema@.outbox_reader
-	DEFERRABLE INITIALLY DEFERRED
-	FOR EACH ROW WHEN (NEW.unrecorded <> 0)
-	EXECUTE FUNCTION @extschema@.outbox_check_recorded();
 
 -- Record deliveries: one ledger row for the log's events (none unless
 -- keep), the retry table's published (deleted unless keep).

@@ -51,5 +51,6 @@ TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids, outbox_pub
 SELECT * FROM outbox_stats;
 
 -- the worker's status, from shared memory: this database's worker is off
+-- (a server's other databases may have workers of their own)
 SELECT database = current_database() AS this_database, pid, state, last_error
-  FROM outbox_worker_status();
+  FROM outbox_worker_status() WHERE database = current_database();

@@ -1,19 +1,35 @@
 /*-------------------------------------------------------------------------
  *
  * capture.c
- *		Capture row changes as events: the outbox_capture() trigger and
- *		outbox_attach(), which installs it.
+ *		Capture row changes as events: the outbox_capture() trigger,
+ *		outbox_attach(), which installs it, and outbox_detach(), which
+ *		removes it (and the router's trigger, src/router.c).
  *
- * Each changed row becomes one event in the changing transaction, with a
- * Debezium-like JSON envelope:
+ * Each changed row becomes events in the changing transaction, in one of
+ * two formats, which the trigger's arguments name:
+ *
+ * - outbox (arguments: topic [, key_column ...], as 1.1 wrote them): one
+ *   event with the extension's own JSON envelope,
  *
  *		{"op": "c", "before": null, "after": {...},
  *		 "source": {"schema": "public", "table": "orders",
  *					"txid": 745, "ts_ms": 1732260000000}}
  *
- * op is c (insert), u (update), d (delete) or t (truncate).  The key is the
- * text of the key column; with several key columns, a JSON array of their
- * texts.
+ *   op is c (insert), u (update), d (delete), t (truncate) or r (a row
+ *   read by a snapshot).  The key is the text of the key column; with
+ *   several key columns, a JSON array of their texts.
+ *
+ * - debezium (arguments: format=debezium, topic=<prefix>, [tombstones=true,]
+ *   key=<column> ...): the change events of Debezium's PostgreSQL
+ *   connector (src/debezium.c) on <prefix>.<schema>.<table>, keyed by a
+ *   JSON object of the key columns.  An update that changes the key is a
+ *   delete of the old key and a create of the new one, with the headers
+ *   __debezium.newkey and __debezium.oldkey, as the connector writes it;
+ *   with tombstones, each delete is followed by a tombstone of its key.
+ *
+ * The key columns are the named ones, else the primary key.  Snapshots
+ * (src/snapshot.c) build their events with outbox_capture_event too, from
+ * the trigger's arguments, so that they are the same as the trigger's.
  *
  * Security: the trigger runs with the rights of the role that changed the
  * row, because building the envelope runs code of the table's owner (output
@@ -29,29 +45,258 @@
  */
 #include "postgres.h"
 
+#include "access/table.h"
 #include "access/xact.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
+#include "catalog/pg_trigger.h"
+#include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
+#include "funcapi.h"
 #include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
+#include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
+#include "utils/typcache.h"
 
+#include "capture.h"
 #include "catalog.h"
+#include "debezium.h"
 #include "enqueue.h"
+#include "snapshot.h"
 
 PG_FUNCTION_INFO_V1(outbox_capture);
 PG_FUNCTION_INFO_V1(outbox_attach);
+PG_FUNCTION_INFO_V1(outbox_detach);
 
 /*
- * A row as a JSON object, or "null".
+ * Is arg "name=value"?  Then *value points at value.
+ */
+static bool
+keyword_arg(const char *arg, const char *name, const char **value)
+{
+	size_t		len = strlen(name);
+
+	if (strncmp(arg, name, len) != 0 || arg[len] != '=')
+		return false;
+	*value = arg + len + 1;
+	return true;
+}
+
+/*
+ * The configuration of a captured table from its trigger's arguments:
+ * (topic [, key_column ...]) for the outbox format, keywords
+ * (format=debezium, topic=..., tombstones=true, key=... ...) otherwise;
+ * "=" cannot be in a topic name, so the two do not mix.  Bad arguments are
+ * an error.
+ */
+void
+outbox_capture_config(int nargs, char **args, CaptureConfig *config)
+{
+	const char *value;
+
+	memset(config, 0, sizeof(*config));
+	if (nargs < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("outbox_capture: no topic given"),
+				 errdetail("The trigger's first argument is the topic."),
+				 errhint("Use outbox_attach() to create the trigger.")));
+	if (!keyword_arg(args[0], "format", &value))
+	{
+		config->format = CAPTURE_FORMAT_OUTBOX;
+		config->topic = args[0];
+		config->nkeys = nargs - 1;
+		config->keys = args + 1;
+		return;
+	}
+
+	config->keys = palloc(nargs * sizeof(char *));
+	for (int i = 0; i < nargs; i++)
+	{
+		if (keyword_arg(args[i], "format", &value))
+		{
+			if (strcmp(value, "debezium") == 0)
+				config->format = CAPTURE_FORMAT_DEBEZIUM;
+			else if (strcmp(value, "outbox") == 0)
+				config->format = CAPTURE_FORMAT_OUTBOX;
+			else
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("outbox_capture: unknown format \"%s\"", value),
+						 errhint("Use outbox_attach() to create the trigger.")));
+		}
+		else if (keyword_arg(args[i], "topic", &value))
+			config->topic = (char *) value;
+		else if (keyword_arg(args[i], "tombstones", &value))
+			config->tombstones = strcmp(value, "true") == 0;
+		else if (keyword_arg(args[i], "key", &value))
+			config->keys[config->nkeys++] = (char *) value;
+		else
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("outbox_capture: unknown argument \"%s\"", args[i]),
+					 errhint("Use outbox_attach() to create the trigger.")));
+	}
+	if (config->topic == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("outbox_capture: no topic given"),
+				 errdetail("The trigger's arguments name no topic."),
+				 errhint("Use outbox_attach() to create the trigger.")));
+}
+
+/*
+ * The trigger arguments that say config (the inverse of
+ * outbox_capture_config); palloc'd.
+ */
+char	  **
+outbox_capture_args(const CaptureConfig *config, int *nargs)
+{
+	char	  **args = palloc((config->nkeys + 3) * sizeof(char *));
+	int			n = 0;
+
+	if (config->format == CAPTURE_FORMAT_OUTBOX)
+	{
+		args[n++] = config->topic;
+		for (int i = 0; i < config->nkeys; i++)
+			args[n++] = config->keys[i];
+	}
+	else
+	{
+		args[n++] = "format=debezium";
+		args[n++] = psprintf("topic=%s", config->topic);
+		if (config->tombstones)
+			args[n++] = "tombstones=true";
+		for (int i = 0; i < config->nkeys; i++)
+			args[n++] = psprintf("key=%s", config->keys[i]);
+	}
+	*nargs = n;
+	return args;
+}
+
+/*
+ * The names of the primary key columns of rel, in key order, or NULL if it
+ * has no primary key.
+ */
+char	  **
+outbox_primary_key(Relation rel, int *nkeys)
+{
+	Oid			pkey = RelationGetPrimaryKeyIndex(rel);
+	HeapTuple	indtuple;
+	Form_pg_index index;
+	char	  **names;
+
+	*nkeys = 0;
+	if (!OidIsValid(pkey))
+		return NULL;
+	indtuple = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(pkey));
+	if (!HeapTupleIsValid(indtuple))
+		elog(ERROR, "cache lookup failed for index %u", pkey);
+	index = (Form_pg_index) GETSTRUCT(indtuple);
+	*nkeys = index->indnkeyatts;
+	names = palloc(*nkeys * sizeof(char *));
+	for (int i = 0; i < *nkeys; i++)
+		names[i] = get_attname(RelationGetRelid(rel), index->indkey.values[i], false);
+	ReleaseSysCache(indtuple);
+	return names;
+}
+
+/*
+ * What the events of rows of rel, given with tupdesc, need to know: the
+ * table's names, and where the key columns are in tupdesc.  An unknown key
+ * column is an error.
+ */
+void
+outbox_capture_table(const CaptureConfig *config, Relation rel, TupleDesc tupdesc,
+					 CaptureTable *table)
+{
+	char	  **names = config->keys;
+	int			nkeys = config->nkeys;
+
+	table->schema = get_namespace_name(RelationGetNamespace(rel));
+	table->table = pstrdup(RelationGetRelationName(rel));
+	table->tupdesc = tupdesc;
+	if (nkeys == 0)
+		names = outbox_primary_key(rel, &nkeys);
+	table->nkeys = nkeys;
+	table->key_attnums = palloc(Max(nkeys, 1) * sizeof(AttrNumber));
+	for (int i = 0; i < nkeys; i++)
+	{
+		int			attnum = SPI_fnumber(tupdesc, names[i]);
+
+		if (attnum == SPI_ERROR_NOATTRIBUTE || attnum <= 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("outbox_capture: key column \"%s\" does not exist", names[i])));
+		table->key_attnums[i] = attnum;
+	}
+}
+
+/*
+ * The relcache trigger of rel called name, if it runs a function of the
+ * extension ext; NULL if there is none.
+ */
+static Trigger *
+find_trigger(const OutboxExtension *ext, Relation rel, const char *name)
+{
+	TriggerDesc *trigdesc = rel->trigdesc;
+
+	if (trigdesc == NULL)
+		return NULL;
+	for (int i = 0; i < trigdesc->numtriggers; i++)
+	{
+		Trigger    *trigger = &trigdesc->triggers[i];
+
+		if (strcmp(trigger->tgname, name) == 0 &&
+			get_func_namespace(trigger->tgfoid) == ext->schema)
+			return trigger;
+	}
+	return NULL;
+}
+
+/*
+ * Has rel the trigger called name, running a function of the extension?
+ */
+bool
+outbox_has_trigger(const OutboxExtension *ext, Relation rel, const char *name)
+{
+	return find_trigger(ext, rel, name) != NULL;
+}
+
+/*
+ * The arguments of the trigger of rel called name, running a function of
+ * the extension, or NULL if it has none such; palloc'd.
+ */
+char	  **
+outbox_trigger_args(const OutboxExtension *ext, Relation rel, const char *name, int *nargs)
+{
+	Trigger    *trigger = find_trigger(ext, rel, name);
+	char	  **args;
+
+	*nargs = 0;
+	if (trigger == NULL)
+		return NULL;
+	*nargs = trigger->tgnargs;
+	args = palloc((trigger->tgnargs + 1) * sizeof(char *));
+	for (int i = 0; i < trigger->tgnargs; i++)
+		args[i] = pstrdup(trigger->tgargs[i]);
+	return args;
+}
+
+/*
+ * A row as a JSON object, or "null".  tupdesc must be a row type's (a
+ * relation's, or blessed).
  */
 static void
 append_row_json(StringInfo buf, HeapTuple tuple, TupleDesc tupdesc)
@@ -68,71 +313,28 @@ append_row_json(StringInfo buf, HeapTuple tuple, TupleDesc tupdesc)
 }
 
 /*
- * The attribute number of a key column; an unknown column is an error.
- */
-static int
-key_attnum(TupleDesc tupdesc, const char *name)
-{
-	int			attnum = SPI_fnumber(tupdesc, name);
-
-	if (attnum == SPI_ERROR_NOATTRIBUTE || attnum <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("outbox_capture: key column \"%s\" does not exist", name)));
-	return attnum;
-}
-
-/*
- * The event key of a row: the text of its one key column, or a JSON array
- * of the texts of several.  Key columns are the trigger's arguments after
- * the topic, else the primary key; no key columns, no key.
+ * The outbox format's key of a row: the text of its one key column, or a
+ * JSON array of the texts of several; no key columns, no key.
  */
 static text *
-row_key(Relation rel, Trigger *trigger, HeapTuple tuple)
+outbox_format_key(const CaptureTable *table, HeapTuple tuple)
 {
-	TupleDesc	tupdesc = RelationGetDescr(rel);
-	int			nkeys = 0;
-	int		   *attnums;
 	StringInfoData buf;
 
-	if (trigger->tgnargs > 1)
+	if (table->nkeys == 0)
+		return NULL;
+	if (table->nkeys == 1)
 	{
-		nkeys = trigger->tgnargs - 1;
-		attnums = palloc(nkeys * sizeof(int));
-		for (int i = 0; i < nkeys; i++)
-			attnums[i] = key_attnum(tupdesc, trigger->tgargs[i + 1]);
-	}
-	else
-	{
-		Oid			pkey = RelationGetPrimaryKeyIndex(rel);
-		HeapTuple	indtuple;
-		Form_pg_index index;
-
-		if (!OidIsValid(pkey))
-			return NULL;
-		indtuple = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(pkey));
-		if (!HeapTupleIsValid(indtuple))
-			elog(ERROR, "cache lookup failed for index %u", pkey);
-		index = (Form_pg_index) GETSTRUCT(indtuple);
-		nkeys = index->indnkeyatts;
-		attnums = palloc(nkeys * sizeof(int));
-		for (int i = 0; i < nkeys; i++)
-			attnums[i] = index->indkey.values[i];
-		ReleaseSysCache(indtuple);
-	}
-
-	if (nkeys == 1)
-	{
-		char	   *value = SPI_getvalue(tuple, tupdesc, attnums[0]);
+		char	   *value = SPI_getvalue(tuple, table->tupdesc, table->key_attnums[0]);
 
 		return value ? cstring_to_text(value) : NULL;
 	}
 
 	initStringInfo(&buf);
 	appendStringInfoChar(&buf, '[');
-	for (int i = 0; i < nkeys; i++)
+	for (int i = 0; i < table->nkeys; i++)
 	{
-		char	   *value = SPI_getvalue(tuple, tupdesc, attnums[i]);
+		char	   *value = SPI_getvalue(tuple, table->tupdesc, table->key_attnums[i]);
 
 		if (i > 0)
 			appendStringInfoChar(&buf, ',');
@@ -146,21 +348,167 @@ row_key(Relation rel, Trigger *trigger, HeapTuple tuple)
 }
 
 /*
+ * The event of a change in the outbox format.
+ */
+static void
+outbox_format_event(const OutboxExtension *ext, const CaptureConfig *config,
+					const CaptureTable *table, char op, HeapTuple before, HeapTuple after)
+{
+	StringInfoData payload;
+	TimestampTz now = GetCurrentTimestamp();
+	text	   *key = NULL;
+
+	if (before != NULL || after != NULL)
+		key = outbox_format_key(table, after ? after : before);
+
+	initStringInfo(&payload);
+	appendStringInfo(&payload, "{\"op\": \"%c\", \"before\": ", op);
+	append_row_json(&payload, before, table->tupdesc);
+	appendStringInfoString(&payload, ", \"after\": ");
+	append_row_json(&payload, after, table->tupdesc);
+	appendStringInfoString(&payload, ", \"source\": {\"schema\": ");
+	escape_json(&payload, table->schema);
+	appendStringInfoString(&payload, ", \"table\": ");
+	escape_json(&payload, table->table);
+	appendStringInfo(&payload, ", \"txid\": " UINT64_FORMAT ", \"ts_ms\": " INT64_FORMAT "}}",
+					 U64FromFullTransactionId(GetTopFullTransactionId()),
+					 (int64) (now / 1000 + (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000));
+
+	outbox_store_event(ext, cstring_to_text(config->topic), key,
+					   outbox_utf8_payload(cstring_to_text_with_len(payload.data, payload.len)),
+					   NULL, (Datum) 0, true, NULL);
+}
+
+/*
+ * A header object {"name": "value"}.
+ */
+static Jsonb *
+one_header(const char *name, const char *value)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	escape_json(&buf, name);
+	appendStringInfoChar(&buf, ':');
+	escape_json(&buf, value);
+	appendStringInfoChar(&buf, '}');
+	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
+}
+
+/*
+ * Store one change event of the debezium format.
+ */
+static void
+store_debezium_event(const OutboxExtension *ext, text *topic, const DebeziumSource *source,
+					 const CaptureTable *table, char op, HeapTuple before, HeapTuple after,
+					 text *key, Jsonb *headers)
+{
+	StringInfoData value;
+
+	initStringInfo(&value);
+	outbox_debezium_envelope(&value, source, op, table->tupdesc, before, after);
+	outbox_store_event(ext, topic, key,
+					   outbox_utf8_payload(cstring_to_text_with_len(value.data, value.len)),
+					   headers, (Datum) 0, true, NULL);
+}
+
+/*
+ * The events of a change in the debezium format: see the file header.
+ */
+static void
+debezium_format_event(const OutboxExtension *ext, const CaptureConfig *config,
+					  const CaptureTable *table, char op, HeapTuple before, HeapTuple after,
+					  const char *snapshot)
+{
+	text	   *topic = cstring_to_text(outbox_debezium_topic(config->topic, table->schema,
+															  table->table));
+	DebeziumSource source;
+	int			nestlevel = outbox_debezium_pin_settings(table->tupdesc);
+	char	   *old_key = NULL;
+	char	   *new_key = NULL;
+
+	source.prefix = config->topic;
+	source.schema = table->schema;
+	source.table = table->table;
+	source.snapshot = snapshot;
+	source.changed_at = GetCurrentTransactionStartTimestamp();
+
+	if (table->nkeys > 0)
+	{
+		StringInfoData buf;
+
+		if (before != NULL)
+		{
+			initStringInfo(&buf);
+			outbox_debezium_key(&buf, table->tupdesc, before, table->nkeys, table->key_attnums);
+			old_key = buf.data;
+		}
+		if (after != NULL)
+		{
+			initStringInfo(&buf);
+			outbox_debezium_key(&buf, table->tupdesc, after, table->nkeys, table->key_attnums);
+			new_key = buf.data;
+		}
+	}
+
+	if (op == 'u' && old_key != NULL && strcmp(old_key, new_key) != 0)
+	{
+		/* a new key: the old one deleted, the new one created */
+		store_debezium_event(ext, topic, &source, table, 'd', before, NULL,
+							 cstring_to_text(old_key),
+							 one_header("__debezium.newkey", new_key));
+		if (config->tombstones)
+			outbox_store_event(ext, topic, cstring_to_text(old_key), NULL, NULL,
+							   (Datum) 0, true, NULL);
+		store_debezium_event(ext, topic, &source, table, 'c', NULL, after,
+							 cstring_to_text(new_key),
+							 one_header("__debezium.oldkey", old_key));
+	}
+	else
+	{
+		char	   *key = after != NULL ? new_key : old_key;
+
+		store_debezium_event(ext, topic, &source, table, op, before, after,
+							 key ? cstring_to_text(key) : NULL, NULL);
+		if (op == 'd' && config->tombstones && key != NULL)
+			outbox_store_event(ext, topic, cstring_to_text(key), NULL, NULL,
+							   (Datum) 0, true, NULL);
+	}
+	outbox_debezium_unpin_settings(nestlevel);
+}
+
+/*
+ * Store the events of a change of a row of table, in the current
+ * transaction: op c (after), u (before and after), d (before), t (neither)
+ * or r (after: read by a snapshot, which snapshot says: "true" or "last").
+ */
+void
+outbox_capture_event(const OutboxExtension *ext, const CaptureConfig *config,
+					 const CaptureTable *table, char op, HeapTuple before, HeapTuple after,
+					 const char *snapshot)
+{
+	if (config->format == CAPTURE_FORMAT_DEBEZIUM)
+		debezium_format_event(ext, config, table, op, before, after, snapshot);
+	else
+		outbox_format_event(ext, config, table, op, before, after);
+}
+
+/*
  * outbox_capture(): AFTER INSERT OR UPDATE OR DELETE FOR EACH ROW, and
- * AFTER TRUNCATE FOR EACH STATEMENT; arguments (topic [, key_column ...]).
+ * AFTER TRUNCATE FOR EACH STATEMENT; arguments as outbox_capture_config
+ * reads them.
  */
 Datum
 outbox_capture(PG_FUNCTION_ARGS)
 {
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 	Relation	rel;
-	TupleDesc	tupdesc;
 	HeapTuple	before = NULL;
 	HeapTuple	after = NULL;
-	const char *op;
-	StringInfoData payload;
-	TimestampTz now = GetCurrentTimestamp();
-	text	   *key = NULL;
+	char		op;
+	CaptureConfig config;
+	CaptureTable table;
 
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		ereport(ERROR,
@@ -172,7 +520,7 @@ outbox_capture(PG_FUNCTION_ARGS)
 				 errmsg("outbox_capture: must be fired AFTER the change"),
 				 errhint("Use outbox_attach() to create the trigger.")));
 	if (TRIGGER_FIRED_BY_TRUNCATE(trigdata->tg_event))
-		op = "t";
+		op = 't';
 	else if (!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
@@ -180,83 +528,170 @@ outbox_capture(PG_FUNCTION_ARGS)
 				 errhint("Use outbox_attach() to create the trigger.")));
 	else if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
 	{
-		op = "c";
+		op = 'c';
 		after = trigdata->tg_trigtuple;
 	}
 	else if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
 	{
-		op = "u";
+		op = 'u';
 		before = trigdata->tg_trigtuple;
 		after = trigdata->tg_newtuple;
 	}
 	else
 	{
-		op = "d";
+		op = 'd';
 		before = trigdata->tg_trigtuple;
 	}
-	if (trigdata->tg_trigger->tgnargs < 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("outbox_capture: no topic given"),
-				 errdetail("The trigger's first argument is the topic."),
-				 errhint("Use outbox_attach() to create the trigger.")));
+	outbox_capture_config(trigdata->tg_trigger->tgnargs, trigdata->tg_trigger->tgargs,
+						  &config);
 
 	rel = trigdata->tg_relation;
-	tupdesc = RelationGetDescr(rel);
-	if (before != NULL || after != NULL)
-		key = row_key(rel, trigdata->tg_trigger, after ? after : before);
+	if (op == 't')
+	{
+		CaptureConfig nokeys = config;
 
-	initStringInfo(&payload);
-	appendStringInfo(&payload, "{\"op\": \"%s\", \"before\": ", op);
-	append_row_json(&payload, before, tupdesc);
-	appendStringInfoString(&payload, ", \"after\": ");
-	append_row_json(&payload, after, tupdesc);
-	appendStringInfoString(&payload, ", \"source\": {\"schema\": ");
-	escape_json(&payload, get_namespace_name(RelationGetNamespace(rel)));
-	appendStringInfoString(&payload, ", \"table\": ");
-	escape_json(&payload, RelationGetRelationName(rel));
-	appendStringInfo(&payload, ", \"txid\": " UINT64_FORMAT ", \"ts_ms\": " INT64_FORMAT "}}",
-					 U64FromFullTransactionId(GetTopFullTransactionId()),
-					 (int64) (now / 1000 + (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000));
+		/* a truncate has no key: its key columns are not looked for */
+		nokeys.nkeys = 0;
+		outbox_capture_table(&nokeys, rel, RelationGetDescr(rel), &table);
+		table.nkeys = 0;
+	}
+	else
+		outbox_capture_table(&config, rel, RelationGetDescr(rel), &table);
 
-	outbox_store_event(outbox_entry(fcinfo),
-					   cstring_to_text(trigdata->tg_trigger->tgargs[0]),
-					   key,
-					   outbox_utf8_payload(cstring_to_text_with_len(payload.data, payload.len)),
-					   NULL, (Datum) 0, true);
+	outbox_capture_event(outbox_entry(fcinfo), &config, &table, op, before, after, "false");
 
 	return PointerGetDatum(NULL);
 }
 
 /*
- * outbox_attach(tbl regclass, topic text, key_columns text[]): capture the
- * changes of tbl with the triggers outbox_capture (rows) and
- * outbox_capture_truncate, replacing them if they exist.
+ * The columns a snapshot of rel walks, in order: the primary key, else the
+ * key columns of config if all are NOT NULL and ordered by a btree; an
+ * error otherwise.
+ */
+static char **
+snapshot_walk_columns(Relation rel, const CaptureConfig *config, int *ncolumns)
+{
+	char	  **names = outbox_primary_key(rel, ncolumns);
+
+	if (names != NULL)
+		return names;
+	if (config->nkeys == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot snapshot table \"%s\": it has no primary key",
+						RelationGetRelationName(rel)),
+				 errdetail("A snapshot reads the table in the order of its primary key, or of NOT NULL key columns."),
+				 errhint("Add a primary key, or name NOT NULL key columns in key_columns.")));
+	for (int i = 0; i < config->nkeys; i++)
+	{
+		AttrNumber	attnum = get_attnum(RelationGetRelid(rel), config->keys[i]);
+		Form_pg_attribute attr = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
+		TypeCacheEntry *typentry = lookup_type_cache(attr->atttypid, TYPECACHE_LT_OPR);
+
+		if (!attr->attnotnull || !OidIsValid(typentry->lt_opr))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("cannot snapshot table \"%s\" by key column \"%s\"",
+							RelationGetRelationName(rel), config->keys[i]),
+					 errdetail(!attr->attnotnull ?
+							   "A table without a primary key is read in the order of its key columns, which must be NOT NULL." :
+							   "A table without a primary key is read in the order of its key columns, which must have an ordering."),
+					 errhint("Add a primary key, or mark the key columns NOT NULL.")));
+	}
+	*ncolumns = config->nkeys;
+	return config->keys;
+}
+
+/*
+ * outbox_attach(tbl regclass, topic text, key_columns text[] DEFAULT NULL,
+ *				 format text DEFAULT 'outbox', snapshot boolean DEFAULT false,
+ *				 tombstones boolean DEFAULT false)
+ *
+ * Capture the changes of tbl with the triggers outbox_capture (rows) and
+ * outbox_capture_truncate, replacing them if they exist; with snapshot,
+ * also publish the rows it has (src/snapshot.c).  A 1.1 database declares
+ * the first three arguments only.
  */
 Datum
 outbox_attach(PG_FUNCTION_ARGS)
 {
 	const OutboxExtension *ext = outbox_entry(fcinfo);
 	Oid			relid = PG_GETARG_OID(0);
-	text	   *topic;
 	char		relkind = get_rel_relkind(relid);
+	const char *format = "outbox";
+	bool		snapshot = false;
+	CaptureConfig config;
+	Relation	rel;
 	char	   *relname;
 	char	   *function;
-	StringInfoData args;
+	char	  **args;
+	int			nargs;
+	StringInfoData arglist;
+	AclResult	aclresult;
 
+	if (PG_NARGS() != 3 && PG_NARGS() != 6)
+		elog(ERROR, "outbox_attach called with %d arguments", PG_NARGS());
+	if (PG_NARGS() == 6 && fcinfo->flinfo->fn_expr != NULL &&
+		(get_fn_expr_argtype(fcinfo->flinfo, 3) != TEXTOID ||
+		 get_fn_expr_argtype(fcinfo->flinfo, 4) != BOOLOID ||
+		 get_fn_expr_argtype(fcinfo->flinfo, 5) != BOOLOID))
+		elog(ERROR, "outbox_attach called with arguments of unexpected types");
+
+	memset(&config, 0, sizeof(config));
 	if (PG_ARGISNULL(1))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("topic must not be null")));
-	topic = PG_GETARG_TEXT_PP(1);
-	outbox_check_topic(VARDATA_ANY(topic), VARSIZE_ANY_EXHDR(topic));
+	config.topic = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	outbox_check_topic(config.topic, strlen(config.topic));
+	if (PG_NARGS() == 6)
+	{
+		if (PG_ARGISNULL(3))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("format must not be null")));
+		format = text_to_cstring(PG_GETARG_TEXT_PP(3));
+		snapshot = !PG_ARGISNULL(4) && PG_GETARG_BOOL(4);
+		config.tombstones = !PG_ARGISNULL(5) && PG_GETARG_BOOL(5);
+	}
+	if (strcmp(format, "outbox") == 0)
+		config.format = CAPTURE_FORMAT_OUTBOX;
+	else if (strcmp(format, "debezium") == 0)
+		config.format = CAPTURE_FORMAT_DEBEZIUM;
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown format \"%s\"", format),
+				 errdetail("The formats are \"outbox\" and \"debezium\"."),
+				 errhint("An outbox table in the shape that Debezium's outbox event router reads is attached with outbox_attach_router().")));
+	if (config.tombstones && config.format != CAPTURE_FORMAT_DEBEZIUM)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("tombstones are written in the debezium format only")));
 	if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("\"%s\" is not a table", get_rel_name(relid))));
+	aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_TRIGGER);
+	if (aclresult != ACLCHECK_OK)
+		aclcheck_error(aclresult, OBJECT_TABLE, get_rel_name(relid));
 
-	initStringInfo(&args);
-	appendStringInfoString(&args, quote_literal_cstr(text_to_cstring(topic)));
+	/* the lock that CREATE TRIGGER takes, taken once */
+	rel = table_open(relid, ShareRowExclusiveLock);
+	if (outbox_has_trigger(ext, rel, ROUTER_TRIGGER))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("table \"%s\" is attached as an outbox router", RelationGetRelationName(rel)),
+				 errdetail("Its inserts are published as the events that the application writes in it."),
+				 errhint("Call outbox_detach() first to capture its changes instead.")));
+	if (config.format == CAPTURE_FORMAT_DEBEZIUM)
+	{
+		char	   *topic = outbox_debezium_topic(config.topic,
+												  get_namespace_name(RelationGetNamespace(rel)),
+												  RelationGetRelationName(rel));
+
+		outbox_check_topic(topic, strlen(topic));
+	}
 	if (!PG_ARGISNULL(2))
 	{
 		Datum	   *names;
@@ -265,6 +700,7 @@ outbox_attach(PG_FUNCTION_ARGS)
 
 		deconstruct_array(PG_GETARG_ARRAYTYPE_P(2), TEXTOID, -1, false, TYPALIGN_INT,
 						  &names, &nulls, &n);
+		config.keys = palloc(Max(n, 1) * sizeof(char *));
 		for (int i = 0; i < n; i++)
 		{
 			char	   *name = nulls[i] ? "" : TextDatumGetCString(names[i]);
@@ -274,23 +710,81 @@ outbox_attach(PG_FUNCTION_ARGS)
 						(errcode(ERRCODE_UNDEFINED_COLUMN),
 						 errmsg("column \"%s\" of relation \"%s\" does not exist",
 								name, get_rel_name(relid))));
-			appendStringInfo(&args, ", %s", quote_literal_cstr(name));
+			config.keys[config.nkeys++] = name;
 		}
 	}
+	if (snapshot)
+	{
+		aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
+		if (aclresult != ACLCHECK_OK)
+			aclcheck_error(aclresult, OBJECT_TABLE, get_rel_name(relid));
+	}
 
-	relname = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-										 get_rel_name(relid));
+	args = outbox_capture_args(&config, &nargs);
+	initStringInfo(&arglist);
+	for (int i = 0; i < nargs; i++)
+		appendStringInfo(&arglist, "%s%s", i > 0 ? ", " : "", quote_literal_cstr(args[i]));
+	relname = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+										 RelationGetRelationName(rel));
 	function = quote_qualified_identifier(get_namespace_name(ext->schema), "outbox_capture");
 	SPI_connect();
-	if (SPI_execute(psprintf("CREATE OR REPLACE TRIGGER outbox_capture "
+	if (SPI_execute(psprintf("CREATE OR REPLACE TRIGGER " CAPTURE_TRIGGER " "
 							 "AFTER INSERT OR UPDATE OR DELETE ON %s "
 							 "FOR EACH ROW EXECUTE FUNCTION %s(%s)",
-							 relname, function, args.data), false, 0) != SPI_OK_UTILITY ||
-		SPI_execute(psprintf("CREATE OR REPLACE TRIGGER outbox_capture_truncate "
+							 relname, function, arglist.data), false, 0) != SPI_OK_UTILITY ||
+		SPI_execute(psprintf("CREATE OR REPLACE TRIGGER " CAPTURE_TRUNCATE_TRIGGER " "
 							 "AFTER TRUNCATE ON %s "
 							 "FOR EACH STATEMENT EXECUTE FUNCTION %s(%s)",
-							 relname, function, args.data), false, 0) != SPI_OK_UTILITY)
+							 relname, function, arglist.data), false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "creating the capture triggers failed");
 	SPI_finish();
+
+	/* a snapshot asked for starts (again); one of another configuration stops */
+	if (ext->version >= OUTBOX_VERSION(1, 2))
+	{
+		if (snapshot)
+		{
+			char	  **walk;
+			int			nwalk;
+
+			walk = snapshot_walk_columns(rel, &config, &nwalk);
+			outbox_snapshot_request(ext, rel, format, config.topic, args, nargs, walk, nwalk);
+		}
+		else
+			outbox_snapshot_forget(ext, relid, args, nargs);
+	}
+	table_close(rel, NoLock);
+	PG_RETURN_VOID();
+}
+
+/*
+ * outbox_detach(tbl regclass): drop the triggers of outbox_attach and
+ * outbox_attach_router, and cancel a snapshot in progress.  Nothing is
+ * said of triggers that are not there.
+ */
+Datum
+outbox_detach(PG_FUNCTION_ARGS)
+{
+	const OutboxExtension *ext = outbox_entry(fcinfo);
+	Oid			relid = PG_GETARG_OID(0);
+	const char *const triggers[] = {CAPTURE_TRIGGER, CAPTURE_TRUNCATE_TRIGGER, ROUTER_TRIGGER};
+	char	   *relname;
+
+	if (get_rel_name(relid) == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	relname = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+										 get_rel_name(relid));
+	SPI_connect();
+	for (int i = 0; i < lengthof(triggers); i++)
+	{
+		if (OidIsValid(get_trigger_oid(relid, triggers[i], true)) &&
+			SPI_execute(psprintf("DROP TRIGGER %s ON %s", triggers[i], relname),
+						false, 0) != SPI_OK_UTILITY)
+			elog(ERROR, "dropping trigger %s failed", triggers[i]);
+	}
+	SPI_finish();
+	outbox_snapshot_forget(ext, relid, NULL, 0);
 	PG_RETURN_VOID();
 }

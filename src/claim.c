@@ -4,21 +4,26 @@
  *		Claim a batch of due events: the due events of the retry table, then
  *		the next events of the log.
  *
- * A batch lives in one transaction: the claim locks the reader row (one
+ * A batch lives in one transaction: the claim takes the claim lock (one
  * claim at a time) and the rows of the retry table it takes (FOR UPDATE
  * SKIP LOCKED), moves the reader's cursor past the log events it takes,
- * and the outcomes are recorded before commit (record.c).  A worker that
- * dies mid-batch loses its locks and its cursor move with its transaction,
- * so its events are due again at once.
+ * and the outcomes are recorded before commit (record.c), which a
+ * pre-commit check enforces.  A worker that dies mid-batch loses its locks
+ * and its cursor move with its transaction, so its events are due again at
+ * once.
  *
  * The claim is one SPI session: saved plans for the reader row and the
  * retry table, the log read with index scans in between (reader.c).
  * outbox_claim() runs the same code for SQL.
  *
- * The reader row's lock is the claim's lock: only the extension's owner
- * may lock that row, where an advisory lock could be taken by any role.
- * Version 1.1's functions take an advisory lock instead; in a database
- * still at 1.1 the claim takes both.
+ * The claim lock is a lock on the extension object itself, in a sub-object
+ * number nothing else uses: only code of the extension can take it, where
+ * an advisory lock could be taken by any role, and it writes nothing, where
+ * a row lock writes the row.  Version 1.1's functions take an advisory
+ * lock instead; in a database still at 1.1 the claim takes both.
+ *
+ * The reader row is updated once per batch that moves it, and found where
+ * this backend's last update put it (reader_row.c says why).
  *
  * Every function here is called inside a transaction with an active
  * snapshot; those that take a connection to SPI say so.
@@ -29,14 +34,16 @@
  */
 #include "postgres.h"
 
-#include "access/heapam.h"
 #include "access/htup_details.h"
-#include "access/tableam.h"
+#include "access/xact.h"
 #include "catalog/pg_collation.h"
+#include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
-#include "commands/trigger.h"
 #include "executor/spi.h"
 #include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
@@ -47,17 +54,19 @@
 
 #include "claim.h"
 #include "reader.h"
+#include "reader_row.h"
 
-/* the reader row, locked: waiting for it, or passing if it is taken */
-#define READER_COLUMNS "last_id, running, draining, drain_upto, drain_after, current_log, current_since"
-static OutboxPlan lock_plans[2] = {
-	{"SELECT " READER_COLUMNS " FROM %1$s.outbox_reader FOR UPDATE SKIP LOCKED"},
-	{"SELECT " READER_COLUMNS " FROM %1$s.outbox_reader FOR UPDATE"},
-};
+/* the claim lock: a sub-object of the extension that no catalog object has */
+#define CLAIM_LOCK_SUBID 1
+
+/* where this backend last saw the reader row, of which relation */
+static Oid	reader_relid = InvalidOid;
+static ItemPointerData reader_tid;
 
 /*
  * The due events of the retry table, as the columns of the log: each only
- * if every earlier unfinished event of its key is claimed with it.
+ * if every earlier unfinished event of its key is claimed with it; none of
+ * the ids $2, in flight in this transaction already.
  */
 static OutboxPlan retries_plan = {
 	"WITH claimed AS MATERIALIZED ("
@@ -65,6 +74,7 @@ static OutboxPlan retries_plan = {
 	"    FROM %1$s.outbox_retries m"
 	"   WHERE m.status IN ('pending', 'failed')"
 	"     AND (m.next_attempt_at IS NULL OR m.next_attempt_at <= now())"
+	"     AND m.id <> ALL ($2)"
 	"   ORDER BY m.id LIMIT $1"
 	"     FOR UPDATE OF m SKIP LOCKED"
 	"), held_back AS ("
@@ -80,7 +90,7 @@ static OutboxPlan retries_plan = {
 	"  WHERE NOT EXISTS (SELECT FROM held_back h"
 	"                     WHERE h.topic = c.topic AND h.key = c.key AND h.first_id < c.id)"
 	"  ORDER BY c.id",
-	1, {INT4OID}
+	2, {INT4OID, INT8ARRAYOID}
 };
 
 /*
@@ -119,7 +129,11 @@ static OutboxPlan copy_plan = {
 	JSONBARRAYOID, TIMESTAMPTZARRAYOID}
 };
 
-static OutboxPlan save_plan = {
+/*
+ * Version 1.1: the reader row moved on, with $6 more log events whose
+ * outcome is due, which its commit-time trigger counts.
+ */
+static OutboxPlan save_plan_1_1 = {
 	"UPDATE %1$s.outbox_reader SET last_id = $1, running = $2, draining = $3,"
 	" drain_upto = $4, drain_after = $5, unrecorded = unrecorded + $6",
 	6, {INT8OID, XID8ARRAYOID, XID8ARRAYOID, INT8OID, INT8OID, INT8OID}
@@ -160,68 +174,191 @@ lock_reader_1_1(const OutboxExtension *ext, bool wait)
 }
 
 /*
- * Lock the reader row until the end of the transaction and read it into
- * row: waiting for another holder, or, unless wait, returning false at
- * once if there is one.  The caller is connected to SPI; the arrays of
- * row live until it disconnects.
+ * Take the claim lock until the end of the transaction and read the reader
+ * row into row: waiting for another holder, or, unless wait, returning
+ * false at once if there is one.  The caller needs UPDATE on the table,
+ * and is connected to SPI.
  */
 bool
 outbox_lock_reader(const OutboxExtension *ext, bool wait, OutboxReaderRow *row)
 {
-	HeapTuple	tuple;
-	TupleDesc	desc;
-	bool		isnull;
+	Oid			relid = outbox_relation(ext, "outbox_reader");
+	AclResult	acl = pg_class_aclcheck(relid, GetUserId(), ACL_UPDATE);
 
+	if (acl != ACLCHECK_OK)
+		aclcheck_error(acl, OBJECT_TABLE, get_rel_name(relid));
+	if (wait)
+		LockDatabaseObject(ExtensionRelationId, ext->oid, CLAIM_LOCK_SUBID, ExclusiveLock);
+	else if (!ConditionalLockDatabaseObject(ExtensionRelationId, ext->oid,
+											CLAIM_LOCK_SUBID, ExclusiveLock))
+		return false;
 	if (ext->version < OUTBOX_VERSION(1, 2) && !lock_reader_1_1(ext, wait))
 		return false;
-	if (outbox_run(ext, &lock_plans[wait], NULL, -1) == 0)
-	{
-		if (wait)
-			elog(ERROR, "outbox reader row not found");
-		return false;
-	}
-	tuple = SPI_tuptable->vals[0];
-	desc = SPI_tuptable->tupdesc;
-	row->reader.last_id = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
-	row->reader.nrunning = outbox_xids_of(SPI_getbinval(tuple, desc, 2, &isnull),
-										  &row->reader.running);
-	row->reader.ndraining = outbox_xids_of(SPI_getbinval(tuple, desc, 3, &isnull),
-										   &row->reader.draining);
-	row->reader.drain_upto = DatumGetInt64(SPI_getbinval(tuple, desc, 4, &isnull));
-	row->reader.drain_after = DatumGetInt64(SPI_getbinval(tuple, desc, 5, &isnull));
-	row->current_log = DatumGetInt32(SPI_getbinval(tuple, desc, 6, &isnull));
-	row->current_since = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 7, &isnull));
+
+	ItemPointerSetInvalid(&row->tid);
+	if (reader_relid == relid)
+		ItemPointerCopy(&reader_tid, &row->tid);
+	/* a snapshot taken now sees what the lock's last holder committed */
+	outbox_reader_row_read(ext, GetTransactionSnapshot(), row);
+	reader_relid = relid;
+	ItemPointerCopy(&row->tid, &reader_tid);
 	return true;
 }
 
 /*
- * Save reader, and count nread more log events whose outcome is due.  The
- * caller is connected to SPI and holds the reader row's lock.
+ * Write the reader row, and note where it is now for the next claim.  The
+ * caller holds the claim lock.
  */
 void
-outbox_save_reader(const OutboxExtension *ext, OutboxReader *reader, int nread)
+outbox_write_reader(const OutboxExtension *ext, OutboxReaderRow *row)
 {
+	outbox_reader_row_write(ext, row);
+	ItemPointerCopy(&row->tid, &reader_tid);
+}
+
+/*
+ * Save the reader of row, if it moved, and count nread more log events
+ * whose outcome is due.  The caller is connected to SPI and holds the
+ * claim lock.
+ */
+void
+outbox_save_reader(const OutboxExtension *ext, OutboxReaderRow *row, int nread)
+{
+	OutboxReader *reader = &row->reader;
 	Datum		values[6];
 
+	if (ext->version >= OUTBOX_VERSION(1, 2))
+	{
+		outbox_count_unrecorded(nread);
+		if (outbox_reader_moved(row))
+			outbox_write_reader(ext, row);
+		return;
+	}
+	if (!outbox_reader_moved(row) && nread == 0)
+		return;
 	values[0] = Int64GetDatum(reader->last_id);
 	values[1] = outbox_xid_array(reader->running, reader->nrunning);
 	values[2] = outbox_xid_array(reader->draining, reader->ndraining);
 	values[3] = Int64GetDatum(reader->drain_upto);
 	values[4] = Int64GetDatum(reader->drain_after);
 	values[5] = Int64GetDatum(nread);
-	outbox_run(ext, &save_plan, values, 1);
+	outbox_run(ext, &save_plan_1_1, values, 1);
+	/* the row moved where this backend did not see it go */
+	reader_relid = InvalidOid;
+}
+
+/*
+ * Log events claimed by this transaction whose outcome is not recorded
+ * yet, and, for each subtransaction that changed the count, what it was
+ * before (innermost first): a claim or a record rolled back to a savepoint
+ * takes its count back with it.
+ */
+typedef struct SubxactCount
+{
+	SubTransactionId subxact;
+	int64		before;
+	struct SubxactCount *next;
+} SubxactCount;
+
+static int64 unrecorded = 0;
+static SubxactCount *subxact_counts = NULL;
+
+/* the end of the transaction; its memory goes with it */
+static void
+forget_counts(void)
+{
+	unrecorded = 0;
+	subxact_counts = NULL;
+}
+
+static void
+unrecorded_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+		case XACT_EVENT_PRE_PREPARE:
+			if (unrecorded != 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("events claimed by outbox_claim() were not recorded"),
+						 errhint("Record each claimed event with outbox_mark_published(), outbox_mark_failed() or outbox_mark_released() in the transaction that claimed it.")));
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PREPARE:
+			forget_counts();
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+unrecorded_subxact_callback(SubXactEvent event, SubTransactionId subxact,
+							SubTransactionId parent, void *arg)
+{
+	SubxactCount *top = subxact_counts;
+
+	if (top == NULL || top->subxact != subxact ||
+		(event != SUBXACT_EVENT_ABORT_SUB && event != SUBXACT_EVENT_COMMIT_SUB))
+		return;
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		unrecorded = top->before;
+	else if (parent != TopSubTransactionId &&
+			 (top->next == NULL || top->next->subxact != parent))
+	{
+		/* the change of a committed subtransaction is now its parent's */
+		top->subxact = parent;
+		return;
+	}
+	subxact_counts = top->next;
+}
+
+/*
+ * Count n more claimed log events (n < 0: recorded ones) of this
+ * transaction; its commit fails unless the count is back to 0.  Not for a
+ * database at version 1.1, whose reader row counts them.
+ */
+void
+outbox_count_unrecorded(int64 n)
+{
+	static bool registered = false;
+	SubTransactionId subxact = GetCurrentSubTransactionId();
+
+	if (n == 0)
+		return;
+	if (!registered)
+	{
+		RegisterXactCallback(unrecorded_xact_callback, NULL);
+		RegisterSubXactCallback(unrecorded_subxact_callback, NULL);
+		registered = true;
+	}
+	if (subxact != TopSubTransactionId &&
+		(subxact_counts == NULL || subxact_counts->subxact != subxact))
+	{
+		SubxactCount *count = MemoryContextAlloc(TopTransactionContext,
+												 sizeof(SubxactCount));
+
+		count->subxact = subxact;
+		count->before = unrecorded;
+		count->next = subxact_counts;
+		subxact_counts = count;
+	}
+	unrecorded = Max(unrecorded + n, 0);
 }
 
 /*
  * Claim the due events of the retry table into events, at most room of
- * them, while their bytes stay below *bytes_left (reduced by what they
- * take); copies in memory context cxt.  Returns how many.
+ * them and none of the ids in_flight (a bigint[] datum), while their bytes
+ * stay below *bytes_left (reduced by what they take); copies in memory
+ * context cxt.  Returns how many.
  */
 static int
-claim_retries(const OutboxExtension *ext, int room, int64 *bytes_left,
-			  OutboxEvent *events, MemoryContext cxt)
+claim_retries(const OutboxExtension *ext, int room, Datum in_flight,
+			  int64 *bytes_left, OutboxEvent *events, MemoryContext cxt)
 {
-	Datum		values[1] = {Int32GetDatum(room)};
+	Datum		values[2] = {Int32GetDatum(room), in_flight};
 	MemoryContext spi_cxt;
 	int			n = 0;
 
@@ -334,28 +471,37 @@ event_id_cmp(const void *a, const void *b)
  * Claim up to batch_size due events, and at most about max_bytes of them
  * (at least one), for this transaction, in id order: first the due events
  * of the retry table, locked until the end of the transaction; then the
- * next events of the log, which the reader row moves past.  Every log
- * event claimed must be recorded (record.c) before the transaction
- * commits.  One claim runs at a time: a second claimer gets nothing until
- * the first ends.  The batch is allocated in the caller's memory context.
+ * next events of the log, which the reader row moves past.  The events of
+ * in_flight (NULL for none), claimed earlier in this transaction and not
+ * recorded yet, are not claimed again, and hold back the later events of
+ * their keys.  Every log event claimed must be recorded (record.c) before
+ * the transaction commits.  One claim runs at a time: a second claimer
+ * gets nothing until the first ends.  The batch is allocated in the
+ * caller's memory context.
  */
 OutboxBatch *
-outbox_claim_batch(const OutboxExtension *ext, int batch_size, int64 max_bytes)
+outbox_claim_batch(const OutboxExtension *ext, int batch_size, int64 max_bytes,
+				   const OutboxBatch *in_flight)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	OutboxBatch *batch = palloc0(sizeof(OutboxBatch));
 	int64		bytes_left = max_bytes;
 	OutboxReaderRow row;
+	int			nin_flight = in_flight ? in_flight->count : 0;
+	Datum	   *in_flight_ids = palloc((nin_flight + 1) * sizeof(Datum));
 
 	/* up to batch_size: as many as one allocation can hold */
 	batch_size = Min(batch_size, (int) (MaxAllocSize / sizeof(OutboxEvent)) - 1);
 	batch->events = palloc((Max(batch_size, 0) + 1) * sizeof(OutboxEvent));
+	for (int i = 0; i < nin_flight; i++)
+		in_flight_ids[i] = Int64GetDatum(in_flight->events[i].id);
 
 	SPI_connect();
 	if (batch_size > 0 && outbox_lock_reader(ext, false, &row))
 	{
-		int			nretried = claim_retries(ext, batch_size, &bytes_left,
-											 batch->events, cxt);
+		int			nretried = claim_retries(ext, batch_size,
+											 outbox_array(in_flight_ids, NULL, nin_flight, INT8OID),
+											 &bytes_left, batch->events, cxt);
 		MemoryContext spi_cxt = MemoryContextSwitchTo(cxt);
 		int			nlog = outbox_read_log(ext, &row.reader, batch_size - nretried,
 										   &bytes_left, batch->events + nretried);
@@ -363,7 +509,7 @@ outbox_claim_batch(const OutboxExtension *ext, int batch_size, int64 max_bytes)
 		MemoryContextSwitchTo(spi_cxt);
 		if (nlog > 0)
 			nlog = hold_back(ext, batch->events + nretried, nlog);
-		outbox_save_reader(ext, &row.reader, nlog);
+		outbox_save_reader(ext, &row, nlog);
 		batch->count = nretried + nlog;
 	}
 	SPI_finish();
@@ -430,7 +576,7 @@ outbox_claim(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	if (rsinfo->setDesc->natts != lengthof(columns))
 		elog(ERROR, "outbox_claim() is not declared as this library expects");
-	batch = outbox_claim_batch(ext, batch_size, PG_GETARG_INT64(1));
+	batch = outbox_claim_batch(ext, batch_size, PG_GETARG_INT64(1), NULL);
 	for (int i = 0; i < batch->count; i++)
 	{
 		Datum		values[lengthof(columns)];
@@ -444,47 +590,4 @@ outbox_claim(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, isnull);
 	}
 	PG_RETURN_NULL();
-}
-
-PG_FUNCTION_INFO_V1(outbox_check_recorded);
-
-/*
- * outbox_check_recorded() RETURNS trigger
- *
- * The deferred constraint trigger of the reader row: at commit, every log
- * event that the transaction's claims read has its outcome recorded, so
- * that the cursor never moves past an event whose fate is not written.
- * Reads the row as it is at commit.
- */
-Datum
-outbox_check_recorded(PG_FUNCTION_ARGS)
-{
-	TriggerData *trigdata = (TriggerData *) fcinfo->context;
-	Relation	rel;
-	TableScanDesc scan;
-	HeapTuple	tuple;
-	int64		unrecorded = 0;
-
-	if (!CALLED_AS_TRIGGER(fcinfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("outbox_check_recorded: must be called as trigger")));
-	rel = trigdata->tg_relation;
-	scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
-	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
-	{
-		TupleDesc	desc = RelationGetDescr(rel);
-		bool		isnull;
-
-		for (int i = 0; i < desc->natts; i++)
-			if (strcmp(NameStr(TupleDescAttr(desc, i)->attname), "unrecorded") == 0)
-				unrecorded = DatumGetInt64(heap_getattr(tuple, i + 1, desc, &isnull));
-	}
-	table_endscan(scan);
-	if (unrecorded != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("events claimed by outbox_claim() were not recorded"),
-				 errhint("Record each claimed event with outbox_mark_published(), outbox_mark_failed() or outbox_mark_released() in the transaction that claimed it.")));
-	return PointerGetDatum(NULL);
 }

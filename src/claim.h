@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * claim.h
- *		Claiming due events for a batch, and the lock that serialises the
- *		claim with what moves events between the log and the retry table.
+ *		Claiming due events for a batch, the lock that serialises the claim
+ *		with what moves events between the log and the retry table, and the
+ *		count of claimed events whose outcome is still to be recorded.
  *
  * src/claim.h
  *
@@ -14,6 +15,7 @@
 #include "catalog.h"
 #include "event.h"
 #include "reader.h"
+#include "reader_row.h"
 
 /*
  * A batch's payloads are held twice at once (the claimed rows,
@@ -21,20 +23,15 @@
  */
 #define OUTBOX_BATCH_MAX_BYTES (16 * 1024 * 1024)
 
-/* the reader row's columns beside the claim's position */
-typedef struct OutboxReaderRow
-{
-	OutboxReader reader;
-	int			current_log;	/* the log table enqueue writes to */
-	TimestampTz current_since;
-} OutboxReaderRow;
-
 extern bool outbox_lock_reader(const OutboxExtension *ext, bool wait,
 							   OutboxReaderRow *row);
-extern void outbox_save_reader(const OutboxExtension *ext, OutboxReader *reader,
+extern void outbox_save_reader(const OutboxExtension *ext, OutboxReaderRow *row,
 							   int nread);
+extern void outbox_write_reader(const OutboxExtension *ext, OutboxReaderRow *row);
+extern void outbox_count_unrecorded(int64 n);
 extern OutboxBatch *outbox_claim_batch(const OutboxExtension *ext,
-									   int batch_size, int64 max_bytes);
+									   int batch_size, int64 max_bytes,
+									   const OutboxBatch *in_flight);
 extern int	outbox_copy_to_retries(const OutboxExtension *ext,
 								   OutboxEvent **events, int n);
 extern bool outbox_events_due(const OutboxExtension *ext);

@@ -301,14 +301,15 @@ insert_row(Relation rel, Datum *values, bool *nulls)
 
 /*
  * Append an event to the log of ext; returns its id.  columns
- * holds every column but id, txid, event_id and created_at.  The txid is
+ * holds every column but id, txid, event_id and created_at (by default the
+ * start of the transaction).  The txid is
  * taken before the id: the claim relies on it (src/reader.c).  An
  * event_id given by the caller is entered in outbox_event_ids first, so a
  * duplicate fails with 23505 before anything else is written.
  */
 static int64
 append_event(const OutboxExtension *ext, Datum *columns, bool *nulls, Datum event_id,
-			 bool event_id_isnull)
+			 bool event_id_isnull, const TimestampTz *created_at)
 {
 	FullTransactionId txid = GetTopFullTransactionId();
 	Relation	log = open_log_relation(ext, false);
@@ -334,7 +335,8 @@ append_event(const OutboxExtension *ext, Datum *columns, bool *nulls, Datum even
 	nulls[LOG_TXID] = false;
 	columns[LOG_EVENT_ID] = event_id;
 	nulls[LOG_EVENT_ID] = false;
-	columns[LOG_CREATED_AT] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+	columns[LOG_CREATED_AT] = TimestampTzGetDatum(created_at != NULL ? *created_at :
+												  GetCurrentTransactionStartTimestamp());
 	nulls[LOG_CREATED_AT] = false;
 
 	if (RelationGetDescr(log)->natts != OUTBOX_LOG_COLUMNS)
@@ -351,11 +353,13 @@ append_event(const OutboxExtension *ext, Datum *columns, bool *nulls, Datum even
 /*
  * Validate an event and append it to the log of ext, in the current
  * transaction; returns the new row's id.  A NULL payload is a tombstone;
- * key and headers may be NULL.
+ * key and headers may be NULL.  created_at, the record's timestamp, is the
+ * start of the transaction unless given.
  */
 int64
 outbox_store_event(const OutboxExtension *ext, text *topic, text *key, bytea *payload,
-				   Jsonb *headers, Datum event_id, bool event_id_isnull)
+				   Jsonb *headers, Datum event_id, bool event_id_isnull,
+				   const TimestampTz *created_at)
 {
 	Datum		columns[OUTBOX_LOG_COLUMNS];
 	bool		nulls[OUTBOX_LOG_COLUMNS];
@@ -381,7 +385,7 @@ outbox_store_event(const OutboxExtension *ext, text *topic, text *key, bytea *pa
 	columns[LOG_HEADERS] = PointerGetDatum(headers);
 	nulls[LOG_HEADERS] = headers == NULL;
 
-	id = append_event(ext, columns, nulls, event_id, event_id_isnull);
+	id = append_event(ext, columns, nulls, event_id, event_id_isnull, created_at);
 
 	outbox_wake_at_commit();
 	return id;
@@ -410,6 +414,7 @@ outbox_enqueue(PG_FUNCTION_ARGS)
 							PG_ARGISNULL(1) ? NULL : payload_bytes(fcinfo, 1),
 							PG_ARGISNULL(3) ? NULL : PG_GETARG_JSONB_P(3),
 							PG_GETARG_DATUM(4),
-							PG_ARGISNULL(4));
+							PG_ARGISNULL(4),
+							NULL);
 	PG_RETURN_INT64(id);
 }

@@ -11,6 +11,7 @@
 #define OUTBOX_ENQUEUE_H
 
 #include "utils/jsonb.h"
+#include "utils/timestamp.h"
 
 #include "catalog.h"
 
@@ -18,6 +19,7 @@ extern void outbox_check_topic(const char *topic, int len);
 extern bytea *outbox_utf8_payload(text *t);
 extern int64 outbox_store_event(const OutboxExtension *ext, text *topic, text *key,
 								bytea *payload, Jsonb *headers,
-								Datum event_id, bool event_id_isnull);
+								Datum event_id, bool event_id_isnull,
+								const TimestampTz *created_at);
 
 #endif							/* OUTBOX_ENQUEUE_H */

@@ -17,6 +17,7 @@
 #include <math.h>
 
 #include "catalog/pg_type.h"
+#include "fmgr.h"
 #include "utils/array.h"
 
 #include "catalog.h"
@@ -68,13 +69,27 @@ outbox_latency_histogram(PG_FUNCTION_ARGS)
 	PG_RETURN_ARRAYTYPE_P(make_histogram(counts, HISTOGRAM_BUCKETS));
 }
 
+/* Is a a one-dimensional bigint[] without nulls, whose data can be read as is? */
+static bool
+plain_histogram(ArrayType *a)
+{
+	return ARR_NDIM(a) <= 1 && !ARR_HASNULL(a) && ARR_ELEMTYPE(a) == INT8OID;
+}
+
 /*
  * outbox_histogram_add(a bigint[], b bigint[]) RETURNS bigint[]: the
  * bucket-wise sum; the shorter one counts as zeros where it ends.
+ *
+ * As the transition function of outbox_histogram_sum it adds b into a in
+ * place once a is as long as b, as float8_accum does with its state: a
+ * scrape sums thousands of rows of outbox_publish_stats, and a new array
+ * per row cost five times the reading of the rows.
  */
 Datum
 outbox_histogram_add(PG_FUNCTION_ARGS)
 {
+	ArrayType  *aa = PG_GETARG_ARRAYTYPE_P(0);
+	ArrayType  *ba = PG_GETARG_ARRAYTYPE_P(1);
 	Datum	   *a;
 	Datum	   *b;
 	bool	   *anulls;
@@ -84,10 +99,20 @@ outbox_histogram_add(PG_FUNCTION_ARGS)
 	int64	   *sum;
 
 	outbox_entry(fcinfo);
-	deconstruct_array(PG_GETARG_ARRAYTYPE_P(0), INT8OID, 8, FLOAT8PASSBYVAL,
-					  TYPALIGN_DOUBLE, &a, &anulls, &na);
-	deconstruct_array(PG_GETARG_ARRAYTYPE_P(1), INT8OID, 8, FLOAT8PASSBYVAL,
-					  TYPALIGN_DOUBLE, &b, &bnulls, &nb);
+	if (AggCheckCallContext(fcinfo, NULL) && plain_histogram(aa) && plain_histogram(ba) &&
+		ArrayGetNItems(ARR_NDIM(aa), ARR_DIMS(aa)) >= ArrayGetNItems(ARR_NDIM(ba), ARR_DIMS(ba)))
+	{
+		int64	   *into = (int64 *) ARR_DATA_PTR(aa);
+		const int64 *add = (const int64 *) ARR_DATA_PTR(ba);
+
+		nb = ArrayGetNItems(ARR_NDIM(ba), ARR_DIMS(ba));
+		for (int i = 0; i < nb; i++)
+			into[i] += add[i];
+		PG_RETURN_ARRAYTYPE_P(aa);
+	}
+
+	deconstruct_array(aa, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &a, &anulls, &na);
+	deconstruct_array(ba, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &b, &bnulls, &nb);
 	sum = palloc0(Max(Max(na, nb), 1) * sizeof(int64));
 	for (int i = 0; i < na; i++)
 		sum[i] += anulls[i] ? 0 : DatumGetInt64(a[i]);

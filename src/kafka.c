@@ -112,6 +112,18 @@ static int64 batch_first_seq = 0;
 static int64 next_seq = 1;
 static int	reports_pending = 0;
 
+/*
+ * What outbox_kafka_finish() needs of the batch being published: the
+ * order its events were produced in, their topics, the keys that stopped,
+ * where its last wave starts, and whether a wave was cut short.
+ */
+static int *current_order = NULL;
+static struct TopicState **current_topics = NULL;
+static HTAB *current_stopped_keys = NULL;
+static int	last_wave_first = 0;
+static int	last_wave_end = 0;
+static bool cut_short = false;
+
 /* whether the batch's purged events count as a failed attempt */
 static bool purge_is_timeout = false;
 
@@ -1148,8 +1160,8 @@ learn_topics(TopicState **topics, int ntopics)
 }
 
 /*
- * Keys that stopped in a batch, hashed with their topic.  Two keys that
- * collide only hold each other back until the next batch.
+ * Keys that stopped, hashed with their topic.  Two keys that collide only
+ * hold each other back until the next transaction.
  */
 static uint64
 key_hash(const OutboxEvent *ev)
@@ -1161,7 +1173,23 @@ key_hash(const OutboxEvent *ev)
 }
 
 /*
- * Has the key of ev stopped in this batch?  With stop, make it so.  An
+ * An empty set of stopped keys, in the current memory context, for the
+ * batches of one transaction.
+ */
+HTAB *
+outbox_kafka_stopped_keys(void)
+{
+	HASHCTL		ctl;
+
+	ctl.keysize = sizeof(uint64);
+	ctl.entrysize = sizeof(uint64);
+	ctl.hcxt = CurrentMemoryContext;
+	return hash_create("outbox stopped keys", 64, &ctl,
+					   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+}
+
+/*
+ * Has the key of ev stopped?  With stop, make it so.  An
  * event without key never stops anything, nor one whose topic could not
  * be read (refused when it was claimed, as every event of its key is).
  */
@@ -1280,37 +1308,55 @@ wait_for_reports(void)
 }
 
 /*
+ * Stop the keys of the events order[first..end) that were not delivered,
+ * so that no later event of theirs overtakes them.
+ */
+static void
+stop_undelivered(OutboxBatch *batch, const int *order, int first, int end,
+				 HTAB *stopped_keys)
+{
+	for (int j = first; j < end; j++)
+	{
+		if (batch->events[order[j]].outcome != OUTBOX_DELIVERED)
+			(void) key_stopped(stopped_keys, &batch->events[order[j]], true);
+	}
+}
+
+/*
  * Produce the events order[first..last) in waves: each wave is produced,
- * then flushed, and waited for.  Returns false if a wave was cut short
- * (outage, SIGTERM, deadline): the events not produced stay without
- * outcome, released.
+ * then flushed, and waited for, but for the last one unless wait_last.
+ * Returns false if a wave was cut short (outage, SIGTERM, deadline): the
+ * events not produced stay without outcome, released.
  */
 static bool
 publish_events(OutboxBatch *batch, const int *order, int first, int last,
-			   TopicState **topic_of, HTAB *stopped_keys)
+			   TopicState **topic_of, HTAB *stopped_keys, bool wait_last)
 {
 	for (int end; first < last; first = end)
 	{
 		end = wave_end(batch, order, first, last);
 		produce_wave(batch, order, first, end, topic_of, stopped_keys);
+		if (end == last && !wait_last)
+		{
+			last_wave_first = first;
+			return true;
+		}
 		if (!wait_for_reports())
 			return false;
-		for (int j = first; j < end; j++)
-		{
-			if (batch->events[order[j]].outcome != OUTBOX_DELIVERED)
-				(void) key_stopped(stopped_keys, &batch->events[order[j]], true);
-		}
+		stop_undelivered(batch, order, first, end, stopped_keys);
 	}
 	return true;
 }
 
 /*
- * Publish a batch, in waves.  librdkafka holds a partition's messages back
- * (linger.ms) until the flush, and a wave fits in one request per
- * partition, so the events of a key in a wave are one record batch that
- * the broker takes or refuses as a whole; a refused request is never
- * followed by a later one of the same key, because that key sends nothing
- * more in this batch.
+ * Start publishing a batch, in waves; outbox_kafka_finish() waits for the
+ * last one.  librdkafka holds a partition's messages back (linger.ms)
+ * until the flush, and a wave fits in one request per partition, so the
+ * events of a key in a wave are one record batch that the broker takes or
+ * refuses as a whole; a refused request is never followed by a later one
+ * of the same key, because that key sends nothing more in this batch, nor
+ * in the batches published after it with the same stopped_keys: the keys
+ * that stopped, carried from one batch to the next of a transaction.
  *
  * The events of topics whose metadata is known go first; the topics met
  * for the first time, or looked up again after an error, are looked up
@@ -1319,29 +1365,24 @@ publish_events(OutboxBatch *batch, const int *order, int first, int last,
  * known ones nothing.  Events of a topic that the cluster refuses fail at
  * once, holding back the later events of their key only.
  *
- * A wave cut short ends the batch.  A fatal producer error drops the
- * producer, to be rebuilt before the next batch.
+ * One batch is published at a time: the next starts after this one is
+ * finished.
  */
 void
-outbox_kafka_publish(OutboxBatch *batch)
+outbox_kafka_start(OutboxBatch *batch, HTAB *stopped_keys)
 {
-	HASHCTL		ctl;
-	HTAB	   *stopped_keys;
 	TopicState **topic_of = palloc(sizeof(TopicState *) * batch->count);
 	TopicState **to_learn = palloc(sizeof(TopicState *) * batch->count);
 	int		   *order = palloc(sizeof(int) * batch->count);
 	int			nknown = 0;
 	int			nevents = 0;
 	int			nlearn = 0;
-	char		errbuf[512];
 
-	ctl.keysize = sizeof(uint64);
-	ctl.entrysize = sizeof(uint64);
-	ctl.hcxt = CurrentMemoryContext;
-	stopped_keys = hash_create("outbox stopped keys", 64, &ctl,
-							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-
+	Assert(current_batch == NULL);
 	current_batch = batch;
+	current_order = order;
+	current_topics = topic_of;
+	current_stopped_keys = stopped_keys;
 	batch_first_seq = next_seq;
 	next_seq += batch->count;
 	reports_pending = 0;
@@ -1372,12 +1413,36 @@ outbox_kafka_publish(OutboxBatch *batch)
 		}
 	}
 
-	if (publish_events(batch, order, 0, nknown, topic_of, stopped_keys))
+	last_wave_first = last_wave_end = nevents;
+	cut_short = !publish_events(batch, order, 0, nknown, topic_of, stopped_keys,
+								nlearn > 0);
+	if (!cut_short && nlearn > 0)
 	{
-		if (nlearn > 0)
-			learn_topics(to_learn, nlearn);
-		(void) publish_events(batch, order, nknown, nevents, topic_of, stopped_keys);
+		learn_topics(to_learn, nlearn);
+		cut_short = !publish_events(batch, order, nknown, nevents, topic_of,
+									stopped_keys, false);
 	}
+}
+
+/*
+ * Wait for the last wave of the batch being published.  Returns false if
+ * the batch was cut short (outage, SIGTERM, deadline): the events without
+ * a report are released.  A fatal producer error drops the producer, to be
+ * rebuilt before the next batch.
+ */
+bool
+outbox_kafka_finish(void)
+{
+	OutboxBatch *batch = current_batch;
+	char		errbuf[512];
+
+	if (batch == NULL)
+		return true;
+	if (!cut_short && !wait_for_reports())
+		cut_short = true;
+	if (!cut_short)
+		stop_undelivered(batch, current_order, last_wave_first, last_wave_end,
+						 current_stopped_keys);
 	current_batch = NULL;
 
 	/*
@@ -1387,8 +1452,8 @@ outbox_kafka_publish(OutboxBatch *batch)
 	 */
 	for (int i = 0; i < batch->count; i++)
 	{
-		if (topic_of[i] != NULL && batch->events[i].outcome == OUTBOX_REFUSED)
-			topic_of[i]->known = false;
+		if (current_topics[i] != NULL && batch->events[i].outcome == OUTBOX_REFUSED)
+			current_topics[i]->known = false;
 	}
 
 	if (rd_kafka_fatal_error(producer, errbuf, sizeof(errbuf)) != RD_KAFKA_RESP_ERR_NO_ERROR)
@@ -1398,6 +1463,7 @@ outbox_kafka_publish(OutboxBatch *batch)
 				 errdetail("%s", errbuf)));
 		outbox_kafka_shutdown();
 	}
+	return !cut_short;
 }
 
 /*

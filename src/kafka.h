@@ -11,6 +11,8 @@
 #ifndef OUTBOX_KAFKA_H
 #define OUTBOX_KAFKA_H
 
+#include "utils/hsearch.h"
+
 #include "event.h"
 
 /* why Kafka properties are refused, for an ereport; never their values */
@@ -33,7 +35,9 @@ extern void outbox_kafka_serve(void);
 extern bool outbox_kafka_reachable(void);
 extern bool outbox_kafka_probe(void);
 extern int	outbox_kafka_brokers_up(void);
-extern void outbox_kafka_publish(OutboxBatch *batch);
+extern HTAB *outbox_kafka_stopped_keys(void);
+extern void outbox_kafka_start(OutboxBatch *batch, HTAB *stopped_keys);
+extern bool outbox_kafka_finish(void);
 extern void outbox_kafka_forget_batch(void);
 
 #endif							/* OUTBOX_KAFKA_H */

@@ -7,7 +7,7 @@
  *		asks for.
  *
  * Giving up on an event that the log holds unread copies it to the retry
- * table first, while the reader row is locked, so that the claim passes
+ * table first, under the claim lock, so that the claim passes
  * over it; an event in flight is waited for (its batch holds the lock).
  * The statements touch the extension's tables and built-in functions only
  * (catalog.c says why).
@@ -59,16 +59,23 @@ static OutboxPlan retry_abandoned_plan = {
 
 /*
  * How many events are not delivered yet: unread in the log, pending or
- * failed in the retry table.  Takes a connection to SPI.
+ * failed in the retry table, as the active snapshot sees them (the caller
+ * chooses it: the count is read-only, and takes no snapshot of its own).
+ * Takes a connection to SPI.
  */
 int64
 outbox_undelivered(const OutboxExtension *ext)
 {
 	bool		isnull;
 	int64		retried;
+	int			ret;
 
 	SPI_connect();
-	retried = DatumGetInt64(outbox_run_value(ext, &undelivered_plan, NULL, &isnull));
+	ret = SPI_execute_plan(outbox_plan(ext, &undelivered_plan), NULL, NULL, true, 0);
+	if (ret != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "outbox statement failed: %s", SPI_result_code_string(ret));
+	retried = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+										  1, &isnull));
 	SPI_finish();
 	return retried + outbox_count_unread(ext);
 }
@@ -161,10 +168,10 @@ unread(const OutboxReader *reader, int64 id, FullTransactionId txid)
 /*
  * Copy the unread events of the log to the retry table, due, and move the
  * reader past them; returns how many.  The caller is connected to SPI and
- * holds the reader row's lock.
+ * holds the claim lock.
  */
 static int64
-copy_unread(const OutboxExtension *ext, OutboxReader *reader)
+copy_unread(const OutboxExtension *ext, OutboxReaderRow *row)
 {
 	MemoryContext chunk_cxt = AllocSetContextCreate(CurrentMemoryContext,
 													"outbox unread events",
@@ -179,7 +186,7 @@ copy_unread(const OutboxExtension *ext, OutboxReader *reader)
 	{
 		int64		bytes_left = PG_INT64_MAX;
 
-		n = outbox_read_log(ext, reader, lengthof(pointers), &bytes_left, events);
+		n = outbox_read_log(ext, &row->reader, lengthof(pointers), &bytes_left, events);
 		if (n == 0)
 			break;
 		for (int i = 0; i < n; i++)
@@ -190,7 +197,7 @@ copy_unread(const OutboxExtension *ext, OutboxReader *reader)
 		copied += n;
 	}
 	MemoryContextSwitchTo(spi_cxt);
-	outbox_save_reader(ext, reader, 0);
+	outbox_save_reader(ext, row, 0);
 	MemoryContextDelete(chunk_cxt);
 	return copied;
 }
@@ -231,7 +238,7 @@ abandon(const OutboxExtension *ext, Datum id, bool all, const char *error,
  * Give up on a pending or failed event on purpose: it becomes abandoned
  * (and goes to the dead-letter topic, if one is set), which releases the
  * later events of its key.  An unread event of the log is copied to the
- * retry table first, while the reader row is locked, so that the claim
+ * retry table first, under the claim lock, so that the claim
  * passes over it; if the event is in flight, that waits for its batch to
  * be recorded.  Returns 1, or 0 if it was neither pending nor failed.
  */
@@ -277,7 +284,7 @@ outbox_discard(PG_FUNCTION_ARGS)
 	outbox_require_read_committed("outbox_discard()");
 	SPI_connect();
 	outbox_lock_reader(ext, true, &row);
-	copy_unread(ext, &row.reader);
+	copy_unread(ext, &row);
 	discarded = abandon(ext, (Datum) 0, true, "discarded by outbox_discard()", "");
 	SPI_finish();
 	PG_RETURN_INT64(discarded);

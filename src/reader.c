@@ -13,6 +13,15 @@
  * events needs the SELECT privilege on each log table; counting them only
  * the right to run the counting function.
  *
+ * Counting for monitoring is bounded whatever the log holds: it counts the
+ * first UNREAD_COUNT_LIMIT unread events, reads the rows of all running
+ * (or draining) transactions with one scan per table (an array of txids),
+ * none for a transaction still in progress, looks at no more than twice
+ * that many index entries, visible or not (a transaction of a million
+ * events in progress, or rolled back, lies in the log until it is
+ * emptied), and bounds the rest by the highest id of an index entry, read
+ * without a visit to the heap.
+ *
  * The claim reads the log in id order past the highest id it has read.
  * outbox_enqueue takes its transaction's xid before the event's id, so an
  * event with a smaller id that the claim could not see belongs to a
@@ -40,6 +49,7 @@
 #include "catalog/pg_index.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
+#include "lib/binaryheap.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/array.h"
@@ -53,6 +63,7 @@
 #include "utils/xid8.h"
 
 #include "reader.h"
+#include "reader_row.h"
 
 /*
  * Counting unread events for monitoring stops after this many; the rest
@@ -60,8 +71,10 @@
  * about the same with ten million unread events as with ten thousand.
  */
 #define UNREAD_COUNT_LIMIT 10000
-/* and it opens index scans for at most this many transactions */
+/* and reads the rows of at most this many running or draining transactions */
 #define UNREAD_COUNT_MAX_XIDS 1000
+/* and looks at no more than this many index entries */
+#define UNREAD_SCAN_BUDGET (2 * UNREAD_COUNT_LIMIT)
 
 /* one index scan of one log table, and the row it is at */
 typedef struct LogStream
@@ -70,6 +83,10 @@ typedef struct LogStream
 	IndexScanDesc scan;
 	TupleTableSlot *slot;
 	bool		at_row;
+	bool		by_txid;		/* through the (txid, id) index */
+	/* with a budget: */
+	int64		seen_id;		/* no row left lies below this id */
+	bool		stopped;		/* the budget ran out before the scan ended */
 } LogStream;
 
 /* index scans of the log tables, read as one stream in id order */
@@ -81,6 +98,8 @@ typedef struct LogCursor
 	int			nstreams;
 	int			max_streams;
 	LogStream  *streams;
+	int64		budget;			/* index entries left to look at; -1: no bound */
+	bool		exhausted;		/* a scan stopped for want of budget */
 } LogCursor;
 
 /*
@@ -94,6 +113,8 @@ cursor_open(LogCursor *cursor, const OutboxExtension *ext, Snapshot snapshot,
 {
 	cursor->ext = ext;
 	cursor->snapshot = snapshot;
+	cursor->budget = -1;
+	cursor->exhausted = false;
 	cursor->nstreams = 0;
 	cursor->max_streams = max_streams;
 	cursor->streams = palloc(Max(max_streams, 1) * sizeof(LogStream));
@@ -120,21 +141,52 @@ cursor_open(LogCursor *cursor, const OutboxExtension *ext, Snapshot snapshot,
 	}
 }
 
-/* Move a stream to its next row. */
+/*
+ * Move a stream to its next row that the cursor's snapshot sees.  With a
+ * budget, each index entry looked at spends one (and, read by id, moves
+ * seen_id on), and a stream whose budget runs out stops, marking itself
+ * and the cursor.
+ */
 static void
-stream_advance(LogStream *stream, ScanDirection direction)
+stream_advance(LogCursor *cursor, LogStream *stream, ScanDirection direction)
 {
-	stream->at_row = index_getnext_slot(stream->scan, direction, stream->slot);
+	if (cursor->budget < 0)
+	{
+		stream->at_row = index_getnext_slot(stream->scan, direction, stream->slot);
+		return;
+	}
+
+	/* index_getnext_slot, counted; an MVCC snapshot sees one tuple per entry */
+	Assert(IsMVCCSnapshot(cursor->snapshot));
+	stream->at_row = false;
+	while (cursor->budget > 0)
+	{
+		bool		isnull;
+
+		cursor->budget--;
+		if (index_getnext_tid(stream->scan, direction) == NULL)
+			return;
+		if (!stream->by_txid)
+			stream->seen_id = DatumGetInt64(index_getattr(stream->scan->xs_itup, 1,
+														  stream->scan->xs_itupdesc, &isnull));
+		if (index_fetch_heap(stream->scan, stream->slot))
+		{
+			stream->at_row = true;
+			return;
+		}
+	}
+	stream->stopped = true;
+	cursor->exhausted = true;
 }
 
 /*
- * Add a scan of log table t with the given keys, through its btree index
- * on (id) (by_txid false) or (txid, id): rows come in id order, or in
- * reverse with direction backward.
+ * Begin a scan of log table t with the given keys, through its btree index
+ * on (id) (by_txid false) or (txid, id), not positioned yet.  With a
+ * budget, entries marked dead are returned too, so that each is counted,
+ * and the index on (id) gives each entry's key.
  */
-static void
-cursor_add(LogCursor *cursor, int t, bool by_txid, ScanKey keys, int nkeys,
-		   ScanDirection direction)
+static LogStream *
+cursor_scan(LogCursor *cursor, int t, bool by_txid, ScanKey keys, int nkeys)
 {
 	Relation	table = cursor->tables[t];
 	LogStream  *stream;
@@ -153,9 +205,30 @@ cursor_add(LogCursor *cursor, int t, bool by_txid, ScanKey keys, int nkeys,
 		(by_txid && index->indkey.values[1] != LOG_ID + 1))
 		elog(ERROR, "index \"%s\" is not the one outbox expects", name);
 	stream->slot = table_slot_create(table, NULL);
+	stream->at_row = false;
+	stream->by_txid = by_txid;
+	stream->seen_id = 1;
+	stream->stopped = false;
 	stream->scan = index_beginscan(table, stream->index, cursor->snapshot, nkeys, 0);
+	if (cursor->budget >= 0)
+	{
+		stream->scan->xs_want_itup = !by_txid;
+		stream->scan->ignore_killed_tuples = false;
+	}
 	index_rescan(stream->scan, keys, nkeys, NULL, 0);
-	stream_advance(stream, direction);
+	return stream;
+}
+
+/*
+ * Add a scan of log table t with the given keys, through its btree index
+ * on (id) (by_txid false) or (txid, id), at its first row: rows come in id
+ * order, or in reverse with direction backward.
+ */
+static void
+cursor_add(LogCursor *cursor, int t, bool by_txid, ScanKey keys, int nkeys,
+		   ScanDirection direction)
+{
+	stream_advance(cursor, cursor_scan(cursor, t, by_txid, keys, nkeys), direction);
 }
 
 static int64
@@ -196,7 +269,7 @@ cursor_next(LogCursor *cursor, OutboxEvent *ev)
 	slot_getallattrs(stream->slot);
 	outbox_event_store(ev, stream->slot->tts_tupleDescriptor,
 					   stream->slot->tts_values, stream->slot->tts_isnull);
-	stream_advance(stream, ForwardScanDirection);
+	stream_advance(cursor, stream, ForwardScanDirection);
 	return true;
 }
 
@@ -221,9 +294,12 @@ cursor_add_after(LogCursor *cursor, int64 after)
 	for (int t = 0; t < OUTBOX_LOG_TABLES; t++)
 	{
 		ScanKeyData key;
+		LogStream  *stream;
 
 		ScanKeyInit(&key, 1, BTGreaterStrategyNumber, F_INT8GT, Int64GetDatum(after));
-		cursor_add(cursor, t, false, &key, 1, ForwardScanDirection);
+		stream = cursor_scan(cursor, t, false, &key, 1);
+		stream->seen_id = after + 1;
+		stream_advance(cursor, stream, ForwardScanDirection);
 	}
 }
 
@@ -243,6 +319,37 @@ cursor_add_txids(LogCursor *cursor, FullTransactionId *txids, int ntxids,
 			ScanKeyInit(&keys[2], 2, BTLessEqualStrategyNumber, F_INT8LE, Int64GetDatum(upto));
 			cursor_add(cursor, t, true, keys, 3, ForwardScanDirection);
 		}
+}
+
+/*
+ * Add scans of the rows of the transactions txids with an id in (after,
+ * upto], one per table whatever their number: each returns the rows by
+ * transaction, not in id order.  (A scan per transaction costs a scan
+ * descriptor each, and their references to the same index make the
+ * resource owner's bookkeeping quadratic.)
+ */
+static void
+cursor_add_txid_set(LogCursor *cursor, FullTransactionId *txids, int ntxids,
+					int64 after, int64 upto)
+{
+	Datum		array;
+
+	if (ntxids == 0)
+		return;
+	array = outbox_xid_array(txids, ntxids);
+	for (int t = 0; t < OUTBOX_LOG_TABLES; t++)
+	{
+		ScanKeyData keys[3];
+		LogStream  *stream;
+
+		ScanKeyEntryInitialize(&keys[0], SK_SEARCHARRAY, 1, BTEqualStrategyNumber,
+							   XID8OID, InvalidOid, F_XID8EQ, array);
+		ScanKeyInit(&keys[1], 2, BTGreaterStrategyNumber, F_INT8GT, Int64GetDatum(after));
+		ScanKeyInit(&keys[2], 2, BTLessEqualStrategyNumber, F_INT8LE, Int64GetDatum(upto));
+		stream = cursor_scan(cursor, t, true, keys, 3);
+		stream->seen_id = Max(after, 0) + 1;	/* ids start at 1 */
+		stream_advance(cursor, stream, ForwardScanDirection);
+	}
 }
 
 /*
@@ -534,47 +641,12 @@ outbox_log_events(const OutboxExtension *ext, Datum ids, OutboxEvent **events)
 	return n;
 }
 
-/* the attribute number of column name of a relation's descriptor */
-static AttrNumber
-column_number(TupleDesc desc, const char *name)
-{
-	for (int i = 0; i < desc->natts; i++)
-		if (strcmp(NameStr(TupleDescAttr(desc, i)->attname), name) == 0)
-			return i + 1;
-	elog(ERROR, "column \"%s\" of outbox_reader does not exist", name);
-	return InvalidAttrNumber;	/* keep compiler quiet */
-}
-
 /*
- * Read the row of outbox_reader as snapshot sees it, with no permission
- * check: monitoring counts unread events without any right on the tables.
+ * An upper bound of the ids in the log that snapshot sees, 0 if it sees
+ * none: the highest id of an index entry, whether its row is visible, in
+ * progress or rolled back, read from the index alone, so that rows the
+ * snapshot does not see at the end of a table cost nothing.
  */
-static void
-read_reader_row(const OutboxExtension *ext, Snapshot snapshot, OutboxReader *reader)
-{
-	Relation	rel = table_open(outbox_relation(ext, "outbox_reader"), AccessShareLock);
-	TupleDesc	desc = RelationGetDescr(rel);
-	TableScanDesc scan = table_beginscan(rel, snapshot, 0, NULL);
-	HeapTuple	tuple = heap_getnext(scan, ForwardScanDirection);
-	bool		isnull;
-
-	if (!HeapTupleIsValid(tuple))
-		elog(ERROR, "outbox reader row not found");
-	reader->last_id = DatumGetInt64(heap_getattr(tuple, column_number(desc, "last_id"),
-												 desc, &isnull));
-	reader->nrunning = outbox_xids_of(heap_getattr(tuple, column_number(desc, "running"),
-												   desc, &isnull), &reader->running);
-	reader->ndraining = outbox_xids_of(heap_getattr(tuple, column_number(desc, "draining"),
-													desc, &isnull), &reader->draining);
-	reader->drain_upto = DatumGetInt64(heap_getattr(tuple, column_number(desc, "drain_upto"),
-													desc, &isnull));
-	reader->drain_after = DatumGetInt64(heap_getattr(tuple, column_number(desc, "drain_after"),
-													 desc, &isnull));
-	table_endscan(scan);
-	table_close(rel, AccessShareLock);
-}
-
-/* The highest id in the log that snapshot sees, 0 if none. */
 static int64
 log_max_id(const OutboxExtension *ext, Snapshot snapshot)
 {
@@ -582,11 +654,16 @@ log_max_id(const OutboxExtension *ext, Snapshot snapshot)
 	int64		max_id = 0;
 
 	cursor_open(&cursor, ext, snapshot, OUTBOX_LOG_TABLES, false);
+	cursor.budget = 0;			/* keys from the index, dead entries too */
 	for (int t = 0; t < OUTBOX_LOG_TABLES; t++)
 	{
-		cursor_add(&cursor, t, false, NULL, 0, BackwardScanDirection);
-		if (cursor.streams[t].at_row)
-			max_id = Max(max_id, stream_id(&cursor.streams[t]));
+		LogStream  *stream = cursor_scan(&cursor, t, false, NULL, 0);
+		bool		isnull;
+
+		if (index_getnext_tid(stream->scan, BackwardScanDirection) != NULL)
+			max_id = Max(max_id, DatumGetInt64(index_getattr(stream->scan->xs_itup, 1,
+															 stream->scan->xs_itupdesc,
+															 &isnull)));
 	}
 	cursor_close(&cursor);
 	return max_id;
@@ -595,60 +672,109 @@ log_max_id(const OutboxExtension *ext, Snapshot snapshot)
 /* What is counted of each unread event: its id, topic and creation time. */
 typedef void (*UnreadVisitor) (void *arg, int64 id, Datum topic, TimestampTz created_at);
 
+/* binary heap order of streams: the smallest id first */
+static int
+stream_order(Datum a, Datum b, void *arg)
+{
+	int64		ida = stream_id((LogStream *) DatumGetPointer(a));
+	int64		idb = stream_id((LogStream *) DatumGetPointer(b));
+
+	return ida < idb ? 1 : ida > idb ? -1 : 0;
+}
+
 /*
- * Visit the unread log events, as the active snapshot sees them, in id
- * order, at most limit of them: past last_id, of a running transaction,
- * or of a draining one and not read yet.  Returns an upper bound of how
- * many were not visited (0 if all were).
+ * Visit the unread log events, as the active snapshot sees them, at most
+ * limit of them: past last_id, of a running transaction, or of a draining
+ * one and not read yet; in id order, but the rows of each of those
+ * transactions together.  With a limit, at most UNREAD_SCAN_BUDGET index
+ * entries are looked at.  Returns an upper bound of how many were not
+ * visited (0 if all were).
  */
 static int64
 visit_unread(const OutboxExtension *ext, int64 limit, UnreadVisitor visit, void *arg)
 {
 	Snapshot	snapshot = GetActiveSnapshot();
+	bool		bounded = limit < PG_INT64_MAX;
+	OutboxReaderRow row;
 	OutboxReader reader;
 	LogCursor	cursor;
-	LogStream  *stream;
+	binaryheap *heads;
 	int			nrunning;
 	int			ndraining;
-	int64		first_id = -1;
 	int64		visited = 0;
-	bool		left;
+	int64		rest_from = PG_INT64_MAX;
 
-	read_reader_row(ext, snapshot, &reader);
-	nrunning = limit < PG_INT64_MAX ? Min(reader.nrunning, UNREAD_COUNT_MAX_XIDS) : reader.nrunning;
-	ndraining = limit < PG_INT64_MAX ? Min(reader.ndraining, UNREAD_COUNT_MAX_XIDS - nrunning) :
-		reader.ndraining;
-	cursor_open(&cursor, ext, snapshot,
-				OUTBOX_LOG_TABLES * (1 + nrunning + ndraining), false);
-	cursor_add_after(&cursor, reader.last_id);
-	cursor_add_txids(&cursor, reader.running, nrunning, PG_INT64_MIN, reader.last_id);
-	cursor_add_txids(&cursor, reader.draining, ndraining,
-					 reader.drain_after, reader.drain_upto);
-	while (visited < limit && (stream = cursor_head(&cursor)) != NULL)
-	{
-		bool		isnull;
-		int64		id = stream_id(stream);
-
-		if (first_id < 0)
-			first_id = id;
-		visit(arg, id, slot_getattr(stream->slot, LOG_TOPIC + 1, &isnull),
-			  DatumGetTimestampTz(slot_getattr(stream->slot, LOG_CREATED_AT + 1, &isnull)));
-		visited++;
-		stream_advance(stream, ForwardScanDirection);
-	}
-	left = cursor_head(&cursor) != NULL ||
-		nrunning < reader.nrunning || ndraining < reader.ndraining;
-	cursor_close(&cursor);
-	if (!left)
-		return 0;
+	ItemPointerSetInvalid(&row.tid);
+	outbox_reader_row_read(ext, snapshot, &row);
+	reader = row.reader;
 
 	/*
-	 * What was not visited lies between the first unread id and the highest
-	 * one; with transactions left out, anywhere from the start.
+	 * The rows of a transaction that the snapshot sees as running are not
+	 * seen: no scan for it (a bulk enqueue in progress would spend the
+	 * budget on its invisible rows).
 	 */
-	if (nrunning < reader.nrunning || ndraining < reader.ndraining)
-		first_id = 1;
-	return Max(log_max_id(ext, snapshot) - first_id + 1 - visited, 0);
+	nrunning = 0;
+	for (int i = 0; i < reader.nrunning; i++)
+		if (!XidInMVCCSnapshot(XidFromFullTransactionId(reader.running[i]), snapshot))
+			reader.running[nrunning++] = reader.running[i];
+	reader.nrunning = nrunning;
+
+	nrunning = bounded ? Min(reader.nrunning, UNREAD_COUNT_MAX_XIDS) : reader.nrunning;
+	ndraining = bounded ? Min(reader.ndraining, UNREAD_COUNT_MAX_XIDS - nrunning) :
+		reader.ndraining;
+	cursor_open(&cursor, ext, snapshot, OUTBOX_LOG_TABLES * 3, false);
+	if (bounded)
+		cursor.budget = UNREAD_SCAN_BUDGET;
+	cursor_add_after(&cursor, reader.last_id);
+	cursor_add_txid_set(&cursor, reader.running, nrunning, PG_INT64_MIN, reader.last_id);
+	cursor_add_txid_set(&cursor, reader.draining, ndraining,
+						reader.drain_after, reader.drain_upto);
+
+	heads = binaryheap_allocate(cursor.nstreams, stream_order, NULL);
+	for (int i = 0; i < cursor.nstreams; i++)
+		if (cursor.streams[i].at_row)
+			binaryheap_add_unordered(heads, PointerGetDatum(&cursor.streams[i]));
+	binaryheap_build(heads);
+	while (visited < limit && !cursor.exhausted && !binaryheap_empty(heads))
+	{
+		LogStream  *stream = (LogStream *) DatumGetPointer(binaryheap_first(heads));
+		bool		isnull;
+
+		visit(arg, stream_id(stream), slot_getattr(stream->slot, LOG_TOPIC + 1, &isnull),
+			  DatumGetTimestampTz(slot_getattr(stream->slot, LOG_CREATED_AT + 1, &isnull)));
+		visited++;
+		stream_advance(&cursor, stream, ForwardScanDirection);
+		if (stream->at_row)
+			binaryheap_replace_first(heads, PointerGetDatum(stream));
+		else
+			binaryheap_remove_first(heads);
+	}
+
+	/*
+	 * What was not visited has an id from the smallest that a scan may still
+	 * hold up to the highest in the log: a scan's next row (the smallest id
+	 * of its range if it reads by transaction), or where a scan stopped for
+	 * want of budget, or where the rows of a transaction left out may
+	 * start.
+	 */
+	for (int i = 0; i < cursor.nstreams; i++)
+	{
+		LogStream  *stream = &cursor.streams[i];
+
+		if (stream->at_row && !stream->by_txid)
+			rest_from = Min(rest_from, stream_id(stream));
+		else if (stream->at_row || stream->stopped)
+			rest_from = Min(rest_from, stream->seen_id);
+	}
+	if (nrunning < reader.nrunning)
+		rest_from = 1;
+	else if (ndraining < reader.ndraining)
+		rest_from = Min(rest_from, reader.drain_after + 1);
+	binaryheap_free(heads);
+	cursor_close(&cursor);
+	if (rest_from == PG_INT64_MAX)
+		return 0;
+	return Max(log_max_id(ext, snapshot) - rest_from + 1, 0);
 }
 
 /* outbox_count_unread: each event visited is counted */

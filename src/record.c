@@ -10,8 +10,7 @@
  * there, are charged an attempt and wait for their retry or are abandoned
  * (and copied to the dead-letter topic); released events of the log are
  * copied there unsent, due again with no attempt charged.  The statistics
- * of the batch, counts per topic and latency histograms, are summed here
- * and written with one statement.
+ * of the outcomes are summed in memory for the caller to write (stats.c).
  *
  * The statements touch the extension's tables and built-in functions only
  * (catalog.c says why).  outbox_mark_published(), outbox_mark_failed() and
@@ -33,57 +32,43 @@
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/fmgrprotos.h"
-#include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "claim.h"
 #include "guc.h"
-#include "histogram.h"
 #include "reader.h"
 #include "record.h"
-
-/* Kafka topic names have at most 249 bytes */
-#define TOPIC_KEY_SIZE 256
+#include "stats.h"
 
 /*
  * Deliveries: a ledger row for the log's events ($1 ids, $2 partitions,
- * $3 offsets; none unless $4, keep), $5 fewer log events left to record,
- * the retry table's events ($6 ids, $7 partitions, $8 offsets) published
- * (deleted unless keep), and the statistics ($9 topics, $10 deliveries,
- * $11 latency sums, $12 the histograms of the topics one after the other).
+ * $3 offsets; none unless $4, keep), and the retry table's events ($5
+ * ids, $6 partitions, $7 offsets) published (deleted unless keep).
  */
 static OutboxPlan delivered_plan = {
 	"WITH ledger AS ("
 	"  INSERT INTO %1$s.outbox_ledger (first_id, last_id, ids, partitions, offsets, published_at)"
 	"  SELECT $1[1], $1[cardinality($1)], $1, $2, $3, clock_timestamp()"
 	"   WHERE $4 AND cardinality($1) > 0"
-	"), recorded AS ("
-	"  UPDATE %1$s.outbox_reader SET unrecorded = GREATEST(unrecorded - $5, 0) WHERE $5 > 0"
 	"), kept AS ("
 	"  UPDATE %1$s.outbox_retries m"
 	"     SET status = 'published', attempts = m.attempts + 1,"
 	"         published_at = clock_timestamp(), next_attempt_at = NULL,"
 	"         kafka_partition = u.kafka_partition, kafka_offset = u.kafka_offset"
-	"    FROM unnest($6::bigint[], $7::integer[], $8::bigint[]) AS u(id, kafka_partition, kafka_offset)"
+	"    FROM unnest($5::bigint[], $6::integer[], $7::bigint[]) AS u(id, kafka_partition, kafka_offset)"
 	"   WHERE $4 AND m.id = u.id"
-	"), deleted AS ("
-	"  DELETE FROM %1$s.outbox_retries m WHERE NOT $4 AND m.id = ANY ($6)"
 	")"
-	" INSERT INTO %1$s.outbox_publish_stats AS s (topic, bucket, published, latency_ms_sum, latency_histogram)"
-	" SELECT u.topic, date_bin('10 seconds', now(), 'epoch'), u.published, u.ms,"
-	"        ARRAY(SELECT h.v FROM unnest($12[(u.i::integer - 1) * 128 + 1 : u.i::integer * 128])"
-	"                              WITH ORDINALITY AS h(v, o) ORDER BY h.o)"
-	"   FROM unnest($9::text[], $10::bigint[], $11::float8[]) WITH ORDINALITY AS u(topic, published, ms, i)"
-	" ON CONFLICT (topic, bucket) DO UPDATE"
-	"    SET published = s.published + excluded.published,"
-	"        latency_ms_sum = s.latency_ms_sum + excluded.latency_ms_sum,"
-	"        latency_histogram = (SELECT array_agg(coalesce(h.a, 0) + coalesce(h.b, 0) ORDER BY h.o)"
-	"                               FROM unnest(s.latency_histogram, excluded.latency_histogram)"
-	"                                    WITH ORDINALITY AS h(a, b, o))",
-	12, {INT8ARRAYOID, INT4ARRAYOID, INT8ARRAYOID, BOOLOID, INT8OID, INT8ARRAYOID,
-	INT4ARRAYOID, INT8ARRAYOID, TEXTARRAYOID, INT8ARRAYOID, FLOAT8ARRAYOID, INT8ARRAYOID}
+	" DELETE FROM %1$s.outbox_retries m WHERE NOT $4 AND m.id = ANY ($5)",
+	7, {INT8ARRAYOID, INT4ARRAYOID, INT8ARRAYOID, BOOLOID, INT8ARRAYOID,
+	INT4ARRAYOID, INT8ARRAYOID}
+};
+
+/* version 1.1: $1 fewer log events left to record, as its reader row counts */
+static OutboxPlan recorded_plan_1_1 = {
+	"UPDATE %1$s.outbox_reader SET unrecorded = GREATEST(unrecorded - $1, 0)",
+	1, {INT8OID}
 };
 
 /* a refused attempt of events of the retry table ($1 ids, $2 errors) */
@@ -95,25 +80,14 @@ static OutboxPlan attempt_plan = {
 	2, {INT8ARRAYOID, TEXTARRAYOID}
 };
 
-/*
- * What a refused attempt leads to ($1 ids, $2 abandoned, $3 next attempt),
- * and the statistics ($4 topics, $5 failed, $6 abandoned).
- */
+/* what a refused attempt leads to ($1 ids, $2 abandoned, $3 next attempt) */
 static OutboxPlan refused_plan = {
-	"WITH marked AS ("
-	"  UPDATE %1$s.outbox_retries m"
-	"     SET status = (CASE WHEN u.abandoned THEN 'abandoned' ELSE 'failed' END)::%1$s.outbox_status,"
-	"         next_attempt_at = CASE WHEN u.abandoned THEN NULL ELSE u.next_attempt_at END"
-	"    FROM unnest($1::bigint[], $2::boolean[], $3::timestamptz[]) AS u(id, abandoned, next_attempt_at)"
-	"   WHERE m.id = u.id"
-	")"
-	" INSERT INTO %1$s.outbox_publish_stats AS s (topic, bucket, failed, abandoned)"
-	" SELECT u.topic, date_bin('10 seconds', now(), 'epoch'), u.failed, u.abandoned"
-	"   FROM unnest($4::text[], $5::bigint[], $6::bigint[]) AS u(topic, failed, abandoned)"
-	" ON CONFLICT (topic, bucket) DO UPDATE"
-	"    SET failed = s.failed + excluded.failed, abandoned = s.abandoned + excluded.abandoned",
-	6, {INT8ARRAYOID, BOOLARRAYOID, TIMESTAMPTZARRAYOID, TEXTARRAYOID, INT8ARRAYOID,
-	INT8ARRAYOID}
+	"UPDATE %1$s.outbox_retries m"
+	"   SET status = (CASE WHEN u.abandoned THEN 'abandoned' ELSE 'failed' END)::%1$s.outbox_status,"
+	"       next_attempt_at = CASE WHEN u.abandoned THEN NULL ELSE u.next_attempt_at END"
+	"  FROM unnest($1::bigint[], $2::boolean[], $3::timestamptz[]) AS u(id, abandoned, next_attempt_at)"
+	" WHERE m.id = u.id",
+	3, {INT8ARRAYOID, BOOLARRAYOID, TIMESTAMPTZARRAYOID}
 };
 
 /*
@@ -138,49 +112,6 @@ static OutboxPlan fetch_plan = {
 	"  FROM %1$s.outbox_retries m WHERE m.id = ANY ($1) ORDER BY m.id FOR UPDATE OF m",
 	1, {INT8ARRAYOID}
 };
-
-/* what a batch adds to the statistics of one topic */
-typedef struct TopicStats
-{
-	char		key[TOPIC_KEY_SIZE];
-	Datum		topic;			/* as stored */
-	int64		published;
-	int64		failed;
-	int64		abandoned;
-	double		latency_ms_sum;
-	int64		histogram[OUTBOX_HISTOGRAM_BUCKETS];
-} TopicStats;
-
-static HTAB *
-topic_stats_create(void)
-{
-	HASHCTL		ctl;
-
-	ctl.keysize = TOPIC_KEY_SIZE;
-	ctl.entrysize = sizeof(TopicStats);
-	ctl.hcxt = CurrentMemoryContext;
-	return hash_create("outbox topic statistics", 16, &ctl,
-					   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-}
-
-/* The statistics of topic (a stored text datum), zero at first. */
-static TopicStats *
-topic_stats_of(HTAB *stats, Datum topic)
-{
-	text	   *t = (text *) DatumGetPointer(topic);
-	char		key[TOPIC_KEY_SIZE] = {0};
-	TopicStats *entry;
-	bool		found;
-
-	memcpy(key, VARDATA_ANY(t), Min(VARSIZE_ANY_EXHDR(t), TOPIC_KEY_SIZE - 1));
-	entry = hash_search(stats, key, HASH_ENTER, &found);
-	if (!found)
-	{
-		memset((char *) entry + TOPIC_KEY_SIZE, 0, sizeof(TopicStats) - TOPIC_KEY_SIZE);
-		entry->topic = topic;
-	}
-	return entry;
-}
 
 /* Arrays of one column of values per event, built up for one statement. */
 typedef struct Column
@@ -209,25 +140,17 @@ column_array(Column *c, Oid type)
 }
 
 /*
- * Record the deliveries of a batch, the log events left to record, and
- * what the statistics of the batch say.
+ * Record the deliveries of a batch, and count them in stats.
  */
 static void
 record_delivered(const OutboxExtension *ext, OutboxBatch *batch, bool keep,
-				 HTAB *stats, int log_events)
+				 HTAB *stats)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	Column		ids[2],
 				partitions[2],
 				offsets[2];
-	Column		topics,
-				published,
-				ms,
-				histograms;
-	HASH_SEQ_STATUS status;
-	TopicStats *entry;
-	Datum		values[12];
-	int			ntopics = hash_get_num_entries(stats);
+	Datum		values[7];
 
 	for (int from_log = 0; from_log < 2; from_log++)
 	{
@@ -238,52 +161,25 @@ record_delivered(const OutboxExtension *ext, OutboxBatch *batch, bool keep,
 	for (int i = 0; i < batch->count; i++)
 	{
 		OutboxEvent *ev = &batch->events[i];
-		TopicStats *topic;
-		double		latency_ms;
 
 		if (ev->outcome != OUTBOX_DELIVERED)
 			continue;
 		column_add(&ids[ev->from_log], Int64GetDatum(ev->id));
 		column_add(&partitions[ev->from_log], Int32GetDatum(ev->partition));
 		column_add(&offsets[ev->from_log], Int64GetDatum(ev->offset));
-		topic = topic_stats_of(stats, ev->values[LOG_TOPIC]);
-		latency_ms = (now - ev->created_at) / 1000.0;
-		topic->published++;
-		topic->latency_ms_sum += latency_ms;
-		topic->histogram[outbox_latency_bucket(latency_ms)]++;
+		outbox_stats_add(stats, ev->values[LOG_TOPIC], OUTBOX_STATS_PUBLISHED,
+						 ev->created_at, now);
 	}
-	if (ids[0].n + ids[1].n == 0 && log_events == 0)
+	if (ids[0].n + ids[1].n == 0)
 		return;
-
-	ntopics = hash_get_num_entries(stats);
-	column_init(&topics, ntopics);
-	column_init(&published, ntopics);
-	column_init(&ms, ntopics);
-	column_init(&histograms, ntopics * OUTBOX_HISTOGRAM_BUCKETS);
-	hash_seq_init(&status, stats);
-	while ((entry = hash_seq_search(&status)) != NULL)
-	{
-		if (entry->published == 0)
-			continue;
-		column_add(&topics, entry->topic);
-		column_add(&published, Int64GetDatum(entry->published));
-		column_add(&ms, Float8GetDatum(entry->latency_ms_sum));
-		for (int b = 0; b < OUTBOX_HISTOGRAM_BUCKETS; b++)
-			column_add(&histograms, Int64GetDatum(entry->histogram[b]));
-	}
 
 	values[0] = column_array(&ids[1], INT8OID);
 	values[1] = column_array(&partitions[1], INT4OID);
 	values[2] = column_array(&offsets[1], INT8OID);
 	values[3] = BoolGetDatum(keep);
-	values[4] = Int64GetDatum(log_events);
-	values[5] = column_array(&ids[0], INT8OID);
-	values[6] = column_array(&partitions[0], INT4OID);
-	values[7] = column_array(&offsets[0], INT8OID);
-	values[8] = column_array(&topics, TEXTOID);
-	values[9] = column_array(&published, INT8OID);
-	values[10] = column_array(&ms, FLOAT8OID);
-	values[11] = column_array(&histograms, INT8OID);
+	values[4] = column_array(&ids[0], INT8OID);
+	values[5] = column_array(&partitions[0], INT4OID);
+	values[6] = column_array(&offsets[0], INT8OID);
 	outbox_run(ext, &delivered_plan, values, -1);
 }
 
@@ -344,12 +240,7 @@ record_refused(const OutboxExtension *ext, OutboxBatch *batch,
 				abandoned_flags,
 				next_attempts,
 				abandoned_ids;
-	Column		topics,
-				failed,
-				abandoned;
-	HASH_SEQ_STATUS status;
-	TopicStats *entry;
-	Datum		values[6];
+	Datum		values[3];
 	IdAttempts *attempts;
 	int			nattempts;
 
@@ -390,7 +281,6 @@ record_refused(const OutboxExtension *ext, OutboxBatch *batch,
 		OutboxEvent *ev = &batch->events[i];
 		IdAttempts	key = {ev->id, 0};
 		IdAttempts *found;
-		TopicStats *topic;
 		bool		abandon;
 
 		if (ev->outcome != OUTBOX_REFUSED ||
@@ -404,34 +294,16 @@ record_refused(const OutboxExtension *ext, OutboxBatch *batch,
 													  retry_delay_ms(found->attempts, policy->base_delay_ms,
 																	 policy->max_delay_ms,
 																	 policy->jitter))));
-		topic = topic_stats_of(stats, ev->values[LOG_TOPIC]);
 		if (abandon)
-		{
-			topic->abandoned++;
 			column_add(&abandoned_ids, Int64GetDatum(ev->id));
-		}
-		else
-			topic->failed++;
+		outbox_stats_add(stats, ev->values[LOG_TOPIC],
+						 abandon ? OUTBOX_STATS_ABANDONED : OUTBOX_STATS_FAILED,
+						 ev->created_at, now);
 	}
 
-	column_init(&topics, hash_get_num_entries(stats));
-	column_init(&failed, hash_get_num_entries(stats));
-	column_init(&abandoned, hash_get_num_entries(stats));
-	hash_seq_init(&status, stats);
-	while ((entry = hash_seq_search(&status)) != NULL)
-	{
-		if (entry->failed + entry->abandoned == 0)
-			continue;
-		column_add(&topics, entry->topic);
-		column_add(&failed, Int64GetDatum(entry->failed));
-		column_add(&abandoned, Int64GetDatum(entry->abandoned));
-	}
 	values[0] = column_array(&ids, INT8OID);
 	values[1] = column_array(&abandoned_flags, BOOLOID);
 	values[2] = column_array(&next_attempts, TIMESTAMPTZOID);
-	values[3] = column_array(&topics, TEXTOID);
-	values[4] = column_array(&failed, INT8OID);
-	values[5] = column_array(&abandoned, INT8OID);
 	outbox_run(ext, &refused_plan, values, -1);
 	outbox_send_dead_letters(ext, column_array(&abandoned_ids, INT8OID), policy->dead_letter_topic);
 }
@@ -453,19 +325,19 @@ outbox_retry_policy(void)
 }
 
 /*
- * Record the outcome of each event of the batch (see the file header);
- * with keep false (outbox.published_retention = 0) delivered events are
- * not kept.  Takes a connection to SPI; the batch must have been claimed
- * in this transaction, or its events locked otherwise.
+ * Record the outcome of each event of the batch (see the file header),
+ * and count them in stats; with keep false (outbox.published_retention =
+ * 0) delivered events are not kept.  Takes a connection to SPI; the batch
+ * must have been claimed in this transaction, or its events locked
+ * otherwise.
  */
 void
 outbox_record_outcomes(const OutboxExtension *ext, OutboxBatch *batch, bool keep,
-					   const OutboxRetryPolicy *policy)
+					   const OutboxRetryPolicy *policy, HTAB *stats)
 {
 	OutboxEvent **unsent = palloc((batch->count + 1) * sizeof(OutboxEvent *));
 	int			nunsent = 0;
 	int			log_events = 0;
-	HTAB	   *stats = topic_stats_create();
 
 	for (int i = 0; i < batch->count; i++)
 	{
@@ -481,9 +353,32 @@ outbox_record_outcomes(const OutboxExtension *ext, OutboxBatch *batch, bool keep
 	outbox_lock_reader_table(ext, AccessShareLock);
 	SPI_connect();
 	outbox_copy_to_retries(ext, unsent, nunsent);
-	record_delivered(ext, batch, keep, stats, log_events);
+	record_delivered(ext, batch, keep, stats);
 	record_refused(ext, batch, policy, stats);
+	if (ext->version < OUTBOX_VERSION(1, 2))
+	{
+		Datum		values[1] = {Int64GetDatum(log_events)};
+
+		if (log_events > 0)
+			outbox_run(ext, &recorded_plan_1_1, values, 1);
+	}
+	else
+		outbox_count_unrecorded(-log_events);
 	SPI_finish();
+}
+
+/*
+ * Record the outcomes of a batch for a SQL function, and write their
+ * statistics at once.
+ */
+static void
+record_for_sql(const OutboxExtension *ext, OutboxBatch *batch, bool keep,
+			   const OutboxRetryPolicy *policy)
+{
+	HTAB	   *stats = outbox_stats_create(CurrentMemoryContext);
+
+	outbox_record_outcomes(ext, batch, keep, policy, stats);
+	outbox_stats_write(ext, stats);
 }
 
 /*
@@ -648,7 +543,7 @@ outbox_mark_published(PG_FUNCTION_ARGS)
 		ev->partition = DatumGetInt32(partitions[i]);
 		ev->offset = DatumGetInt64(offsets[i]);
 	}
-	outbox_record_outcomes(ext, batch, PG_GETARG_BOOL(3), NULL);
+	record_for_sql(ext, batch, PG_GETARG_BOOL(3), NULL);
 	PG_RETURN_INT64(batch->count);
 }
 
@@ -687,7 +582,7 @@ outbox_mark_failed(PG_FUNCTION_ARGS)
 		ev->error = TextDatumGetCString(errors[i]);
 		ev->permanent = DatumGetBool(permanent[i]);
 	}
-	outbox_record_outcomes(ext, batch, true, &policy);
+	record_for_sql(ext, batch, true, &policy);
 	PG_RETURN_INT64(batch->count);
 }
 
@@ -707,7 +602,7 @@ outbox_mark_released(PG_FUNCTION_ARGS)
 
 	for (int i = 0; i < batch->count; i++)
 		batch->events[i].outcome = OUTBOX_RELEASED;
-	outbox_record_outcomes(ext, batch, true, NULL);
+	record_for_sql(ext, batch, true, NULL);
 	PG_RETURN_INT64(nids);
 }
 

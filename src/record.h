@@ -10,6 +10,8 @@
 #ifndef OUTBOX_RECORD_H
 #define OUTBOX_RECORD_H
 
+#include "utils/hsearch.h"
+
 #include "catalog.h"
 #include "event.h"
 
@@ -27,6 +29,7 @@ extern OutboxRetryPolicy outbox_retry_policy(void);
 extern void outbox_send_dead_letters(const OutboxExtension *ext, Datum ids,
 									 const char *topic);
 extern void outbox_record_outcomes(const OutboxExtension *ext, OutboxBatch *batch,
-								   bool keep, const OutboxRetryPolicy *policy);
+								   bool keep, const OutboxRetryPolicy *policy,
+								   HTAB *stats);
 
 #endif							/* OUTBOX_RECORD_H */

@@ -106,11 +106,6 @@ static OutboxPlan forget_plan = {
 	1, {INT8OID}
 };
 
-static OutboxPlan move_on_plan = {
-	"UPDATE %1$s.outbox_reader SET current_log = $1, current_since = now()",
-	1, {INT4OID}
-};
-
 /* since when the rotation could not lock each table, 0 if it could */
 static TimestampTz blocked_since[OUTBOX_LOG_TABLES];
 
@@ -221,7 +216,7 @@ may_empty(const OutboxExtension *ext, int t, OutboxReader *reader, Datum retenti
  * Rotate the log and empty the tables that may be (see the file header),
  * with a retention of published events of retention_s seconds; adds the
  * events removed to *removed, and returns the table enqueue writes to, or
- * -1 if another session holds the reader row and wait is false.  Takes a
+ * -1 if another session holds the claim lock and wait is false.  Takes a
  * connection to SPI.
  */
 int
@@ -280,10 +275,9 @@ outbox_rotate_log(const OutboxExtension *ext, double retention_s, bool wait,
 								   (long) (Max(retention_s / 2, 10) * 1000)) &&
 		!outbox_log_table_range(ext, next, snapshot, &first_id, &last_id))
 	{
-		Datum		values[1] = {Int32GetDatum(next)};
-
-		outbox_run(ext, &move_on_plan, values, 1);
 		row.current_log = next;
+		row.current_since = GetCurrentTransactionStartTimestamp();
+		outbox_write_reader(ext, &row);
 	}
 	UnregisterSnapshot(snapshot);
 	SPI_finish();

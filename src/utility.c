@@ -32,6 +32,15 @@
  * CREATE and ALTER POLICY, the body of a function in SQL-standard form):
  * once one has run, it is refused if it left the role such a lock.
  *
+ * The object access hook refuses the drop of the extension's relations
+ * while events are not delivered, however the extension is dropped: by a
+ * statement that names it (refused above, before it runs, but counted
+ * again here) or by cascade (DROP OWNED BY the owner of its schema, DROP
+ * EXTENSION plpgsql CASCADE).  It counts before the first of them goes,
+ * when the drop holds the lock of every one: no event can commit after the
+ * count, which sees every one committed before it, whatever the isolation
+ * level.
+ *
  * One end-of-transaction callback does, at commit, what was asked: wake the
  * worker of the database (outbox_enqueue, COMMIT PREPARED, outbox_retry),
  * restart workers, tell the launcher of a new extension; at abort, forgets
@@ -47,7 +56,12 @@
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "access/xact.h"
+#include "catalog/dependency.h"
+#include "catalog/index.h"
+#include "catalog/objectaccess.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_db_role_setting.h"
+#include "catalog/pg_extension.h"
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
 #include "commands/extension.h"
@@ -65,6 +79,7 @@
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 
 #include "catalog.h"
 #include "launcher.h"
@@ -73,6 +88,7 @@
 
 static ProcessUtility_hook_type prev_process_utility = NULL;
 static post_parse_analyze_hook_type prev_post_parse_analyze = NULL;
+static object_access_hook_type prev_object_access = NULL;
 
 /* asked of the current transaction, done at commit */
 #define MAX_RESTARTS 8
@@ -86,6 +102,8 @@ static struct
 static int	nrestarts = 0;
 /* the database DROP DATABASE works on, served again if it fails */
 static Oid	held_database = InvalidOid;
+/* the extension whose drop the current statement has counted events for */
+static Oid	drop_counted = InvalidOid;
 
 /*
  * Ask for the worker of this database to be woken when the current
@@ -179,8 +197,25 @@ drops_extension(Node *stmt, const OutboxExtension *ext)
 }
 
 /*
+ * The error of a drop that would drop undelivered events.
+ */
+static void
+report_undelivered(int64 undelivered)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+			 errmsg_plural("extension outbox holds " INT64_FORMAT " event that is not delivered",
+						   "extension outbox holds " INT64_FORMAT " events that are not delivered",
+						   undelivered, undelivered),
+			 errdetail("Dropping the extension would drop them without publishing them."),
+			 errhint("Let the worker publish them, or discard them on purpose with SELECT outbox_discard(), then drop the extension.")));
+}
+
+/*
  * Refuse a statement that would drop the extension while events are not
- * delivered: dropping them is what outbox_discard() is for.
+ * delivered, before it runs: dropping them is what outbox_discard() is
+ * for.  Counted without the drop's locks: the object access hook counts
+ * again under them.
  */
 static void
 refuse_dropping_events(Node *stmt)
@@ -205,16 +240,50 @@ refuse_dropping_events(Node *stmt)
 							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	/* the worker's first lock, first: see outbox_lock_reader_table */
 	outbox_lock_reader_table(&ext, AccessExclusiveLock);
+	PushActiveSnapshot(GetTransactionSnapshot());
 	undelivered = outbox_undelivered(&ext);
+	PopActiveSnapshot();
 	AtEOXact_GUC(true, nestlevel);
 	if (undelivered > 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
-				 errmsg_plural("extension outbox holds " INT64_FORMAT " event that is not delivered",
-							   "extension outbox holds " INT64_FORMAT " events that are not delivered",
-							   undelivered, undelivered),
-				 errdetail("Dropping the extension would drop them without publishing them."),
-				 errhint("Let the worker publish them, or discard them on purpose with SELECT outbox_discard(), then drop the extension.")));
+		report_undelivered(undelivered);
+}
+
+/*
+ * Refuse the drop of relation relid, whatever drops it, if it is one of
+ * the extension's (or an index of one) and the extension is being dropped
+ * with events that are not delivered: see the file header.  Counts once a
+ * statement, before the first of its relations goes.
+ */
+static void
+refuse_dropping_relation(Oid relid)
+{
+	char	   *name = get_rel_name(relid);
+	OutboxExtension ext;
+	Oid			table = relid;
+	LOCKTAG		tag;
+	int64		undelivered;
+
+	if (name == NULL || strncmp(name, "outbox_", strlen("outbox_")) != 0 ||
+		!outbox_extension_find(&ext) || ext.oid == drop_counted ||
+		get_rel_namespace(relid) != ext.schema ||
+		(creating_extension && CurrentExtensionObject == ext.oid) ||
+		outbox_extension_problem(&ext) != NULL)
+		return;
+	/* the drop of the extension locks it, the drop of anything else not */
+	SET_LOCKTAG_OBJECT(tag, MyDatabaseId, ExtensionRelationId, ext.oid, 0);
+	if (!LockHeldByMe(&tag, AccessExclusiveLock))
+		return;
+	if (get_rel_relkind(relid) == RELKIND_INDEX)
+		table = IndexGetRelation(relid, false);
+	if (getExtensionOfObject(RelationRelationId, table) != ext.oid)
+		return;
+
+	PushActiveSnapshot(GetLatestSnapshot());
+	undelivered = outbox_undelivered(&ext);
+	PopActiveSnapshot();
+	if (undelivered > 0)
+		report_undelivered(undelivered);
+	drop_counted = ext.oid;
 }
 
 /*
@@ -431,7 +500,10 @@ outbox_process_utility(PlannedStmt *pstmt, const char *queryString,
 	Node	   *stmt = pstmt->utilityStmt;
 	Oid			dboid;
 	Oid			roleid;
-	bool		restart = before_statement(stmt, context, &dboid, &roleid);
+	bool		restart;
+
+	drop_counted = InvalidOid;
+	restart = before_statement(stmt, context, &dboid, &roleid);
 
 	if (prev_process_utility)
 		prev_process_utility(pstmt, queryString, readOnlyTree, context,
@@ -511,6 +583,19 @@ outbox_post_parse_analyze(ParseState *pstate, Query *query, JumbleState *jstate)
 }
 
 static void
+outbox_object_access(ObjectAccessType access, Oid classId, Oid objectId,
+					 int subId, void *arg)
+{
+	if (prev_object_access)
+		prev_object_access(access, classId, objectId, subId, arg);
+	/* not what PostgreSQL drops of its own accord (REINDEX CONCURRENTLY) */
+	if (access == OAT_DROP && classId == RelationRelationId && subId == 0 &&
+		!(((ObjectAccessDrop *) arg)->dropflags & PERFORM_DELETION_INTERNAL) &&
+		IsTransactionState())
+		refuse_dropping_relation(objectId);
+}
+
+static void
 outbox_xact_callback(XactEvent event, void *arg)
 {
 	if (event == XACT_EVENT_COMMIT && outbox_launcher_exists())
@@ -532,6 +617,7 @@ outbox_xact_callback(XactEvent event, void *arg)
 		extension_created = false;
 		nrestarts = 0;
 		held_database = InvalidOid;
+		drop_counted = InvalidOid;
 	}
 }
 
@@ -549,4 +635,6 @@ outbox_utility_init(bool preloaded)
 	ProcessUtility_hook = outbox_process_utility;
 	prev_post_parse_analyze = post_parse_analyze_hook;
 	post_parse_analyze_hook = outbox_post_parse_analyze;
+	prev_object_access = object_access_hook;
+	object_access_hook = outbox_object_access;
 }

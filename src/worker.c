@@ -12,15 +12,31 @@
  * not serve, its schema in untrusted hands, outbox.enabled off, a restore
  * writing the log), then one batch, then the cleanup when it is due.
  *
- * Each batch is one transaction: claim (claim.c), make sure the claiming
- * snapshot's commits are flushed to WAL and, with outbox.standby_slots,
- * that the standbys have them (standby.c), produce and wait for every
- * delivery report (kafka.c), record the outcomes (record.c), commit.  An
- * error anywhere in a batch aborts it; what delivery reports said is
- * recorded in a new transaction, events without a report stay due
- * untouched, and the worker pauses (longer while errors repeat) before the
- * next batch.  Recovery runs after PG_END_TRY, so an error in it is caught
- * like any other.
+ * A transaction publishes batches one after the other: claim (claim.c),
+ * make sure the claiming snapshot's commits are flushed to WAL and, with
+ * outbox.standby_slots, that the standbys have them (standby.c), produce
+ * and wait for every delivery report (kafka.c), record the outcomes
+ * (record.c).  The SQL of one batch runs while Kafka acknowledges the
+ * other: the next batch is claimed while the current one is in flight,
+ * and the current one is recorded while the next is.  Only one batch is in
+ * Kafka at a time, and the keys that stopped in one (an event not
+ * delivered) send nothing in the next.  The transaction commits when a
+ * claim finds nothing, or after RUN_MAX_MS: what a crash can publish again
+ * is what was delivered since that commit.
+ *
+ * An error anywhere aborts the transaction; what delivery reports said is
+ * recorded in a new one, events without a report stay due untouched, and
+ * the worker pauses (longer while errors repeat) before the next batch.
+ * Recovery runs after PG_END_TRY, so an error in it is caught like any
+ * other.
+ *
+ * The statistics of the batches are summed in memory and written at most
+ * once a second, with a batch's transaction or an idle look's
+ * (stats.c says why).
+ *
+ * After each batch it takes a chunk of a snapshot, if one is asked for
+ * (snapshot.c), in a transaction of its own: a chunk that fails is
+ * recorded on its snapshot and tried again later, and publishing goes on.
  *
  * Every 10 s it deletes events past their retention, a thousand per
  * transaction, and rotates the log (retention.c).
@@ -70,7 +86,9 @@
 #include "launcher_internal.h"
 #include "record.h"
 #include "retention.h"
+#include "snapshot.h"
 #include "standby.h"
+#include "stats.h"
 #include "worker.h"
 
 /* pause after a failed batch (doubled while failures repeat, up to the max) */
@@ -95,6 +113,16 @@
  */
 #define STANDBY_WAIT_MS 100
 #define STANDBY_PAUSE_MS 200
+/* the longest a transaction goes on publishing batches */
+#define RUN_MAX_MS 100
+/* how often the statistics summed in memory are written */
+#define STATS_INTERVAL_MS 1000
+/*
+ * Rows read by a chunk of a snapshot (one per turn, each in a transaction
+ * of its own), and how long a snapshot whose chunk failed waits.
+ */
+#define SNAPSHOT_CHUNK_ROWS 1000
+#define SNAPSHOT_RETRY_MS 1000
 
 /* what the worker sets for itself, whatever the session defaults say */
 static const struct
@@ -120,10 +148,20 @@ static const struct
 /* the slot of this worker in the launcher's shared memory */
 static OutboxWorkerSlot *my_slot = NULL;
 
-/* the batch of the current transaction, for error recovery */
-static OutboxBatch *batch_in_progress = NULL;
-/* a batch is produced: SIGTERM lets it finish */
+/* the batches of the current transaction, for error recovery */
+static List *run_batches = NIL;
+/* a batch is produced: SIGTERM lets the transaction finish */
 static volatile sig_atomic_t batch_produced = false;
+/*
+ * Statistics of committed batches not written yet, in stats_cxt; those of
+ * the current transaction; when they were last written, and whether the
+ * current transaction writes them.
+ */
+static MemoryContext stats_cxt = NULL;
+static HTAB *unwritten_stats = NULL;
+static HTAB *run_stats = NULL;
+static TimestampTz stats_written_at = 0;
+static bool stats_writing = false;
 static int	consecutive_errors = 0;
 static TimestampTz next_cleanup = 0;
 /* did the last batch find nothing, and when did one last find something */
@@ -131,6 +169,8 @@ static bool idle = false;
 static TimestampTz last_events_at = 0;
 /* what kept the worker waiting last, said once in the log */
 static char said_waiting[256];
+/* the last failure of a snapshot chunk, said once in the log */
+static char said_snapshot_failure[256];
 
 /*
  * Record the worker's state and why, if there is a reason to say: error
@@ -297,10 +337,14 @@ set_session(void)
 						PGC_SUSET, PGC_S_OVERRIDE);
 }
 
+/* the unit of work in progress said what it does in pg_stat_activity */
+static bool activity_reported = false;
+
 /*
  * Begin one unit of work: a transaction with a snapshot; what it
  * allocates goes in cxt, to outlive the transaction (error recovery needs
- * the batch).
+ * the batch).  activity NULL: pg_stat_activity keeps saying what it says
+ * (the work says what it does itself, if it does anything).
  */
 static void
 begin_work(const char *activity, MemoryContext cxt)
@@ -309,7 +353,9 @@ begin_work(const char *activity, MemoryContext cxt)
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	MemoryContextSwitchTo(cxt);
-	pgstat_report_activity(STATE_RUNNING, activity);
+	activity_reported = activity != NULL;
+	if (activity_reported)
+		pgstat_report_activity(STATE_RUNNING, activity);
 }
 
 /*
@@ -324,7 +370,9 @@ end_work(MemoryContext cxt)
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(cxt);
 	pgstat_report_stat(false);
-	pgstat_report_activity(STATE_IDLE, NULL);
+	if (activity_reported)
+		pgstat_report_activity(STATE_IDLE, NULL);
+	activity_reported = false;
 }
 
 /*
@@ -336,7 +384,9 @@ undo_work(MemoryContext cxt)
 	PopActiveSnapshot();
 	AbortCurrentTransaction();
 	MemoryContextSwitchTo(cxt);
-	pgstat_report_activity(STATE_IDLE, NULL);
+	if (activity_reported)
+		pgstat_report_activity(STATE_IDLE, NULL);
+	activity_reported = false;
 }
 
 /*
@@ -461,18 +511,65 @@ next_step(OutboxExtension *ext)
 }
 
 /*
- * Run one batch in one transaction.  Returns how long to wait before the
- * next: 0 after a batch that published anything, poll_interval after an
- * empty one.
+ * Claim the next batch, with a snapshot of its own, none of the events of
+ * in_flight (NULL for none) again.
  */
-static long
-run_batch(MemoryContext cxt, const OutboxExtension *ext)
+static OutboxBatch *
+claim_next(const OutboxExtension *ext, const OutboxBatch *in_flight)
 {
 	OutboxBatch *batch;
-	TimestampTz now = GetCurrentTimestamp();
-	bool		nothing_due;
-	char	   *reason;
 
+	pgstat_report_activity(STATE_RUNNING, "claiming due events");
+	PushActiveSnapshot(GetTransactionSnapshot());
+	batch = outbox_claim_batch(ext, outbox_batch_size, OUTBOX_BATCH_MAX_BYTES, in_flight);
+	PopActiveSnapshot();
+	if (batch->count > 0)
+		run_batches = lappend(run_batches, batch);
+	return batch;
+}
+
+/* Record the outcomes of a batch, summing its statistics in run_stats. */
+static void
+record_batch(const OutboxExtension *ext, OutboxBatch *batch)
+{
+	OutboxRetryPolicy policy = outbox_retry_policy();
+
+	pgstat_report_activity(STATE_RUNNING, "recording delivery outcomes");
+	outbox_record_outcomes(ext, batch, outbox_published_retention != 0, &policy,
+						   run_stats);
+}
+
+/* Should the transaction that started at start claim another batch? */
+static bool
+run_goes_on(TimestampTz start)
+{
+	bool		restart;
+
+	outbox_slot_lock();
+	restart = my_slot->restart_requested;
+	outbox_slot_unlock();
+	return !ShutdownRequestPending && !restart && !ConfigReloadPending &&
+		!TimestampDifferenceExceeds(start, GetCurrentTimestamp(), RUN_MAX_MS);
+}
+
+/*
+ * Publish batches in one transaction (see the file header).  Returns how
+ * long to wait before the next turn: 0 after a transaction cut short by
+ * its time, poll_interval once a claim found nothing; negative (not
+ * wakeable) when a standby lags, and *undo if the transaction is to be
+ * undone, having produced nothing.
+ */
+static long
+run_batches_of(const OutboxExtension *ext, bool *undo)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	OutboxBatch *sending = NULL;	/* started, not finished */
+	HTAB	   *stopped_keys;
+	bool		nothing_due;
+	bool		complete = true;
+	long		delay = 0;
+
+	*undo = false;
 	/* idle: a cheap look first, and no producer after a while */
 	nothing_due = idle && !outbox_events_due(ext);
 	if (nothing_due && TimestampDifferenceExceeds(last_events_at, now, PRODUCER_IDLE_MS))
@@ -485,35 +582,113 @@ run_batch(MemoryContext cxt, const OutboxExtension *ext)
 		return outbox_poll_interval;
 	}
 
-	batch = outbox_claim_batch(ext, outbox_batch_size, OUTBOX_BATCH_MAX_BYTES);
-	batch_in_progress = batch;
-	idle = batch->count == 0;
-	if (idle)
+	stopped_keys = outbox_kafka_stopped_keys();
+	for (;;)
 	{
-		set_state(OUTBOX_WORKER_IDLE, NULL);
-		return outbox_poll_interval;
-	}
-	last_events_at = now;
+		OutboxBatch *next = NULL;
+		char	   *reason;
 
-	if (!outbox_standbys_have(flush_visible_commits(), STANDBY_WAIT_MS, &reason))
-	{
-		/* nothing produced: the caller undoes the claim, the events stay due */
-		report_state(OUTBOX_WORKER_WAITING_FOR_STANDBY, reason, reason);
-		batch_in_progress = NULL;
-		return -STANDBY_PAUSE_MS;
-	}
-	report_state(OUTBOX_WORKER_PUBLISHING, NULL,
-				 psprintf("publishing %d events", batch->count));
-	batch_produced = true;
-	outbox_kafka_publish(batch);
-	pgstat_report_activity(STATE_RUNNING, "recording delivery outcomes");
-	{
-		OutboxRetryPolicy policy = outbox_retry_policy();
+		/* the next batch is claimed while the one sent is acknowledged */
+		if (sending == NULL || run_goes_on(now))
+		{
+			next = claim_next(ext, sending);
+			if (next->count == 0)
+			{
+				next = NULL;
+				delay = outbox_poll_interval;
+			}
+		}
+		if (sending != NULL)
+		{
+			pgstat_report_activity(STATE_RUNNING,
+								   psprintf("publishing %d events", sending->count));
+			complete = outbox_kafka_finish();
+		}
+		idle = sending == NULL && next == NULL;
+		if (idle)
+		{
+			set_state(OUTBOX_WORKER_IDLE, NULL);
+			return outbox_poll_interval;
+		}
+		last_events_at = now;
 
-		outbox_record_outcomes(ext, batch, outbox_published_retention != 0, &policy);
+		if (next != NULL &&
+			!outbox_standbys_have(flush_visible_commits(), STANDBY_WAIT_MS, &reason))
+		{
+			report_state(OUTBOX_WORKER_WAITING_FOR_STANDBY, reason, reason);
+			delay = -STANDBY_PAUSE_MS;
+			/* nothing produced yet: the caller undoes the claim */
+			*undo = sending == NULL;
+			if (*undo)
+				return delay;
+			complete = false;
+		}
+
+		/* the next batch is sent while the previous one is recorded */
+		if (next != NULL && complete)
+		{
+			report_state(OUTBOX_WORKER_PUBLISHING, NULL,
+						 psprintf("publishing %d events", next->count));
+			batch_produced = true;
+			outbox_kafka_start(next, stopped_keys);
+		}
+		if (sending != NULL)
+			record_batch(ext, sending);
+		if (next != NULL && !complete)
+		{
+			/* not sent: released, due again untouched */
+			for (int i = 0; i < next->count; i++)
+				if (next->events[i].outcome == OUTBOX_IN_FLIGHT)
+					next->events[i].outcome = OUTBOX_RELEASED;
+			record_batch(ext, next);
+			next = NULL;
+		}
+		if (next == NULL)
+			break;
+		sending = next;
 	}
+	if (!complete)
+		return Min(delay, 0);	/* a standby lags, or no broker answers */
 	set_state(OUTBOX_WORKER_IDLE, NULL);
-	return 0;
+	return delay;
+}
+
+/*
+ * Write the statistics of the committed batches and of this transaction's
+ * if it is time to; outbox_stats_written() says they were, after commit.
+ */
+static void
+write_stats(const OutboxExtension *ext, bool now)
+{
+	HTAB	   *all;
+
+	if (!now && !TimestampDifferenceExceeds(stats_written_at, GetCurrentTimestamp(),
+											STATS_INTERVAL_MS))
+		return;
+	if (hash_get_num_entries(unwritten_stats) + hash_get_num_entries(run_stats) == 0)
+		return;
+	all = outbox_stats_create(CurrentMemoryContext);
+	outbox_stats_merge(all, unwritten_stats);
+	outbox_stats_merge(all, run_stats);
+	outbox_stats_write(ext, all);
+	stats_writing = true;
+}
+
+/*
+ * After the commit of a turn's transaction: the statistics it wrote are
+ * written, those it summed are kept until they are.
+ */
+static void
+stats_committed(void)
+{
+	if (stats_writing)
+	{
+		outbox_stats_clear(unwritten_stats);
+		stats_written_at = GetCurrentTimestamp();
+	}
+	else
+		outbox_stats_merge(unwritten_stats, run_stats);
+	stats_writing = false;
 }
 
 /*
@@ -548,44 +723,116 @@ run_cleanup(MemoryContext cxt, const OutboxExtension *ext)
 }
 
 /*
- * Record, in a new transaction, what delivery reports said of a batch
- * whose transaction failed.  Events without a report are left as they
+ * Take the next chunk of a snapshot, if one is due, in a transaction of
+ * its own.  Returns true if there is more to take right away.  A chunk
+ * that fails is recorded, in a new transaction, on its snapshot, which is
+ * tried again after SNAPSHOT_RETRY_MS; a failure is logged once, and a
+ * row lock that a chunk waited for too long is no failure worth a log
+ * line.  Recovery runs after PG_END_TRY, as the loop's does.
+ */
+static bool
+run_snapshot(MemoryContext cxt, const OutboxExtension *ext)
+{
+	OutboxSnapshotChunk chunk;
+	ErrorData  *edata = NULL;
+	bool		more = false;
+
+	memset(&chunk, 0, sizeof(chunk));
+	/* most turns find none due: say nothing of those */
+	begin_work(NULL, cxt);
+	PG_TRY();
+	{
+		more = outbox_snapshot_chunk(ext, SNAPSHOT_CHUNK_ROWS, &chunk);
+		activity_reported = OidIsValid(chunk.relid);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+	}
+	PG_END_TRY();
+	if (edata == NULL)
+	{
+		end_work(cxt);
+		if (OidIsValid(chunk.relid))
+			said_snapshot_failure[0] = '\0';
+		return more;
+	}
+
+	AbortCurrentTransaction();
+	MemoryContextSwitchTo(cxt);
+	pgstat_report_activity(STATE_IDLE, NULL);
+	activity_reported = false;
+	if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE &&
+		strncmp(said_snapshot_failure, edata->message, sizeof(said_snapshot_failure) - 1) != 0)
+		ereport(LOG,
+				(errmsg("snapshot chunk failed: %s", edata->message),
+				 edata->detail ? errdetail("%s", edata->detail) : 0,
+				 errhint("It is tried again every second; outbox_snapshots shows the last error.")));
+	strlcpy(said_snapshot_failure, edata->message, sizeof(said_snapshot_failure));
+	if (OidIsValid(chunk.relid))
+	{
+		begin_work("recording a snapshot failure", cxt);
+		outbox_snapshot_failed(ext, chunk.relid, edata->message, SNAPSHOT_RETRY_MS);
+		end_work(cxt);
+	}
+	return false;
+}
+
+/*
+ * Record, in a new transaction, what delivery reports said of the batches
+ * of a transaction that failed.  Events without a report are left as they
  * were, due again untouched: only a delivery report counts an attempt.
  */
 static void
-record_failed_batch(MemoryContext cxt, OutboxBatch *batch)
+record_failed_batches(MemoryContext cxt, List *batches)
 {
 	OutboxExtension ext;
+	ListCell   *lc;
 
 	begin_work("recording delivery outcomes", cxt);
 	if (outbox_extension_find(&ext) && outbox_extension_problem(&ext) == NULL &&
 		ext.owner == GetUserId())
 	{
-		OutboxRetryPolicy policy = outbox_retry_policy();
+		foreach(lc, batches)
+		{
+			OutboxBatch *batch = lfirst(lc);
+			bool		reported = false;
 
-		outbox_record_outcomes(&ext, batch, outbox_published_retention != 0, &policy);
+			for (int i = 0; i < batch->count && !reported; i++)
+				reported = batch->events[i].outcome == OUTBOX_DELIVERED ||
+					batch->events[i].outcome == OUTBOX_REFUSED;
+			if (reported)
+				record_batch(&ext, batch);
+		}
+		write_stats(&ext, true);
 	}
 	end_work(cxt);
-	count_outcomes(batch);
+	stats_committed();
+	foreach(lc, batches)
+		count_outcomes(lfirst(lc));
 }
 
 /*
  * Clean up after an error in the loop: abort the transaction, forget the
- * batch in flight, say why, and record what is known of the batch.  Called
+ * batches in flight, say why, and record what is known of them.  Called
  * outside any PG_TRY; an error while recording is caught here and leaves
- * the batch's rows due.  Returns how long to pause: longer while errors
+ * the batches' rows due.  Returns how long to pause: longer while errors
  * repeat, so that a persistent one neither spins nor floods the log.
  */
 static long
 recover_from_error(MemoryContext cxt, ErrorData *edata)
 {
-	OutboxBatch *batch = batch_in_progress;
+	List	   *batches = run_batches;
 
 	AbortCurrentTransaction();
 	MemoryContextSwitchTo(cxt);
 	outbox_kafka_forget_batch();
-	batch_in_progress = NULL;
+	run_batches = NIL;
 	batch_produced = false;
+	stats_writing = false;
+	run_stats = outbox_stats_create(cxt);
 
 	ereport(LOG,
 			(errmsg("publishing batch failed: %s", edata->message),
@@ -593,11 +840,11 @@ recover_from_error(MemoryContext cxt, ErrorData *edata)
 	set_state(OUTBOX_WORKER_BACKING_OFF, edata->message);
 	pgstat_report_activity(STATE_IDLE, NULL);
 
-	if (batch != NULL)
+	if (batches != NIL)
 	{
 		PG_TRY();
 		{
-			record_failed_batch(cxt, batch);
+			record_failed_batches(cxt, batches);
 		}
 		PG_CATCH();
 		{
@@ -606,6 +853,7 @@ recover_from_error(MemoryContext cxt, ErrorData *edata)
 			FlushErrorState();
 			AbortCurrentTransaction();
 			MemoryContextSwitchTo(cxt);
+			stats_writing = false;
 		}
 		PG_END_TRY();
 	}
@@ -615,9 +863,10 @@ recover_from_error(MemoryContext cxt, ErrorData *edata)
 }
 
 /*
- * One turn of the loop: what keeps the worker waiting, else a batch and,
- * when due, the cleanup.  Returns how long to wait before the next turn
- * (negative: not wakeable), and *exit if the worker should stop.
+ * One turn of the loop: what keeps the worker waiting, else batches, a
+ * chunk of a snapshot and, when due, the cleanup.  Returns how long to
+ * wait before the next turn (negative: not wakeable), and *exit if the
+ * worker should stop.
  */
 static long
 run_turn(MemoryContext cxt, bool *exit)
@@ -625,8 +874,11 @@ run_turn(MemoryContext cxt, bool *exit)
 	OutboxExtension ext;
 	NextStep	step;
 	long		delay;
+	bool		undo;
+	ListCell   *lc;
 
 	begin_work("claiming due events", cxt);
+	run_stats = outbox_stats_create(cxt);
 	step = next_step(&ext);
 	if (step != STEP_PUBLISH)
 	{
@@ -634,16 +886,22 @@ run_turn(MemoryContext cxt, bool *exit)
 		*exit = step == STEP_EXIT;
 		return WAITING_MS;
 	}
-	delay = run_batch(cxt, &ext);
-	if (delay < 0)
+	delay = run_batches_of(&ext, &undo);
+	if (undo)
 		undo_work(cxt);
 	else
+	{
+		write_stats(&ext, false);
 		end_work(cxt);
-	if (batch_in_progress != NULL)
-		count_outcomes(batch_in_progress);
-	batch_in_progress = NULL;
+		stats_committed();
+	}
+	foreach(lc, run_batches)
+		count_outcomes(lfirst(lc));
+	run_batches = NIL;
 	batch_produced = false;
 	consecutive_errors = 0;
+	if (run_snapshot(cxt, &ext))
+		delay = 0;
 	if (run_cleanup(cxt, &ext))
 		delay = 0;
 	return delay;
@@ -660,6 +918,10 @@ publish_loop(void)
 	MemoryContext loop_cxt = AllocSetContextCreate(TopMemoryContext,
 												   "outbox worker loop",
 												   ALLOCSET_DEFAULT_SIZES);
+
+	stats_cxt = AllocSetContextCreate(TopMemoryContext, "outbox unwritten statistics",
+									  ALLOCSET_SMALL_SIZES);
+	unwritten_stats = outbox_stats_create(stats_cxt);
 
 	for (;;)
 	{

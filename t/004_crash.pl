@@ -59,7 +59,10 @@ my $recovery = time - $killed_at;
 ok($recovery < 15, sprintf('within seconds of the crash (%.1fs)', $recovery));
 isnt(worker_pid($node), $pid, 'by a new worker');
 my $duplicates = check_arrivals('killed', 'SIGKILL');
-ok($duplicates <= 500, "duplicates bounded by the batch in flight ($duplicates)");
+# what a crash publishes again is what the worker's open transaction
+# delivered: with acks 300 ms away, it claims a second batch while the
+# first is in flight, and no third after 100 ms
+ok($duplicates <= 1000, "duplicates bounded by the transaction in flight, two batches ($duplicates)");
 
 # --- a backlog survives a server restart
 $broker->command('down -1');

@@ -111,6 +111,24 @@ is( $node->safe_psql('postgres',
 	'only the refused request\'s events were charged an attempt');
 reconfigure($node, "RESET outbox.max_message_bytes");
 
+# --- per-key order across the batches of one transaction: with batches of
+# two, the second batch of key K is claimed while the first is in flight;
+# the first is refused, so the second must not be sent, nor the third
+reconfigure($node, "SET outbox.batch_size = 2");
+$broker->command("produce_errors 1 $INVALID_TIMESTAMP");
+$node->safe_psql('postgres',
+	"SELECT outbox_enqueue('batches.t', 'b' || i, key => 'K') FROM generate_series(1, 6) i");
+ok( wait_for_sql($node,
+		"SELECT bool_and(status = 'published') FROM outbox_messages WHERE topic = 'batches.t'"),
+	'every event of the key is published, across batches');
+@order = map { $_->{payload} } @{ kafka_read($broker, 'batches.t') };
+is_deeply(\@order, [qw(b1 b2 b3 b4 b5 b6)], "in their order, once each (Kafka has @order)");
+is( $node->safe_psql('postgres',
+		"SELECT string_agg(attempts::text, ' ' ORDER BY id) FROM outbox_messages WHERE topic = 'batches.t'"),
+	'2 2 1 1 1 1',
+	'only the refused batch was charged an attempt');
+reconfigure($node, "RESET outbox.batch_size");
+
 # --- a session that holds the first event of a key locked holds the key
 # back: event 1 fails once, events 2 and 3 wait behind it; when 1 is due
 # again an operator's session holds it (FOR UPDATE) for 2 s; the claim

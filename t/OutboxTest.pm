@@ -11,13 +11,14 @@ use Exporter 'import';
 use File::Basename qw(dirname);
 use File::Spec;
 use IPC::Run;
+use JSON::PP;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
-our @EXPORT = qw(start_broker outbox_node kafka_read wait_for_records
-  wait_for_sql wait_for_activity worker_pid reconfigure);
+our @EXPORT = qw(start_broker outbox_node kafka_read kafka_read_json
+  wait_for_records wait_for_sql wait_for_activity worker_pid reconfigure);
 
 # the repository: this file is in its t/
 my $root = File::Spec->rel2abs(dirname(__FILE__) . '/..');
@@ -26,6 +27,11 @@ die "$root/test/mock_broker is not built: run make test-programs"
 
 # the brokers started, stopped when the test ends however it ends
 my @brokers;
+
+# An interrupted test ends as one that ends: its END blocks stop its
+# brokers (below) and its servers (PostgreSQL::Test::Cluster's), which
+# would otherwise run on.
+$SIG{$_} = sub { exit 1 } for qw(INT TERM HUP);
 
 END
 {
@@ -100,6 +106,28 @@ sub kafka_read
 			timestamp => $t
 		  };
 	}
+	return [ sort { $a->{partition} <=> $b->{partition}
+			  || $a->{offset} <=> $b->{offset} } @records ];
+}
+
+# Every record of $topic, in (partition, offset) order, as kcat -J gives
+# it: hashes with partition, offset, key and payload (undef when null, as
+# text), headers (a list of name, value, name, value..., in order) and ts
+# (the timestamp, milliseconds since the Unix epoch).  Keys and headers
+# whose values hold commas or equal signs read right this way.
+sub kafka_read_json
+{
+	my ($broker, $topic) = @_;
+	my ($out, $err) = ('', '');
+	IPC::Run::run(
+		[
+			'kcat', '-C', '-q', '-e', '-J',
+			'-b', $broker->{bootstrap},
+			'-t', $topic
+		],
+		'>', \$out, '2>', \$err);
+	my $json = JSON::PP->new->utf8;
+	my @records = map { $json->decode($_) } grep { /\S/ } split /\n/, $out;
 	return [ sort { $a->{partition} <=> $b->{partition}
 			  || $a->{offset} <=> $b->{offset} } @records ];
 }

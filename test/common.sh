@@ -7,7 +7,8 @@
 #	with OUTBOX_WORK set to the scratch directory; does not return.
 #	Otherwise: make sure OUTBOX_WORK names a scratch directory, put
 #	PostgreSQL's programs (PG_BINDIR, by default Debian's) first in PATH,
-#	and return.
+#	and return.  OUTBOX_WORK_MADE is 1 if the scratch directory was made
+#	here (the script may remove it), empty if the caller named it.
 #
 # start_mock_broker ROOT DIR
 #	Start a one-broker Kafka-protocol cluster (ROOT/test/mock_broker) with
@@ -27,11 +28,15 @@ become_postgres() {
 		OUTBOX_WORK=$(mktemp -d /tmp/outbox.XXXXXX)
 		cp -a "$root" "$OUTBOX_WORK/repo"
 		chown -R postgres "$OUTBOX_WORK"
-		exec runuser -u postgres -- env OUTBOX_WORK="$OUTBOX_WORK" \
+		exec runuser -u postgres -- env OUTBOX_WORK="$OUTBOX_WORK" OUTBOX_WORK_MADE=1 \
 			"$OUTBOX_WORK/repo/$script" "$@"
 	fi
-	OUTBOX_WORK=${OUTBOX_WORK:-$(mktemp -d /tmp/outbox.XXXXXX)}
-	export OUTBOX_WORK
+	if [ -z "${OUTBOX_WORK:-}" ]; then
+		OUTBOX_WORK=$(mktemp -d /tmp/outbox.XXXXXX)
+		OUTBOX_WORK_MADE=1
+	fi
+	OUTBOX_WORK_MADE=${OUTBOX_WORK_MADE:-}
+	export OUTBOX_WORK OUTBOX_WORK_MADE
 	export PATH="${PG_BINDIR:-/usr/lib/postgresql/15/bin}:$PATH"
 }
 

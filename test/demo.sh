@@ -3,7 +3,9 @@
 # A local demo: a PostgreSQL server with the outbox worker, a local
 # Kafka-protocol broker (test/mock_broker), events enqueued in transactions,
 # and what arrived in Kafka printed with kcat.  Everything is torn down at
-# the end; pass --keep to leave the server and the broker running.
+# the end, however the demo ends: the server, the broker and the scratch
+# directory (unless OUTBOX_WORK named it).  Pass --keep to leave the server
+# and the broker running; the demo then says where they and their files are.
 #
 # As root it first runs test/setup.sh (packages, build, install), then runs
 # itself again as the postgres user.
@@ -24,6 +26,34 @@ psql_demo() {
 	psql -X -q -v ON_ERROR_STOP=1 -c "$1"
 }
 
+BROKER_PID=
+cleanup() {
+	local status=$?
+	trap - EXIT INT TERM HUP
+	if [ "$KEEP" = "--keep" ]; then
+		echo "--- left running: psql -h $WORK -p $PORT; broker $BROKERS (pid $BROKER_PID)"
+		echo "--- files in $WORK; to end: pg_ctl -D $WORK/data stop; kill $BROKER_PID; rm -rf $WORK"
+		return
+	fi
+	if [ -f "$WORK/data/postmaster.pid" ]; then
+		pg_ctl -D "$WORK/data" -m fast -w stop >/dev/null 2>&1 || true
+	fi
+	if [ -n "$BROKER_PID" ]; then
+		kill "$BROKER_PID" 2>/dev/null || true
+		wait "$BROKER_PID" 2>/dev/null || true
+	fi
+	if [ "$OUTBOX_WORK_MADE" = 1 ]; then
+		rm -rf "$WORK"
+	else
+		echo "--- files in $WORK"
+	fi
+	exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
 echo "--- starting a local Kafka-protocol broker"
 start_mock_broker "$ROOT" "$WORK"
 echo "brokers: $BROKERS"
@@ -31,16 +61,6 @@ echo "brokers: $BROKERS"
 echo "--- starting PostgreSQL with shared_preload_libraries = 'outbox'"
 init_outbox_server "$WORK/data" $PORT postgres
 pg_ctl -D "$WORK/data" -l "$WORK/server.log" -w start >/dev/null
-
-cleanup() {
-	if [ "$KEEP" != "--keep" ]; then
-		pg_ctl -D "$WORK/data" -m fast -w stop >/dev/null || true
-		kill "$BROKER_PID" 2>/dev/null || true
-	else
-		echo "--- left running: psql -h $WORK -p $PORT; broker $BROKERS (pid $BROKER_PID)"
-	fi
-}
-trap cleanup EXIT
 
 psql_demo "CREATE EXTENSION outbox"
 psql_demo "CREATE TABLE orders (id int PRIMARY KEY, total numeric)"

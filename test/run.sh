@@ -8,7 +8,9 @@
 # 2. the TAP tests (t/), each with servers and brokers of its own.
 #
 # The last line printed is "N passed, N failed"; the exit status is 0 only
-# if none failed.  Nothing is left running: servers stopped, brokers ended.
+# if none failed.  Nothing is left running, however the run ends (an
+# interrupt, a signal): servers stopped, brokers ended.  The logs stay in
+# the scratch directory, which the last lines name.
 #
 # Usage: test/run.sh [TAP test files...]	(with files: those tests only)
 #
@@ -36,11 +38,33 @@ PORT=54331
 passed=0
 failed=0
 
-# nothing left behind: the server of the installcheck, and any broker
+# Nothing left behind, however the run ends: the TAP tests, told to stop,
+# stop their servers and brokers (t/OutboxTest.pm); then any server of
+# this run still up, and the installcheck's broker.
+BROKER_PID=
 cleanup() {
-	[ -f "$WORK/installcheck/data/postmaster.pid" ] &&
-		pg_ctl -D "$WORK/installcheck/data" -m immediate -w stop >/dev/null 2>&1
-	pkill -f "^$ROOT/test/mock_broker" 2>/dev/null
+	local prove tests test running data
+	trap - EXIT
+	for prove in $(pgrep -P $$ -x prove); do
+		tests=$(pgrep -P "$prove")
+		kill -TERM $tests "$prove" 2>/dev/null
+		for _ in $(seq 1 100); do
+			running=0
+			for test in $tests; do
+				kill -0 "$test" 2>/dev/null && running=1
+			done
+			[ "$running" = 0 ] && break
+			sleep 0.1
+		done
+	done
+	for data in "$WORK"/installcheck/data "$WORK"/tap/tmp_check/*_data/pgdata; do
+		[ -f "$data/postmaster.pid" ] &&
+			pg_ctl -D "$data" -m immediate -w stop >/dev/null 2>&1
+	done
+	if [ -n "$BROKER_PID" ]; then
+		kill "$BROKER_PID" 2>/dev/null
+		wait "$BROKER_PID" 2>/dev/null
+	fi
 }
 trap cleanup EXIT
 
@@ -85,6 +109,8 @@ if [ $# -eq 0 ]; then
 	fi
 	pg_ctl -D "$WORK/installcheck/data" -m fast -w stop >/dev/null
 	kill "$BROKER_PID" 2>/dev/null
+	wait "$BROKER_PID" 2>/dev/null
+	BROKER_PID=
 fi
 
 echo "=== TAP: t"

@@ -8,7 +8,8 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PACKAGES="postgresql-15 postgresql-server-dev-15 librdkafka-dev kcat pkg-config
-	make gcc libipc-run-perl python3-confluent-kafka python3-psycopg2"
+	make gcc libipc-run-perl python3-confluent-kafka python3-psycopg2
+	postgresql-15-pgq3 prometheus-postgres-exporter nodejs curl"
 
 if [ "$(id -u)" != 0 ]; then
 	echo "test/setup.sh: run as root (it installs packages)" >&2
@@ -20,6 +21,13 @@ if ! dpkg -s $PACKAGES >/dev/null 2>&1; then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -q
 	apt-get install -y -q $PACKAGES
+fi
+# npm, which t/020_drivers.pl installs node's pg with: Debian's package,
+# unless the nodejs installed brings its own; without it that test skips
+# node's pg and says why
+if ! command -v npm >/dev/null; then
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q npm ||
+		echo "test/setup.sh: npm could not be installed" >&2
 fi
 
 export PATH="/usr/lib/postgresql/15/bin:$PATH"

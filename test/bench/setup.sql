@@ -14,14 +14,23 @@ $$;
 CREATE TABLE orders (id bigint PRIMARY KEY, customer text, total numeric,
 					 created_at timestamptz DEFAULT now());
 
--- a plain copy of a log table, for the plain INSERT baseline: same
--- columns, same indexes, ids and event ids from the same generators
-CREATE TABLE outbox_copy (LIKE outbox_log_0 INCLUDING ALL);
-ALTER TABLE outbox_copy
-	ALTER COLUMN id SET DEFAULT nextval('outbox_event_id_seq'),
-	ALTER COLUMN txid SET DEFAULT pg_current_xact_id(),
-	ALTER COLUMN event_id SET DEFAULT gen_random_uuid(),
-	ALTER COLUMN created_at SET DEFAULT now();
+-- the outbox table users write by hand, the baseline of the enqueue's
+-- cost: a bigserial id, a uuid default, a jsonb payload, a partial index on
+-- the unpublished rows
+CREATE TABLE app_outbox (
+	id bigserial PRIMARY KEY,
+	event_id uuid NOT NULL DEFAULT gen_random_uuid(),
+	topic text NOT NULL,
+	key text,
+	payload jsonb NOT NULL,
+	created_at timestamptz NOT NULL DEFAULT now(),
+	published_at timestamptz
+);
+CREATE INDEX app_outbox_unpublished ON app_outbox (id) WHERE published_at IS NULL;
+
+-- the latencies of a run, copied from outbox_messages before retention
+-- takes them
+CREATE TABLE bench_latency (id bigint PRIMARY KEY, ms double precision NOT NULL);
 
 -- the table of the baseline relay, as users write it
 CREATE TABLE relay_outbox (

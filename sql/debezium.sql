@@ -1,0 +1,348 @@
+--
+-- Debezium's shapes: change events (outbox_attach(..., format => 'debezium')),
+-- the outbox event router (outbox_attach_router), snapshot requests, bad
+-- input, and outbox_attach as 1.1 declares it.  The worker is off: the
+-- events are read from outbox_messages.
+--
+CREATE EXTENSION IF NOT EXISTS outbox;
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+
+-- an event as published, but for what changes from run to run (the times,
+-- the transaction id and the WAL position, which are checked apart, and
+-- the database); and
+-- as jsonb
+CREATE FUNCTION ev(payload bytea) RETURNS text LANGUAGE sql AS $$
+	SELECT replace(regexp_replace(convert_from(payload, 'UTF8'),
+								  '"(ts_ms|ts_us|ts_ns|txId|txid|lsn)": ?[0-9]+', '"\1":_', 'g'),
+				   '"db":"' || current_database() || '"', '"db":"(this database)"')
+$$;
+CREATE FUNCTION evj(payload bytea) RETURNS jsonb LANGUAGE sql AS $$
+	SELECT convert_from(payload, 'UTF8')::jsonb
+$$;
+
+--
+-- Change events: a composite primary key and the common types
+--
+CREATE TABLE items (
+	shop	text,
+	id		int,
+	qty		smallint,
+	big		bigint,
+	price	numeric(10,2),
+	ratio	double precision,
+	small	real,
+	ok		boolean,
+	label	varchar(20),
+	code	char(3),
+	born	date,
+	at		timestamp,
+	at_ms	timestamp(3),
+	at_tz	timestamptz,
+	t		time,
+	t_ms	time(3),
+	t_tz	timetz,
+	span	interval,
+	doc		jsonb,
+	raw		json,
+	bytes	bytea,
+	uid		uuid,
+	tags	text[],
+	nums	int[],
+	cash	money,
+	flag	bit(1),
+	bits	varbit,
+	addr	inet,
+	pt		point,
+	r		int4range,
+	PRIMARY KEY (shop, id)
+);
+SELECT outbox_attach('items', 'shop1', format => 'debezium');
+SELECT tgname, pg_get_triggerdef(oid) FROM pg_trigger
+ WHERE tgrelid = 'items'::regclass ORDER BY tgname;
+
+-- the session's settings do not change what is written
+SET TimeZone = 'Asia/Kolkata';
+SET DateStyle = 'SQL, DMY';
+SET IntervalStyle = 'iso_8601';
+SET extra_float_digits = 0;
+SET bytea_output = 'escape';
+INSERT INTO items VALUES ('north', 1, 7, 9007199254740993, 12.30, 0.1, 1.5, true,
+	'caf\u00e9 "quoted"', 'ab', '2024-02-29', '2024-02-29 13:14:15.123456',
+	'2024-02-29 13:14:15.123', '2024-02-29 13:14:15.5+05:30', '13:14:15.123456',
+	'13:14:15.123', '13:14:15+02', '1 year 2 mons 3 days 04:05:06.78',
+	'{"b": [1, 2.50, null], "a": "x"}', '{"z": 1,  "a": [ ] }', '\x00ff10',
+	'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '{x,"y z",NULL}', '{{1,2},{3,4}}',
+	1234567.5, B'1', B'101', '10.0.0.1/8', '(1.5,-2)', '[1,5)');
+INSERT INTO items (shop, id, ratio, small, at, born, span) VALUES
+	('north', 2, 'NaN', '-Infinity', 'infinity', '1999-12-31', '-1 day -00:00:01.5'),
+	('south', 1, 1e21, 1e-5, '-infinity', '0044-03-15 BC', '1 mon');
+RESET TimeZone;
+RESET DateStyle;
+RESET IntervalStyle;
+RESET extra_float_digits;
+RESET bytea_output;
+\pset format unaligned
+SELECT topic, key, ev(payload) AS value FROM outbox_messages ORDER BY id;
+\pset format aligned
+
+-- update, delete, an update of the key, truncate
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+UPDATE items SET qty = 8 WHERE shop = 'north' AND id = 1;
+DELETE FROM items WHERE shop = 'north' AND id = 2;
+UPDATE items SET id = 3 WHERE shop = 'south' AND id = 1;
+TRUNCATE items;
+SELECT topic, key, headers, evj(payload) ->> 'op' AS op,
+	   evj(payload) -> 'before' ->> 'qty' AS qty_before,
+	   evj(payload) -> 'after' ->> 'qty' AS qty_after
+  FROM outbox_messages ORDER BY id;
+\pset format unaligned
+SELECT ev(payload) AS truncate FROM outbox_messages WHERE key IS NULL;
+\pset format aligned
+
+-- tombstones when asked: after each delete, and after the delete of an
+-- update of the key
+SELECT outbox_attach('items', 'shop1', format => 'debezium', tombstones => true);
+INSERT INTO items (shop, id) VALUES ('east', 1), ('east', 2);
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+DELETE FROM items WHERE id = 1;
+UPDATE items SET id = 5;
+SELECT key, headers, payload IS NULL AS tombstone, evj(payload) ->> 'op' AS op
+  FROM outbox_messages ORDER BY id;
+
+-- source: the changing transaction's id (32 bits, as the connector says
+-- it), the time it started; the WAL position grows; ts_us and ts_ns agree
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+BEGIN;
+INSERT INTO items (shop, id) VALUES ('west', 1);
+UPDATE items SET qty = 1 WHERE shop = 'west';
+SELECT txid_current() % 4294967296 AS xid,
+	   floor(extract(epoch FROM now()) * 1000)::bigint AS started_ms \gset
+COMMIT;
+SELECT count(*) AS events,
+	   bool_and((v #>> '{source,txId}')::bigint = :xid) AS same_txid,
+	   bool_and((v #>> '{source,ts_ms}')::bigint = :started_ms) AS ts_ms_is_start,
+	   bool_and((v #>> '{source,ts_us}')::bigint / 1000 = :started_ms) AS ts_us,
+	   bool_and((v #>> '{source,ts_ns}')::numeric = (v #>> '{source,ts_us}')::numeric * 1000) AS ts_ns,
+	   bool_and((v ->> 'ts_ms')::bigint BETWEEN :started_ms
+				AND ceil(extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS ts_ms_now,
+	   bool_and((v #>> '{source,lsn}')::numeric > 0) AS has_lsn,
+	   (array_agg((v #>> '{source,lsn}')::numeric ORDER BY id))[1]
+		 < (array_agg((v #>> '{source,lsn}')::numeric ORDER BY id))[2] AS lsn_grows
+  FROM (SELECT id, convert_from(payload, 'UTF8')::jsonb AS v FROM outbox_messages) m;
+
+-- key columns named, no primary key: the key is theirs; none: no key
+CREATE TABLE notes (author text NOT NULL, body text);
+SELECT outbox_attach('notes', 'n', ARRAY['author'], 'debezium');
+INSERT INTO notes VALUES ('ann', 'hi');
+CREATE TABLE loose (body text);
+SELECT outbox_attach('loose', 'n', format => 'debezium', tombstones => true);
+INSERT INTO loose VALUES ('x');
+DELETE FROM loose;
+SELECT topic, key, payload IS NULL AS tombstone, evj(payload) ->> 'op' AS op
+  FROM outbox_messages WHERE topic LIKE 'n.%' ORDER BY id;
+
+-- a name that Kafka refuses in a topic is written with "_" instead
+CREATE TABLE "order lines" (id int PRIMARY KEY);
+SELECT outbox_attach('"order lines"', 'shop1', format => 'debezium');
+INSERT INTO "order lines" VALUES (1);
+SELECT topic, evj(payload) -> 'source' ->> 'table' AS source_table
+  FROM outbox_messages WHERE key = '{"id":1}' AND topic LIKE '%lines';
+
+--
+-- The outbox event router
+--
+CREATE TABLE outboxevent (
+	id				uuid PRIMARY KEY,
+	aggregatetype	varchar(255) NOT NULL,
+	aggregateid		varchar(255) NOT NULL,
+	type			varchar(255) NOT NULL,
+	payload			jsonb,
+	created			timestamp
+);
+SELECT outbox_attach_router('outboxevent', header_columns => '{type:eventType}',
+							timestamp_column => 'created');
+SELECT tgname, pg_get_triggerdef(oid) FROM pg_trigger
+ WHERE tgrelid = 'outboxevent'::regclass ORDER BY tgname;
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+BEGIN;
+INSERT INTO outboxevent VALUES
+	('4d47e190-0402-4048-bc2c-89dd54343cdc', 'order', '1', 'OrderCreated',
+	 '{"id": 1, "lineItems": [{"id": 1, "item": "Debezium in Action", "quantity": 2, "totalPrice": 39.98}], "note": null, "tags": [], "customerId": 123}',
+	 '2019-05-03 13:31:34.484'),
+	('5e58f2a1-0402-4048-bc2c-89dd54343cdc', 'customer', 'c7', 'CustomerCreated', '"just a string"', NULL),
+	('6f69a3b2-0402-4048-bc2c-89dd54343cdc', 'customer', 'c7', 'CustomerDeleted', NULL, NULL);
+DELETE FROM outboxevent;
+COMMIT;
+-- update and delete emit nothing
+INSERT INTO outboxevent VALUES ('7a7ab4c3-0402-4048-bc2c-89dd54343cdc', 'order', '2', 'OrderPaid', '[1, 2]', NULL);
+UPDATE outboxevent SET type = 'changed';
+DELETE FROM outboxevent;
+SELECT topic, key, headers, convert_from(payload, 'UTF8') AS value,
+	   event_id::text = headers ->> 'id' AS event_id_is_id,
+	   created_at = '2019-05-03 13:31:34.484+00' AS timestamp_of_column
+  FROM outbox_messages ORDER BY id;
+SELECT count(*) AS rows_left FROM outboxevent;
+
+-- without expansion: the payload's text as a JSON string; other columns
+SELECT outbox_attach_router('outboxevent', expand_payload => false);
+INSERT INTO outboxevent VALUES ('8b8bc5d4-0402-4048-bc2c-89dd54343cdc', 'order', '3', 'OrderShipped', '{"id": 3, "n": null}', NULL);
+CREATE TABLE events (event_id text, kind text, ref int, body text, at timestamptz, v int);
+SELECT outbox_attach_router('events', 'app-events', NULL, 'ref', 'event_id', 'body', 'at',
+							'{kind:type,v:version}', true);
+INSERT INTO events VALUES ('9C9CD6E5-0402-4048-BC2C-89DD54343CDC', 'k', 42, '{ "keep": "order",  "a": [1, {"b": null}], "z": "say \"hi\"" }', '2024-01-01 00:00:00+00', NULL),
+						  ('ad0de7f6-0402-4048-bc2c-89dd54343cdc', 'k', NULL, '{"not": json}', NULL, 2),
+						  ('be0ef807-0402-4048-bc2c-89dd54343cdc', 'k', 7, ' {"leading": "space"}', NULL, 3);
+SELECT topic, key, headers, convert_from(payload, 'UTF8') AS value, event_id,
+	   created_at = '2024-01-01 00:00:00+00' AS timestamp_given
+  FROM outbox_messages WHERE id > (SELECT max(id) - 4 FROM outbox_messages) ORDER BY id;
+
+-- a text id that is no UUID, a null routing value: the insert fails
+INSERT INTO events VALUES ('nope', 'k', 1, '{}', NULL, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach_router('events', 'app.${routedByValue}', 'kind', 'ref', 'event_id', 'body');
+INSERT INTO events VALUES ('be1ef807-0402-4048-bc2c-89dd54343cdc', NULL, 1, '{}', NULL, NULL);
+\echo :LAST_ERROR_SQLSTATE
+
+--
+-- Snapshot requests (the worker, which takes them, is off here)
+--
+CREATE TABLE stock (sku int PRIMARY KEY, n int);
+INSERT INTO stock SELECT i, i FROM generate_series(1, 50) i;
+ANALYZE stock;
+SELECT outbox_attach('stock', 'inv', format => 'debezium', snapshot => true);
+SELECT "table", rows_done, rows_estimated, started IS NOT NULL AS started, finished, format, topic, last_error
+  FROM outbox_snapshots;
+-- attached again the same way without snapshot: it goes on
+SELECT outbox_attach('stock', 'inv', format => 'debezium');
+SELECT count(*) AS snapshots FROM outbox_snapshots;
+-- attached another way: cancelled
+SELECT outbox_attach('stock', 'inv2', format => 'debezium');
+SELECT count(*) AS snapshots FROM outbox_snapshots;
+-- the outbox format too; detach cancels
+SELECT outbox_attach('stock', 'inv', snapshot => true);
+SELECT "table", format, topic FROM outbox_snapshots;
+SELECT outbox_detach('stock');
+SELECT count(*) AS snapshots FROM outbox_snapshots;
+SELECT count(*) AS triggers FROM pg_trigger WHERE tgrelid = 'stock'::regclass;
+-- detach drops the router's trigger too
+SELECT outbox_detach('outboxevent');
+SELECT count(*) AS triggers FROM pg_trigger WHERE tgrelid = 'outboxevent'::regclass;
+
+--
+-- Bad input
+--
+SELECT outbox_attach('stock', 'inv', format => 'avro');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach('stock', 'inv', format => NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach('stock', 'inv', tombstones => true);
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach('stock', 'inv', ARRAY['nope'], 'debezium');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach('stock', 'in/v', format => 'debezium');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach('loose', 'n', format => 'debezium', snapshot => true);
+\echo :LAST_ERROR_SQLSTATE
+CREATE TABLE nullable_key (k int, v text);
+SELECT outbox_attach('nullable_key', 'n', ARRAY['k'], 'debezium', true);
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach_router('outboxevent');
+SELECT outbox_attach('outboxevent', 'x', snapshot => true);
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach('outboxevent', 'x', format => 'debezium');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach('stock', 'inv');
+SELECT outbox_attach_router('stock');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach_router('outboxevent', 'events');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach_router('outboxevent', 'events.${routedByValue}', route_by => NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach_router('outboxevent', 'bad topic.${routedByValue}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach_router('outboxevent', route_by => 'nope');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach_router('outboxevent', key_column => 'nope');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach_router('outboxevent', id_column => 'nope');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach_router('outboxevent', payload_column => 'nope');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach_router('outboxevent', timestamp_column => 'nope');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach_router('outboxevent', header_columns => '{nope:x}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach_router('outboxevent', id_column => 'created');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach_router('outboxevent', payload_column => 'created');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach_router('outboxevent', timestamp_column => 'type');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach_router('outboxevent', header_columns => '{type}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach_router('outboxevent', header_columns => '{type:id}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach_router('outboxevent', header_columns => '{type:t,aggregateid:t}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach_router('outboxevent', id_column => NULL);
+\echo :LAST_ERROR_SQLSTATE
+CREATE VIEW outbox_view AS SELECT * FROM outboxevent;
+SELECT outbox_attach_router('outbox_view');
+\echo :LAST_ERROR_SQLSTATE
+-- a snapshot publishes what the table holds: it needs the right to read it
+CREATE ROLE outbox_trigger_only;
+GRANT TRIGGER ON stock TO outbox_trigger_only;
+GRANT EXECUTE ON FUNCTION outbox_attach(regclass, text, text[], text, boolean, boolean),
+	outbox_capture() TO outbox_trigger_only;
+SET ROLE outbox_trigger_only;
+SELECT outbox_attach('stock', 'inv', format => 'debezium', snapshot => true);
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+DROP OWNED BY outbox_trigger_only;
+DROP ROLE outbox_trigger_only;
+-- hand-made triggers: what firing them says
+CREATE TABLE wrong (id int PRIMARY KEY);
+CREATE FUNCTION fire(definition text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+	EXECUTE 'CREATE TRIGGER hand_made ' || definition;
+	BEGIN
+		INSERT INTO wrong VALUES (1);
+	EXCEPTION WHEN OTHERS THEN
+		DROP TRIGGER hand_made ON wrong;
+		RETURN SQLSTATE || ': ' || SQLERRM;
+	END;
+	RAISE EXCEPTION 'the trigger fired without error';
+END
+$$;
+SELECT fire('BEFORE INSERT ON wrong FOR EACH ROW EXECUTE FUNCTION outbox_router(''topic=t'', ''id=id'', ''payload=id'')') AS before_row;
+SELECT fire('AFTER INSERT ON wrong FOR EACH ROW EXECUTE FUNCTION outbox_router(''topic=t'')') AS no_id;
+SELECT fire('AFTER INSERT ON wrong FOR EACH ROW EXECUTE FUNCTION outbox_router(''nonsense'')') AS bad_argument;
+SELECT fire('AFTER INSERT ON wrong FOR EACH ROW EXECUTE FUNCTION outbox_capture(''format=debezium'')') AS no_topic;
+SELECT fire('AFTER INSERT ON wrong FOR EACH ROW EXECUTE FUNCTION outbox_capture(''format=csv'', ''topic=t'')') AS bad_format;
+SELECT outbox_router();
+\echo :LAST_ERROR_SQLSTATE
+
+DROP TABLE items, notes, loose, "order lines", outboxevent, events, stock, nullable_key, wrong CASCADE;
+DROP FUNCTION fire(text);
+
+--
+-- outbox_attach as 1.1 declares it (three arguments), served by this
+-- library, and its triggers after the update to 1.2
+--
+SELECT outbox_discard() >= 0 AS discarded;
+DROP EXTENSION outbox;
+CREATE EXTENSION outbox VERSION '1.1';
+SELECT pg_get_function_arguments('outbox_attach'::regproc) AS arguments_at_1_1;
+CREATE TABLE kept (id int PRIMARY KEY, v text);
+SELECT outbox_attach('kept', 'kept.changes', ARRAY['v']);
+SELECT outbox_attach('kept', 'kept.changes');
+INSERT INTO kept VALUES (1, 'a');
+SELECT topic, key, ev(payload) AS payload FROM outbox_messages;
+ALTER EXTENSION outbox UPDATE;
+SELECT pg_get_function_arguments('outbox_attach'::regproc) AS arguments_at_1_2;
+UPDATE kept SET v = 'b';
+SELECT topic, key, evj(payload) ->> 'op' AS op FROM outbox_messages ORDER BY id;
+SELECT outbox_detach('kept');
+SELECT count(*) AS triggers FROM pg_trigger WHERE tgrelid = 'kept'::regclass;
+DROP TABLE kept;
+DROP FUNCTION ev(bytea), evj(bytea);

@@ -1,0 +1,66 @@
+/*-------------------------------------------------------------------------
+ *
+ * capture.h
+ *		Row changes as events: the configuration of a captured table (the
+ *		capture trigger's arguments) and the events of one row, which the
+ *		capture trigger and the snapshot both build.
+ *
+ * src/capture.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef OUTBOX_CAPTURE_H
+#define OUTBOX_CAPTURE_H
+
+#include "access/htup.h"
+#include "access/tupdesc.h"
+#include "utils/relcache.h"
+
+#include "catalog.h"
+
+/* the names of the triggers that outbox_attach and outbox_attach_router create */
+#define CAPTURE_TRIGGER "outbox_capture"
+#define CAPTURE_TRUNCATE_TRIGGER "outbox_capture_truncate"
+#define ROUTER_TRIGGER "outbox_router"
+
+typedef enum CaptureFormat
+{
+	CAPTURE_FORMAT_OUTBOX,		/* the extension's own envelope */
+	CAPTURE_FORMAT_DEBEZIUM		/* the Debezium connector's change events */
+} CaptureFormat;
+
+/* what the capture trigger's arguments say */
+typedef struct CaptureConfig
+{
+	CaptureFormat format;
+	char	   *topic;			/* the topic; debezium: the prefix of one per table */
+	bool		tombstones;		/* debezium: a tombstone after each delete */
+	int			nkeys;			/* key columns named; 0: the primary key */
+	char	  **keys;
+} CaptureConfig;
+
+/* a table as its events name it, and where its key columns are */
+typedef struct CaptureTable
+{
+	char	   *schema;
+	char	   *table;
+	TupleDesc	tupdesc;		/* of the rows given to outbox_capture_event */
+	int			nkeys;			/* 0: no key */
+	AttrNumber *key_attnums;	/* in tupdesc */
+} CaptureTable;
+
+extern void outbox_capture_config(int nargs, char **args, CaptureConfig *config);
+extern char **outbox_capture_args(const CaptureConfig *config, int *nargs);
+extern void outbox_capture_table(const CaptureConfig *config, Relation rel,
+								 TupleDesc tupdesc, CaptureTable *table);
+extern void outbox_capture_event(const OutboxExtension *ext, const CaptureConfig *config,
+								 const CaptureTable *table, char op,
+								 HeapTuple before, HeapTuple after,
+								 const char *snapshot);
+extern char **outbox_trigger_args(const OutboxExtension *ext, Relation rel,
+								  const char *name, int *nargs);
+extern bool outbox_has_trigger(const OutboxExtension *ext, Relation rel,
+							   const char *name);
+extern char **outbox_primary_key(Relation rel, int *nkeys);
+
+#endif							/* OUTBOX_CAPTURE_H */

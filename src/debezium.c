@@ -1,0 +1,890 @@
+/*-------------------------------------------------------------------------
+ *
+ * debezium.c
+ *		Change events as Debezium's PostgreSQL connector writes them with
+ *		the JSON converter and schemas.enable=false.
+ *
+ * A change event is a key, a JSON object of the key columns, and a value:
+ *
+ *		{"before":null,"after":{...},
+ *		 "source":{"version":"outbox-1.2","connector":"postgresql",
+ *				   "name":"<prefix>","ts_ms":...,"snapshot":"false","db":"...",
+ *				   "sequence":null,"ts_us":...,"ts_ns":...,"schema":"public",
+ *				   "table":"orders","txId":...,"lsn":...,"xmin":null},
+ *		 "transaction":null,"op":"c","ts_ms":...,"ts_us":...,"ts_ns":...}
+ *
+ * in the connector's field order, without white space, on the topic
+ * <prefix>.<schema>.<table>.  Column values are encoded as the connector
+ * encodes them by default where that is plain JSON, and as its string modes
+ * do where the default is not (numeric and money as strings, not base64
+ * bytes); docs/debezium.md has the table, type by type, and this file
+ * follows it.  Numbers are written as Java writes them (1.0, 1.0E10), so
+ * that a value reads the same whichever of the two wrote it.
+ *
+ * Values are computed from the datums (timestamps as epoch numbers, bytes
+ * as base64, the rest as their type's text), never from settings, so that
+ * the same row gives the same bytes in any session: a key must, or a
+ * snapshot's record and a trigger's record of one row would go to
+ * different partitions.  Types written as their own text (ranges,
+ * composites, types of extensions) may depend on DateStyle, TimeZone and
+ * the like: events of tables with such columns are built with those
+ * settings pinned (outbox_debezium_pin_settings).
+ *
+ * Nothing here checks permissions or runs anything but the output
+ * functions of the columns' types, with the rights of the caller: the
+ * capture trigger's (the role that changed the row) or the snapshot's (the
+ * table's owner, in a restricted context).
+ *
+ * src/debezium.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
+#include "common/base64.h"
+#include "common/shortest_dec.h"
+#include "datatype/timestamp.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/cash.h"
+#include "utils/date.h"
+#include "utils/geo_decls.h"
+#include "utils/guc.h"
+#include "utils/json.h"
+#include "utils/lsyscache.h"
+#include "utils/pg_locale.h"
+#include "utils/varbit.h"
+
+#include "debezium.h"
+
+/* microseconds between the Unix epoch and PostgreSQL's */
+#define UNIX_EPOCH_OFFSET_US \
+	((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY)
+
+/*
+ * What the connector writes for timestamp 'infinity' and '-infinity': the
+ * JDBC driver's stand-ins, in microseconds since 1970.
+ */
+#define INFINITY_TIMESTAMP_US INT64CONST(9223372036825200000)
+#define MINUS_INFINITY_TIMESTAMP_US INT64CONST(-9223372036832400000)
+
+/* how a value is written */
+typedef enum Encoding
+{
+	ENC_BOOL,
+	ENC_INTEGER,
+	ENC_FLOAT4,
+	ENC_FLOAT8,
+	ENC_NUMERIC,				/* a string: decimal.handling.mode=string */
+	ENC_MONEY,					/* a string: decimal.handling.mode=string */
+	ENC_STRING,					/* the type's text, which no setting changes */
+	ENC_BYTES,					/* base64 */
+	ENC_DATE,					/* days since 1970 */
+	ENC_TIME,					/* since midnight: ms up to time(3), else us */
+	ENC_TIMETZ,					/* ISO 8601 in UTC */
+	ENC_TIMESTAMP,				/* since 1970: ms up to timestamp(3), else us */
+	ENC_TIMESTAMPTZ,			/* ISO 8601 in UTC */
+	ENC_INTERVAL,				/* microseconds, a month 30.4375 days */
+	ENC_BIT,					/* bit(1): boolean; else little-endian bytes */
+	ENC_POINT,					/* {"x","y","wkb","srid"} */
+	ENC_ARRAY,					/* a JSON array of the elements */
+	ENC_TEXT					/* the type's text, settings pinned */
+} Encoding;
+
+/*
+ * How a value of type typid (a domain: its base type, into *typid and
+ * *typmod) is written.
+ */
+static Encoding
+encoding_of(Oid *typid, int32 *typmod)
+{
+	*typid = getBaseTypeAndTypmod(*typid, typmod);
+	switch (*typid)
+	{
+		case BOOLOID:
+			return ENC_BOOL;
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case OIDOID:
+			return ENC_INTEGER;
+		case FLOAT4OID:
+			return ENC_FLOAT4;
+		case FLOAT8OID:
+			return ENC_FLOAT8;
+		case NUMERICOID:
+			return ENC_NUMERIC;
+		case CASHOID:
+			return ENC_MONEY;
+		case CHAROID:
+		case NAMEOID:
+		case TEXTOID:
+		case VARCHAROID:
+		case BPCHAROID:
+		case UUIDOID:
+		case JSONOID:
+		case JSONBOID:
+		case INETOID:
+		case CIDROID:
+		case MACADDROID:
+		case MACADDR8OID:
+		case XMLOID:
+		case TSVECTOROID:
+			return ENC_STRING;
+		case BYTEAOID:
+			return ENC_BYTES;
+		case DATEOID:
+			return ENC_DATE;
+		case TIMEOID:
+			return ENC_TIME;
+		case TIMETZOID:
+			return ENC_TIMETZ;
+		case TIMESTAMPOID:
+			return ENC_TIMESTAMP;
+		case TIMESTAMPTZOID:
+			return ENC_TIMESTAMPTZ;
+		case INTERVALOID:
+			return ENC_INTERVAL;
+		case BITOID:
+		case VARBITOID:
+			return ENC_BIT;
+		case POINTOID:
+			return ENC_POINT;
+	}
+	if (OidIsValid(get_element_type(*typid)))
+		return ENC_ARRAY;
+	if (type_is_enum(*typid))
+		return ENC_STRING;
+	return ENC_TEXT;
+}
+
+/*
+ * A string, as a JSON string, or bare.
+ */
+static void
+append_string(StringInfo buf, const char *str, bool quote)
+{
+	if (quote)
+		escape_json(buf, str);
+	else
+		appendStringInfoString(buf, str);
+}
+
+/*
+ * A double (or a float, widened) as Java's Double.toString (Float.toString)
+ * writes it, which is what the JSON converter writes: the shortest decimal
+ * that reads back as the same number, in plain notation from 0.001 up to
+ * 10^7 ("12.5", "100.0"), in computerized scientific notation otherwise
+ * ("1.0E10", "1.5E-4").  NaN and the infinities are strings, as Jackson
+ * writes them.
+ */
+static void
+append_java_number(StringInfo buf, double d, bool is_float, bool quote)
+{
+	char		shortest[DOUBLE_SHORTEST_DECIMAL_LEN + FLOAT_SHORTEST_DECIMAL_LEN];
+	char		digits[DOUBLE_SHORTEST_DECIMAL_LEN];
+	int			ndigits = 0;
+	int			point = -1;		/* digits before the decimal point */
+	int			exponent = 0;
+	const char *p;
+	int			e;				/* the value is d.ddd x 10^e */
+	int			first;
+
+	if (isnan(d))
+	{
+		append_string(buf, "NaN", quote);
+		return;
+	}
+	if (isinf(d))
+	{
+		append_string(buf, d > 0 ? "Infinity" : "-Infinity", quote);
+		return;
+	}
+	if (d == 0)
+	{
+		appendStringInfoString(buf, signbit(d) ? "-0.0" : "0.0");
+		return;
+	}
+	if (is_float)
+		float_to_shortest_decimal_buf((float) d, shortest);
+	else
+		double_to_shortest_decimal_buf(d, shortest);
+
+	/* take the digits, where the point is, and the exponent */
+	p = shortest;
+	if (*p == '-')
+	{
+		appendStringInfoChar(buf, '-');
+		p++;
+	}
+	for (; *p && *p != 'e' && *p != 'E'; p++)
+	{
+		if (*p == '.')
+			point = ndigits;
+		else if (ndigits < (int) sizeof(digits) - 1)
+			digits[ndigits++] = *p;
+	}
+	if (*p)
+		exponent = atoi(p + 1);
+	if (point < 0)
+		point = ndigits;
+	for (first = 0; first < ndigits - 1 && digits[first] == '0'; first++)
+		;
+	while (ndigits > first + 1 && digits[ndigits - 1] == '0')
+		ndigits--;
+	e = point - first - 1 + exponent;
+
+	if (e >= -3 && e < 7)
+	{
+		if (e < 0)
+		{
+			appendStringInfoString(buf, "0.");
+			for (int i = -1; i > e; i--)
+				appendStringInfoChar(buf, '0');
+			appendBinaryStringInfo(buf, digits + first, ndigits - first);
+		}
+		else
+		{
+			for (int i = 0; i <= e; i++)
+				appendStringInfoChar(buf, first + i < ndigits ? digits[first + i] : '0');
+			appendStringInfoChar(buf, '.');
+			if (first + e + 1 < ndigits)
+				appendBinaryStringInfo(buf, digits + first + e + 1, ndigits - first - e - 1);
+			else
+				appendStringInfoChar(buf, '0');
+		}
+	}
+	else
+	{
+		appendStringInfoChar(buf, digits[first]);
+		appendStringInfoChar(buf, '.');
+		if (ndigits > first + 1)
+			appendBinaryStringInfo(buf, digits + first + 1, ndigits - first - 1);
+		else
+			appendStringInfoChar(buf, '0');
+		appendStringInfo(buf, "E%d", e);
+	}
+}
+
+/*
+ * len bytes as a base64 string.
+ */
+static void
+append_base64(StringInfo buf, const char *bytes, int len, bool quote)
+{
+	int			enclen = pg_b64_enc_len(len);
+	char	   *encoded = palloc(enclen + 1);
+	int			n = pg_b64_encode(bytes, len, encoded, enclen);
+
+	if (n < 0)
+		elog(ERROR, "base64 encoding failed");
+	encoded[n] = '\0';
+	append_string(buf, encoded, quote);
+	pfree(encoded);
+}
+
+/*
+ * An ISO 8601 date and time (Java's ISO_LOCAL_DATE 'T' ISO_LOCAL_TIME),
+ * "Z" appended: the year in four digits, signed past 9999 and before year
+ * 0 (1 BC); seconds always; fraction_digits digits of fraction, or with
+ * fraction_digits < 0 as few as it takes (none for a whole second).
+ */
+static void
+append_iso_utc(StringInfo buf, struct pg_tm *tm, fsec_t fsec, int fraction_digits,
+			   bool with_date)
+{
+	char		fraction[8];
+
+	if (with_date)
+	{
+		if (tm->tm_year > 9999)
+			appendStringInfo(buf, "+%d", tm->tm_year);
+		else if (tm->tm_year < 0)
+			appendStringInfo(buf, "-%04d", -tm->tm_year);
+		else
+			appendStringInfo(buf, "%04d", tm->tm_year);
+		appendStringInfo(buf, "-%02d-%02dT", tm->tm_mon, tm->tm_mday);
+	}
+	appendStringInfo(buf, "%02d:%02d:%02d", tm->tm_hour, tm->tm_min, tm->tm_sec);
+	snprintf(fraction, sizeof(fraction), "%06d", (int) fsec);
+	if (fraction_digits < 0)
+	{
+		int			n = 6;
+
+		while (n > 0 && fraction[n - 1] == '0')
+			n--;
+		fraction_digits = n;
+	}
+	if (fraction_digits > 0)
+	{
+		appendStringInfoChar(buf, '.');
+		appendBinaryStringInfo(buf, fraction, Min(fraction_digits, 6));
+	}
+	appendStringInfoChar(buf, 'Z');
+}
+
+/*
+ * A timestamp with time zone as the connector's ZonedTimestamp: ISO 8601
+ * in UTC with as many fraction digits as the column's precision (6
+ * without one), or "infinity" / "-infinity".
+ */
+static void
+append_timestamptz(StringInfo buf, TimestampTz ts, int32 typmod, bool quote)
+{
+	struct pg_tm tm;
+	fsec_t		fsec;
+	StringInfoData iso;
+
+	if (TIMESTAMP_IS_NOBEGIN(ts) || TIMESTAMP_IS_NOEND(ts))
+	{
+		append_string(buf, TIMESTAMP_IS_NOEND(ts) ? "infinity" : "-infinity", quote);
+		return;
+	}
+	if (timestamp2tm(ts, NULL, &tm, &fsec, NULL, NULL) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("timestamp out of range")));
+	initStringInfo(&iso);
+	append_iso_utc(&iso, &tm, fsec, typmod < 0 ? 6 : (typmod == 0 ? -1 : typmod), true);
+	append_string(buf, iso.data, quote);
+	pfree(iso.data);
+}
+
+/*
+ * A time with time zone as the connector's ZonedTime: the time in UTC,
+ * ISO 8601, fraction digits as needed.
+ */
+static void
+append_timetz(StringInfo buf, TimeTzADT *t, bool quote)
+{
+	int64		us = (t->time + (int64) t->zone * USECS_PER_SEC) % USECS_PER_DAY;
+	struct pg_tm tm = {0};
+	StringInfoData iso;
+
+	if (us < 0)
+		us += USECS_PER_DAY;
+	tm.tm_hour = us / USECS_PER_HOUR;
+	tm.tm_min = (us / USECS_PER_MINUTE) % MINS_PER_HOUR;
+	tm.tm_sec = (us / USECS_PER_SEC) % SECS_PER_MINUTE;
+	initStringInfo(&iso);
+	append_iso_utc(&iso, &tm, us % USECS_PER_SEC, -1, false);
+	append_string(buf, iso.data, quote);
+	pfree(iso.data);
+}
+
+/*
+ * An interval as the connector's MicroDuration: microseconds, a month
+ * counted as 365.25 / 12 days, computed in floating point in the order the
+ * connector computes it, so that the result is the same to the last digit.
+ */
+static void
+append_interval(StringInfo buf, Interval *iv)
+{
+	const double days_per_month = 365.25 / 12.0;
+	int64		hours = iv->time / USECS_PER_HOUR;
+	int64		minutes = (iv->time / USECS_PER_MINUTE) % MINS_PER_HOUR;
+	int64		whole_seconds = (iv->time / USECS_PER_SEC) % SECS_PER_MINUTE;
+	int64		micros = iv->time % USECS_PER_SEC;
+	double		seconds = (double) whole_seconds + (double) micros / 1000000.0;
+	double		days = (double) iv->month * days_per_month + iv->day;
+	double		total = (((days * 24 + hours) * 60) + minutes) * 60 + seconds;
+	double		us = total * 1e6;
+
+	/* Java's (long) cast: toward zero, saturating */
+	if (us >= 9223372036854775807.0)
+		appendStringInfoString(buf, "9223372036854775807");
+	else if (us <= -9223372036854775808.0)
+		appendStringInfoString(buf, "-9223372036854775808");
+	else
+		appendStringInfo(buf, INT64_FORMAT, (int64) us);
+}
+
+/*
+ * A bit string: bit(1) and varbit(1) as a boolean; longer ones as the
+ * connector's Bits, the bits read as a binary number (the last one lowest)
+ * in as few little-endian bytes as hold it, base64.
+ */
+static void
+append_bits(StringInfo buf, VarBit *vb, int32 typmod, bool quote)
+{
+	int			nbits = VARBITLEN(vb);
+	bits8	   *bits = VARBITS(vb);
+	char	   *bytes;
+	int			len = 0;
+
+	if (typmod == 1)
+	{
+		appendStringInfoString(buf, nbits > 0 && (bits[0] & 0x80) ? "true" : "false");
+		return;
+	}
+	bytes = palloc0(nbits / 8 + 1);
+	for (int j = 0; j < nbits; j++)
+	{
+		int			i = nbits - 1 - j;	/* the character, from the left */
+
+		if (bits[i / 8] & (0x80 >> (i % 8)))
+		{
+			bytes[j / 8] |= 1 << (j % 8);
+			len = j / 8 + 1;
+		}
+	}
+	append_base64(buf, bytes, len, quote);
+	pfree(bytes);
+}
+
+/*
+ * A point as the connector's Point: x, y, and the point as little-endian
+ * OGC WKB, base64.
+ */
+static void
+append_point(StringInfo buf, Point *pt)
+{
+	unsigned char wkb[21];
+	double		xy[2] = {pt->x, pt->y};
+
+	wkb[0] = 1;					/* little-endian */
+	wkb[1] = 1;					/* type 1: point */
+	wkb[2] = wkb[3] = wkb[4] = 0;
+	for (int c = 0; c < 2; c++)
+	{
+		uint64		u;
+
+		memcpy(&u, &xy[c], sizeof(u));
+		for (int b = 0; b < 8; b++)
+			wkb[5 + c * 8 + b] = (u >> (8 * b)) & 0xff;
+	}
+	appendStringInfoString(buf, "{\"x\":");
+	append_java_number(buf, pt->x, false, true);
+	appendStringInfoString(buf, ",\"y\":");
+	append_java_number(buf, pt->y, false, true);
+	appendStringInfoString(buf, ",\"wkb\":");
+	append_base64(buf, (char *) wkb, sizeof(wkb), true);
+	appendStringInfoString(buf, ",\"srid\":null}");
+}
+
+static void append_encoded(StringInfo buf, Datum value, Oid typid, int32 typmod,
+						   Encoding enc, bool quote);
+
+/*
+ * The elements of an array from *next on, dimension dim of ndim, as nested
+ * JSON arrays.
+ */
+static void
+append_array_dim(StringInfo buf, int dim, int ndim, const int *dims, Datum *elems,
+				 bool *nulls, int *next, Oid elemtype, int32 typmod, Encoding enc)
+{
+	appendStringInfoChar(buf, '[');
+	for (int i = 0; i < dims[dim]; i++)
+	{
+		if (i > 0)
+			appendStringInfoChar(buf, ',');
+		if (dim < ndim - 1)
+			append_array_dim(buf, dim + 1, ndim, dims, elems, nulls, next,
+							 elemtype, typmod, enc);
+		else
+		{
+			if (nulls[*next])
+				appendStringInfoString(buf, "null");
+			else
+				append_encoded(buf, elems[*next], elemtype, typmod, enc, true);
+			(*next)++;
+		}
+	}
+	appendStringInfoChar(buf, ']');
+}
+
+static void
+append_array(StringInfo buf, Datum value, Oid typid, int32 typmod)
+{
+	ArrayType  *array = DatumGetArrayTypeP(value);
+	Oid			elemtype = ARR_ELEMTYPE(array);
+	int			ndim = ARR_NDIM(array);
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+	Datum	   *elems;
+	bool	   *nulls;
+	int			nelems;
+	int			next = 0;
+	Encoding	enc;
+
+	if (ndim == 0)
+	{
+		appendStringInfoString(buf, "[]");
+		return;
+	}
+	get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
+	deconstruct_array(array, elemtype, typlen, typbyval, typalign, &elems, &nulls, &nelems);
+	enc = encoding_of(&elemtype, &typmod);
+	append_array_dim(buf, 0, ndim, ARR_DIMS(array), elems, nulls, &next, elemtype, typmod, enc);
+}
+
+/*
+ * The text of a value, from its type's output function.
+ */
+static char *
+type_text(Datum value, Oid typid)
+{
+	Oid			typoutput;
+	bool		typisvarlena;
+
+	getTypeOutputInfo(typid, &typoutput, &typisvarlena);
+	return OidOutputFunctionCall(typoutput, value);
+}
+
+/*
+ * A value of base type typid, written as enc says; strings quoted unless
+ * quote is false.
+ */
+static void
+append_encoded(StringInfo buf, Datum value, Oid typid, int32 typmod, Encoding enc,
+			   bool quote)
+{
+	switch (enc)
+	{
+		case ENC_BOOL:
+			appendStringInfoString(buf, DatumGetBool(value) ? "true" : "false");
+			break;
+		case ENC_INTEGER:
+			if (typid == INT2OID)
+				appendStringInfo(buf, "%d", (int) DatumGetInt16(value));
+			else if (typid == INT4OID)
+				appendStringInfo(buf, "%d", DatumGetInt32(value));
+			else if (typid == INT8OID)
+				appendStringInfo(buf, INT64_FORMAT, DatumGetInt64(value));
+			else
+				appendStringInfo(buf, "%u", DatumGetObjectId(value));
+			break;
+		case ENC_FLOAT4:
+			append_java_number(buf, DatumGetFloat4(value), true, quote);
+			break;
+		case ENC_FLOAT8:
+			append_java_number(buf, DatumGetFloat8(value), false, quote);
+			break;
+		case ENC_MONEY:
+			{
+				struct lconv *lconv = PGLC_localeconv();
+				int			digits = lconv->frac_digits;
+				double		scale = 1;
+				StringInfoData s;
+
+				if (digits < 0 || digits > 10)
+					digits = 2;
+				while (digits-- > 0)
+					scale *= 10;
+				initStringInfo(&s);
+				append_java_number(&s, (double) DatumGetCash(value) / scale, false, false);
+				append_string(buf, s.data, quote);
+				pfree(s.data);
+			}
+			break;
+		case ENC_NUMERIC:
+		case ENC_STRING:
+		case ENC_TEXT:
+			append_string(buf, type_text(value, typid), quote);
+			break;
+		case ENC_BYTES:
+			{
+				bytea	   *b = DatumGetByteaPP(value);
+
+				append_base64(buf, VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b), quote);
+			}
+			break;
+		case ENC_DATE:
+			{
+				DateADT		d = DatumGetDateADT(value);
+
+				if (DATE_NOT_FINITE(d))
+					appendStringInfo(buf, "%d", (int) d);
+				else
+					appendStringInfo(buf, "%d", (int) d + (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE));
+			}
+			break;
+		case ENC_TIME:
+			{
+				TimeADT		t = DatumGetTimeADT(value);
+
+				appendStringInfo(buf, INT64_FORMAT, typmod >= 0 && typmod <= 3 ? t / 1000 : t);
+			}
+			break;
+		case ENC_TIMETZ:
+			append_timetz(buf, DatumGetTimeTzADTP(value), quote);
+			break;
+		case ENC_TIMESTAMP:
+			{
+				Timestamp	ts = DatumGetTimestamp(value);
+				int64		us;
+
+				if (TIMESTAMP_IS_NOEND(ts))
+					us = INFINITY_TIMESTAMP_US;
+				else if (TIMESTAMP_IS_NOBEGIN(ts))
+					us = MINUS_INFINITY_TIMESTAMP_US;
+				else
+					us = ts + UNIX_EPOCH_OFFSET_US;
+				if (typmod >= 0 && typmod <= 3)
+					us = us / 1000 - (us % 1000 < 0 ? 1 : 0);
+				appendStringInfo(buf, INT64_FORMAT, us);
+			}
+			break;
+		case ENC_TIMESTAMPTZ:
+			append_timestamptz(buf, DatumGetTimestampTz(value), typmod, quote);
+			break;
+		case ENC_INTERVAL:
+			append_interval(buf, DatumGetIntervalP(value));
+			break;
+		case ENC_BIT:
+			append_bits(buf, DatumGetVarBitP(value), typmod, quote);
+			break;
+		case ENC_POINT:
+			append_point(buf, DatumGetPointP(value));
+			break;
+		case ENC_ARRAY:
+			append_array(buf, value, typid, typmod);
+			break;
+	}
+}
+
+/*
+ * A column value of type typid (typmod: the column's) as the connector
+ * writes it in JSON.
+ */
+void
+outbox_debezium_value(StringInfo buf, Datum value, bool isnull, Oid typid, int32 typmod)
+{
+	Encoding	enc;
+
+	if (isnull)
+	{
+		appendStringInfoString(buf, "null");
+		return;
+	}
+	enc = encoding_of(&typid, &typmod);
+	append_encoded(buf, value, typid, typmod, enc, true);
+}
+
+/*
+ * A column value as text, for a Kafka key or header: a string as it is,
+ * anything else as its JSON (what Kafka Connect's StringConverter and
+ * SimpleHeaderConverter write).  palloc'd.
+ */
+char *
+outbox_debezium_text(Datum value, Oid typid, int32 typmod)
+{
+	StringInfoData buf;
+	Encoding	enc = encoding_of(&typid, &typmod);
+
+	initStringInfo(&buf);
+	append_encoded(&buf, value, typid, typmod, enc, false);
+	return buf.data;
+}
+
+/*
+ * A row as a JSON object of its columns, or null.
+ */
+void
+outbox_debezium_row(StringInfo buf, TupleDesc tupdesc, HeapTuple tuple)
+{
+	bool		first = true;
+
+	if (tuple == NULL)
+	{
+		appendStringInfoString(buf, "null");
+		return;
+	}
+	appendStringInfoChar(buf, '{');
+	for (int i = 0; i < tupdesc->natts; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
+		Datum		value;
+		bool		isnull;
+
+		if (attr->attisdropped)
+			continue;
+		if (!first)
+			appendStringInfoChar(buf, ',');
+		first = false;
+		escape_json(buf, NameStr(attr->attname));
+		appendStringInfoChar(buf, ':');
+		value = heap_getattr(tuple, i + 1, tupdesc, &isnull);
+		outbox_debezium_value(buf, value, isnull, attr->atttypid, attr->atttypmod);
+	}
+	appendStringInfoChar(buf, '}');
+}
+
+/*
+ * The key of a row: a JSON object of its key columns, in key order.
+ */
+void
+outbox_debezium_key(StringInfo buf, TupleDesc tupdesc, HeapTuple tuple, int nkeys,
+					const AttrNumber *attnums)
+{
+	appendStringInfoChar(buf, '{');
+	for (int i = 0; i < nkeys; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, attnums[i] - 1);
+		Datum		value;
+		bool		isnull;
+
+		if (i > 0)
+			appendStringInfoChar(buf, ',');
+		escape_json(buf, NameStr(attr->attname));
+		appendStringInfoChar(buf, ':');
+		value = heap_getattr(tuple, attnums[i], tupdesc, &isnull);
+		outbox_debezium_value(buf, value, isnull, attr->atttypid, attr->atttypmod);
+	}
+	appendStringInfoChar(buf, '}');
+}
+
+/*
+ * ts_ms, ts_us and ts_ns of a time, as fields.
+ */
+static void
+append_times(StringInfo buf, TimestampTz t, bool ms, bool us_ns)
+{
+	int64		us = t + UNIX_EPOCH_OFFSET_US;
+
+	if (ms)
+		appendStringInfo(buf, "\"ts_ms\":" INT64_FORMAT,
+						 us / 1000 - (us % 1000 < 0 ? 1 : 0));
+	if (ms && us_ns)
+		appendStringInfoChar(buf, ',');
+	if (us_ns)
+		appendStringInfo(buf, "\"ts_us\":" INT64_FORMAT ",\"ts_ns\":" INT64_FORMAT,
+						 us, us * 1000);
+}
+
+/*
+ * The value of a change event: op c, u, d, r or t; before and after as
+ * the op has them (both NULL for a truncate).  source.txId is the current
+ * transaction's id, as 32-bit, as the connector reports it; source.lsn the
+ * end of the WAL written so far, which for each row grows with each change
+ * (a later change of a row waits for the earlier one to commit), but is
+ * not the position of the change's own record.
+ */
+void
+outbox_debezium_envelope(StringInfo buf, const DebeziumSource *source, char op,
+						 TupleDesc tupdesc, HeapTuple before, HeapTuple after)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	appendStringInfoString(buf, "{\"before\":");
+	outbox_debezium_row(buf, tupdesc, before);
+	appendStringInfoString(buf, ",\"after\":");
+	outbox_debezium_row(buf, tupdesc, after);
+	appendStringInfoString(buf, ",\"source\":{\"version\":\"" OUTBOX_DEBEZIUM_VERSION "\""
+						   ",\"connector\":\"postgresql\",\"name\":");
+	escape_json(buf, source->prefix);
+	appendStringInfoChar(buf, ',');
+	append_times(buf, source->changed_at, true, false);
+	appendStringInfoString(buf, ",\"snapshot\":");
+	escape_json(buf, source->snapshot);
+	appendStringInfoString(buf, ",\"db\":");
+	escape_json(buf, get_database_name(MyDatabaseId));
+	appendStringInfoString(buf, ",\"sequence\":null,");
+	append_times(buf, source->changed_at, false, true);
+	appendStringInfoString(buf, ",\"schema\":");
+	escape_json(buf, source->schema);
+	appendStringInfoString(buf, ",\"table\":");
+	escape_json(buf, source->table);
+	appendStringInfo(buf, ",\"txId\":%u,\"lsn\":" UINT64_FORMAT ",\"xmin\":null}",
+					 XidFromFullTransactionId(GetTopFullTransactionId()),
+					 (uint64) GetXLogInsertRecPtr());
+	appendStringInfo(buf, ",\"transaction\":null,\"op\":\"%c\",", op);
+	append_times(buf, now, true, true);
+	appendStringInfoChar(buf, '}');
+}
+
+/*
+ * The topic of a table's change events, <prefix>.<schema>.<table>, each
+ * character that Kafka refuses in a topic name replaced by "_", as the
+ * connector does.  palloc'd.
+ */
+char *
+outbox_debezium_topic(const char *prefix, const char *schema, const char *table)
+{
+	char	   *name = psprintf("%s.%s.%s", prefix, schema, table);
+	StringInfoData topic;
+
+	initStringInfo(&topic);
+	for (const char *c = name; *c;)
+	{
+		int			len = pg_mblen(c);
+
+		if (len == 1 && ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+						 (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' || *c == '-'))
+			appendStringInfoChar(&topic, *c);
+		else
+			appendStringInfoChar(&topic, '_');
+		c += len;
+	}
+	pfree(name);
+	return topic.data;
+}
+
+/*
+ * Does a value of type typid go through its type's text, which settings
+ * may change?
+ */
+static bool
+needs_settings(Oid typid, int32 typmod)
+{
+	Encoding	enc = encoding_of(&typid, &typmod);
+
+	if (enc == ENC_ARRAY)
+		return needs_settings(get_element_type(typid), typmod);
+	return enc == ENC_TEXT;
+}
+
+/*
+ * The settings that the text of some types depends on, pinned to fixed
+ * values while the events of a row with such columns are built; returns
+ * the GUC nest level to give back to outbox_debezium_unpin_settings, or -1
+ * if no column needs them.
+ */
+int
+outbox_debezium_pin_settings(TupleDesc tupdesc)
+{
+	static const char *const settings[][2] = {
+		{"DateStyle", "ISO, MDY"},
+		{"IntervalStyle", "postgres"},
+		{"TimeZone", "UTC"},
+		{"extra_float_digits", "1"},
+		{"bytea_output", "hex"},
+	};
+	bool		needed = false;
+	int			nestlevel;
+
+	for (int i = 0; i < tupdesc->natts && !needed; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
+
+		if (!attr->attisdropped)
+			needed = needs_settings(attr->atttypid, attr->atttypmod);
+	}
+	if (!needed)
+		return -1;
+	nestlevel = NewGUCNestLevel();
+	for (int i = 0; i < lengthof(settings); i++)
+		(void) set_config_option(settings[i][0], settings[i][1], PGC_USERSET,
+								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	return nestlevel;
+}
+
+/*
+ * Give back the settings pinned by outbox_debezium_pin_settings.
+ */
+void
+outbox_debezium_unpin_settings(int nestlevel)
+{
+	if (nestlevel >= 0)
+		AtEOXact_GUC(true, nestlevel);
+}

@@ -1,0 +1,47 @@
+/*-------------------------------------------------------------------------
+ *
+ * debezium.h
+ *		Change events as Debezium's PostgreSQL connector writes them with
+ *		the JSON converter and schemas.enable=false: column values, keys,
+ *		the envelope and the topic.
+ *
+ * src/debezium.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef OUTBOX_DEBEZIUM_H
+#define OUTBOX_DEBEZIUM_H
+
+#include "access/htup.h"
+#include "access/tupdesc.h"
+#include "lib/stringinfo.h"
+#include "utils/timestamp.h"
+
+/* source.version of every change event */
+#define OUTBOX_DEBEZIUM_VERSION "outbox-1.2"
+
+/* what a change event says of where it comes from */
+typedef struct DebeziumSource
+{
+	const char *prefix;			/* source.name, the topic prefix */
+	const char *schema;
+	const char *table;
+	const char *snapshot;		/* source.snapshot: "false", "true", "last" */
+	TimestampTz changed_at;		/* source.ts_ms */
+} DebeziumSource;
+
+extern void outbox_debezium_value(StringInfo buf, Datum value, bool isnull,
+								  Oid typid, int32 typmod);
+extern char *outbox_debezium_text(Datum value, Oid typid, int32 typmod);
+extern void outbox_debezium_row(StringInfo buf, TupleDesc tupdesc, HeapTuple tuple);
+extern void outbox_debezium_key(StringInfo buf, TupleDesc tupdesc, HeapTuple tuple,
+								int nkeys, const AttrNumber *attnums);
+extern void outbox_debezium_envelope(StringInfo buf, const DebeziumSource *source,
+									 char op, TupleDesc tupdesc,
+									 HeapTuple before, HeapTuple after);
+extern char *outbox_debezium_topic(const char *prefix, const char *schema,
+								   const char *table);
+extern int	outbox_debezium_pin_settings(TupleDesc tupdesc);
+extern void outbox_debezium_unpin_settings(int nestlevel);
+
+#endif							/* OUTBOX_DEBEZIUM_H */

@@ -1,0 +1,179 @@
+/*-------------------------------------------------------------------------
+ *
+ * reader_row.c
+ *		The row of outbox_reader, where the claim is in the log: read and
+ *		written with the table access methods, not with SQL.
+ *
+ * The claim updates the row once per batch.  Under a snapshot held
+ * elsewhere (a long transaction, a lagging slot), its old versions cannot
+ * be pruned, and a scan of the table reads all of them: a claim that
+ * scanned would cost more with every batch.  So the row is fetched where
+ * it was last seen (its ctid) when that version is the one the snapshot
+ * sees, and scanned for only otherwise; and it is updated at that ctid.
+ * Any version of it that the snapshot sees is the row: the table has one.
+ * The planner, given "WHERE ctid = $1" on a table it believes to be one
+ * page, scans it.
+ *
+ * The update bypasses the executor: no trigger or rule a superuser might
+ * add to the table runs, as for the log (enqueue.c).  The table's index
+ * entries are added when the update is not HOT.
+ *
+ * src/reader_row.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "executor/executor.h"
+#include "storage/bufmgr.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "reader_row.h"
+
+/* the attribute number of column name of outbox_reader */
+static AttrNumber
+column_number(TupleDesc desc, const char *name)
+{
+	for (int i = 0; i < desc->natts; i++)
+		if (!TupleDescAttr(desc, i)->attisdropped &&
+			strcmp(NameStr(TupleDescAttr(desc, i)->attname), name) == 0)
+			return i + 1;
+	elog(ERROR, "column \"%s\" of outbox_reader does not exist", name);
+	return InvalidAttrNumber;	/* keep compiler quiet */
+}
+
+/* A copy of the xids of a reader, for comparing it later. */
+static void
+copy_reader(OutboxReader *to, const OutboxReader *from)
+{
+	*to = *from;
+	to->running = palloc((from->nrunning + 1) * sizeof(FullTransactionId));
+	memcpy(to->running, from->running, from->nrunning * sizeof(FullTransactionId));
+	to->draining = palloc((from->ndraining + 1) * sizeof(FullTransactionId));
+	memcpy(to->draining, from->draining, from->ndraining * sizeof(FullTransactionId));
+}
+
+/*
+ * Read the reader row into row as snapshot sees it: at row->tid if that
+ * version is the one it sees, else wherever a scan finds it; row->tid
+ * then says where it is.  No permission is checked: monitoring counts
+ * unread events without any right on the tables.
+ */
+void
+outbox_reader_row_read(const OutboxExtension *ext, Snapshot snapshot,
+					   OutboxReaderRow *row)
+{
+	Relation	rel = table_open(outbox_relation(ext, "outbox_reader"), AccessShareLock);
+	TupleDesc	desc = RelationGetDescr(rel);
+	TupleTableSlot *slot = table_slot_create(rel, NULL);
+	bool		found = false;
+	bool		isnull;
+
+	/* the table may have been rewritten or truncated since */
+	if (ItemPointerIsValid(&row->tid) &&
+		ItemPointerGetBlockNumber(&row->tid) < RelationGetNumberOfBlocks(rel))
+		found = table_tuple_fetch_row_version(rel, &row->tid, snapshot, slot);
+	if (!found)
+	{
+		TableScanDesc scan = table_beginscan(rel, snapshot, 0, NULL);
+
+		found = table_scan_getnextslot(scan, ForwardScanDirection, slot);
+		table_endscan(scan);
+	}
+	if (!found)
+		elog(ERROR, "outbox reader row not found");
+
+	ItemPointerCopy(&slot->tts_tid, &row->tid);
+	row->reader.last_id = DatumGetInt64(slot_getattr(slot, column_number(desc, "last_id"),
+													 &isnull));
+	row->reader.nrunning = outbox_xids_of(slot_getattr(slot, column_number(desc, "running"),
+													   &isnull),
+										  &row->reader.running);
+	row->reader.ndraining = outbox_xids_of(slot_getattr(slot, column_number(desc, "draining"),
+														&isnull),
+										   &row->reader.draining);
+	row->reader.drain_upto = DatumGetInt64(slot_getattr(slot, column_number(desc, "drain_upto"),
+														&isnull));
+	row->reader.drain_after = DatumGetInt64(slot_getattr(slot, column_number(desc, "drain_after"),
+														 &isnull));
+	row->current_log = DatumGetInt32(slot_getattr(slot, column_number(desc, "current_log"),
+												  &isnull));
+	row->current_since = DatumGetTimestampTz(slot_getattr(slot, column_number(desc, "current_since"),
+														  &isnull));
+	copy_reader(&row->saved, &row->reader);
+	ExecDropSingleTupleTableSlot(slot);
+	table_close(rel, AccessShareLock);
+}
+
+/* Does the reader of row say anything else than what was read of it? */
+bool
+outbox_reader_moved(const OutboxReaderRow *row)
+{
+	const OutboxReader *a = &row->reader;
+	const OutboxReader *b = &row->saved;
+
+	return a->last_id != b->last_id ||
+		a->drain_upto != b->drain_upto || a->drain_after != b->drain_after ||
+		a->nrunning != b->nrunning || a->ndraining != b->ndraining ||
+		memcmp(a->running, b->running, a->nrunning * sizeof(FullTransactionId)) != 0 ||
+		memcmp(a->draining, b->draining, a->ndraining * sizeof(FullTransactionId)) != 0;
+}
+
+/*
+ * Write row over the version of the reader row at row->tid, which this
+ * transaction read under the claim lock; row->tid gets where the new
+ * version is, which the next command sees.
+ */
+void
+outbox_reader_row_write(const OutboxExtension *ext, OutboxReaderRow *row)
+{
+	Relation	rel = table_open(outbox_relation(ext, "outbox_reader"), RowExclusiveLock);
+	TupleDesc	desc = RelationGetDescr(rel);
+	EState	   *estate = CreateExecutorState();
+	MemoryContext caller_cxt = MemoryContextSwitchTo(estate->es_query_cxt);
+	TupleTableSlot *old = table_slot_create(rel, &estate->es_tupleTable);
+	TupleTableSlot *new = ExecInitExtraTupleSlot(estate, desc, &TTSOpsVirtual);
+	bool		update_indexes;
+
+	if (!table_tuple_fetch_row_version(rel, &row->tid, SnapshotAny, old))
+		elog(ERROR, "outbox reader row not found");
+	slot_getallattrs(old);
+	ExecClearTuple(new);
+	memcpy(new->tts_values, old->tts_values, desc->natts * sizeof(Datum));
+	memcpy(new->tts_isnull, old->tts_isnull, desc->natts * sizeof(bool));
+	new->tts_values[column_number(desc, "last_id") - 1] = Int64GetDatum(row->reader.last_id);
+	new->tts_values[column_number(desc, "running") - 1] =
+		outbox_xid_array(row->reader.running, row->reader.nrunning);
+	new->tts_values[column_number(desc, "draining") - 1] =
+		outbox_xid_array(row->reader.draining, row->reader.ndraining);
+	new->tts_values[column_number(desc, "drain_upto") - 1] = Int64GetDatum(row->reader.drain_upto);
+	new->tts_values[column_number(desc, "drain_after") - 1] = Int64GetDatum(row->reader.drain_after);
+	new->tts_values[column_number(desc, "current_log") - 1] = Int32GetDatum(row->current_log);
+	new->tts_values[column_number(desc, "current_since") - 1] =
+		TimestampTzGetDatum(row->current_since);
+	ExecStoreVirtualTuple(new);
+
+	simple_table_tuple_update(rel, &row->tid, new, GetActiveSnapshot(), &update_indexes);
+	if (update_indexes)
+	{
+		ResultRelInfo *rri = makeNode(ResultRelInfo);
+
+		InitResultRelInfo(rri, rel, 1, NULL, 0);
+		ExecOpenIndices(rri, false);
+		/* not as an update: that hint needs a range table */
+		ExecInsertIndexTuples(rri, new, estate, false, false, NULL, NIL);
+		ExecCloseIndices(rri);
+	}
+	ItemPointerCopy(&new->tts_tid, &row->tid);
+	MemoryContextSwitchTo(caller_cxt);
+	copy_reader(&row->saved, &row->reader);
+	ExecResetTupleTable(estate->es_tupleTable, false);
+	FreeExecutorState(estate);
+	table_close(rel, NoLock);
+	CommandCounterIncrement();
+}

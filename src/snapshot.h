@@ -1,0 +1,36 @@
+/*-------------------------------------------------------------------------
+ *
+ * snapshot.h
+ *		Snapshots on attach: the rows a captured table has, published as
+ *		read events, in chunks that the worker takes between batches.
+ *
+ * src/snapshot.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef OUTBOX_SNAPSHOT_H
+#define OUTBOX_SNAPSHOT_H
+
+#include "utils/relcache.h"
+
+#include "catalog.h"
+
+/* what a chunk did */
+typedef struct OutboxSnapshotChunk
+{
+	Oid			relid;			/* the table it was for; InvalidOid: none due */
+	int64		rows;			/* rows read */
+	bool		finished;		/* the last chunk of its snapshot */
+} OutboxSnapshotChunk;
+
+extern void outbox_snapshot_request(const OutboxExtension *ext, Relation rel,
+									const char *format, const char *topic,
+									char **args, int nargs, char **walk, int nwalk);
+extern void outbox_snapshot_forget(const OutboxExtension *ext, Oid relid,
+								   char **args, int nargs);
+extern bool outbox_snapshot_chunk(const OutboxExtension *ext, int rows,
+								  OutboxSnapshotChunk *chunk);
+extern void outbox_snapshot_failed(const OutboxExtension *ext, Oid relid,
+								   const char *error, int retry_ms);
+
+#endif							/* OUTBOX_SNAPSHOT_H */

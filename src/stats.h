@@ -1,0 +1,33 @@
+/*-------------------------------------------------------------------------
+ *
+ * stats.h
+ *		Delivery statistics per topic and 10-second bucket, summed in
+ *		memory and written to outbox_publish_stats.
+ *
+ * src/stats.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef OUTBOX_STATS_H
+#define OUTBOX_STATS_H
+
+#include "utils/hsearch.h"
+
+#include "catalog.h"
+
+/* what happened to one event, for the statistics */
+typedef enum OutboxStatsOutcome
+{
+	OUTBOX_STATS_PUBLISHED,
+	OUTBOX_STATS_FAILED,
+	OUTBOX_STATS_ABANDONED
+} OutboxStatsOutcome;
+
+extern HTAB *outbox_stats_create(MemoryContext cxt);
+extern void outbox_stats_add(HTAB *stats, Datum topic, OutboxStatsOutcome outcome,
+							 TimestampTz created_at, TimestampTz now);
+extern void outbox_stats_merge(HTAB *into, HTAB *from);
+extern void outbox_stats_clear(HTAB *stats);
+extern void outbox_stats_write(const OutboxExtension *ext, HTAB *stats);
+
+#endif							/* OUTBOX_STATS_H */
