@@ -548,8 +548,7 @@ PG_FUNCTION_INFO_V1(outbox_claim);
  *					   payload bytea, headers jsonb)
  *
  * The claim of the worker, for SQL: see outbox_claim_batch.  Refused in a
- * transaction whose snapshot is older than its first statement, and in a
- * replica's session, where the commit-time check does not fire.
+ * transaction whose snapshot is older than its first statement.
  */
 Datum
 outbox_claim(PG_FUNCTION_ARGS)
@@ -566,13 +565,6 @@ outbox_claim(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("batch_size must not be negative")));
 	outbox_require_read_committed("outbox_claim()");
-	/* the worker's session is never a replica's: it sets origin */
-	if (SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("outbox_claim() cannot run with session_replication_role = replica"),
-				 errdetail("The check that every claimed event is recorded before commit is a trigger, which does not fire in a replica's session: the claim could commit with its events unrecorded, and lose them."),
-				 errhint("Claim with session_replication_role = origin.")));
 	InitMaterializedSRF(fcinfo, 0);
 	if (rsinfo->setDesc->natts != lengthof(columns))
 		elog(ERROR, "outbox_claim() is not declared as this library expects");
