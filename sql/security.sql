@@ -349,4 +349,47 @@ SELECT convert_from(payload, 'UTF8') AS payload, octet_length(key) AS key_bytes,
 DROP OWNED BY outbox_schema_owner, outbox_stranger;
 DROP ROLE outbox_schema_owner;
 DROP ROLE outbox_stranger;
+
+--
+-- DROP OWNED BY the superuser who owns the extension's schema drops the
+-- extension by cascade only, and what is not delivered is counted in the
+-- object access hook, in the caller's session: with public before
+-- pg_catalog on the caller's path, and an aggregate count(*) of a role's
+-- own in public, nothing planted runs there either.
+--
+SELECT outbox_discard() >= 0 AS discarded;
+DROP EXTENSION outbox;
+CREATE ROLE outbox_schema_su SUPERUSER;
+CREATE SCHEMA sec_cascade AUTHORIZATION outbox_schema_su;
+CREATE EXTENSION outbox SCHEMA sec_cascade;
+-- an event of the retry table, pending
+SELECT sec_cascade.outbox_enqueue('sec.cascade', 'x'::text) AS cascade_id \gset
+SELECT sec_cascade.outbox_abandon(:cascade_id) + sec_cascade.outbox_retry(:cascade_id) AS pending_again;
+BEGIN;
+SELECT sec_cascade.outbox_mark_released(array_agg(id)) FROM sec_cascade.outbox_claim(10);
+COMMIT;
+CREATE ROLE mallory LOGIN;
+GRANT CREATE ON SCHEMA public TO mallory;
+SET ROLE mallory;
+CREATE SEQUENCE public.mallory_ran;
+GRANT USAGE ON SEQUENCE public.mallory_ran TO PUBLIC;
+CREATE FUNCTION public.mallory_count(n bigint) RETURNS bigint LANGUAGE sql AS $$
+	SELECT n + 1 + CASE WHEN current_user <> 'mallory'
+						THEN 0 * pg_catalog.nextval('public.mallory_ran') ELSE 0 END
+$$;
+CREATE AGGREGATE public.count(*) (SFUNC = public.mallory_count, STYPE = bigint, INITCOND = '0');
+RESET ROLE;
+SET search_path = public, pg_catalog;
+BEGIN;
+DROP OWNED BY outbox_schema_su CASCADE;
+ROLLBACK;
+RESET search_path;
+SELECT is_called AS ran_as_another_role FROM public.mallory_ran;
+DROP OWNED BY mallory CASCADE;
+DROP ROLE mallory;
+SELECT sec_cascade.outbox_discard() AS discarded;
+DROP EXTENSION outbox;
+DROP SCHEMA sec_cascade;
+DROP ROLE outbox_schema_su;
+CREATE EXTENSION outbox;
 TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids, outbox_publish_stats;

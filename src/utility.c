@@ -76,7 +76,6 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
-#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
@@ -222,28 +221,16 @@ refuse_dropping_events(Node *stmt)
 {
 	OutboxExtension ext;
 	int64		undelivered;
-	int			nestlevel;
 
 	if (!(IsA(stmt, DropStmt) || IsA(stmt, DropOwnedStmt)) ||
 		!outbox_extension_find(&ext) || outbox_extension_problem(&ext) != NULL ||
 		!drops_extension(stmt, &ext))
 		return;
-
-	/*
-	 * This runs the extension's statements in the caller's session, not in
-	 * a function of the extension with a pinned search_path: pin it here,
-	 * or an operator planted in a schema on the caller's path would run
-	 * with the caller's rights.
-	 */
-	nestlevel = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
-							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	/* the worker's first lock, first: see outbox_lock_reader_table */
 	outbox_lock_reader_table(&ext, AccessExclusiveLock);
 	PushActiveSnapshot(GetTransactionSnapshot());
 	undelivered = outbox_undelivered(&ext);
 	PopActiveSnapshot();
-	AtEOXact_GUC(true, nestlevel);
 	if (undelivered > 0)
 		report_undelivered(undelivered);
 }
