@@ -16,6 +16,12 @@
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
+/*
+ * Room for a topic name as a C string: Kafka's names have at most 249
+ * characters, all ASCII (event.c checks them)
+ */
+#define OUTBOX_TOPIC_SIZE 256
+
 /* the ring of log tables, outbox_log_0 .. 3 */
 #define OUTBOX_LOG_TABLES 4
 

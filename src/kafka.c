@@ -133,11 +133,10 @@ static bool purge_is_timeout = false;
  * first events are produced, and again after an event of it was refused
  * or while its metadata reports an error.
  */
-#define TOPIC_KEY_SIZE 256		/* Kafka topic names have at most 249 bytes */
 
 typedef struct TopicState
 {
-	char		name[TOPIC_KEY_SIZE];	/* hash key */
+	char		name[OUTBOX_TOPIC_SIZE];	/* hash key */
 	bool		known;			/* its metadata had no error at the last look */
 	int64		lookup;			/* the batch (batch_first_seq) that looks it up */
 	rd_kafka_resp_err_t refusal;	/* the cluster refuses it (topic_refused) */
@@ -363,7 +362,7 @@ set_property(rd_kafka_conf_t *conf, const char *name, const char *value,
 			strlcpy(error->detail,
 					"It is not one of the librdkafka producer properties that outbox allows.",
 					sizeof(error->detail));
-			error->hint = "The properties allowed are listed under outbox.kafka_properties in the README of outbox.";
+			error->hint = "The properties allowed are listed in docs/kafka-properties.md of outbox.";
 		}
 		return false;
 	}
@@ -1067,7 +1066,7 @@ topic_state(const char *name)
 	{
 		HASHCTL		ctl;
 
-		ctl.keysize = TOPIC_KEY_SIZE;
+		ctl.keysize = OUTBOX_TOPIC_SIZE;
 		ctl.entrysize = sizeof(TopicState);
 		known_topics = hash_create("outbox known topics", 64, &ctl,
 								   HASH_ELEM | HASH_STRINGS);
@@ -1148,7 +1147,7 @@ learn_topics(TopicState **topics, int ntopics)
 		const rd_kafka_metadata_topic_t *answer = &metadata->topics[i];
 		TopicState *topic = NULL;
 
-		if (strlen(answer->topic) < TOPIC_KEY_SIZE)
+		if (strlen(answer->topic) < OUTBOX_TOPIC_SIZE)
 			topic = hash_search(known_topics, answer->topic, HASH_FIND, NULL);
 		if (topic == NULL || topic->lookup != batch_first_seq)
 			continue;
@@ -1426,9 +1425,10 @@ outbox_kafka_start(OutboxBatch *batch, HTAB *stopped_keys)
 
 /*
  * Wait for the last wave of the batch being published.  Returns false if
- * the batch was cut short (outage, SIGTERM, deadline): the events without
- * a report are released.  A fatal producer error drops the producer, to be
- * rebuilt before the next batch.
+ * the batch was cut short (outage, SIGTERM, deadline), or if a fatal
+ * producer error dropped the producer (to be rebuilt before the next
+ * transaction): the events without a report are released, and nothing
+ * more is to be started.
  */
 bool
 outbox_kafka_finish(void)
@@ -1462,6 +1462,7 @@ outbox_kafka_finish(void)
 				(errmsg("fatal Kafka producer error, rebuilding the producer"),
 				 errdetail("%s", errbuf)));
 		outbox_kafka_shutdown();
+		cut_short = true;
 	}
 	return !cut_short;
 }

@@ -889,7 +889,7 @@ outbox_unread_events(PG_FUNCTION_ARGS)
 /* a topic and what was counted of its unread events */
 typedef struct TopicCount
 {
-	char		topic[NAMEDATALEN * 4 + 1]; /* 249 bytes at most, see enqueue */
+	char		topic[OUTBOX_TOPIC_SIZE];
 	Datum		topic_datum;
 	int64		count;
 	TimestampTz oldest;

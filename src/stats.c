@@ -21,16 +21,15 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "event.h"
 #include "histogram.h"
 #include "stats.h"
 
-/* Kafka topic names have at most 249 bytes */
-#define TOPIC_KEY_SIZE 256
 #define BUCKET_USECS (10 * USECS_PER_SEC)
 
 typedef struct StatsKey
 {
-	char		topic[TOPIC_KEY_SIZE];
+	char		topic[OUTBOX_TOPIC_SIZE];
 	TimestampTz bucket;
 } StatsKey;
 
@@ -114,7 +113,7 @@ outbox_stats_add(HTAB *stats, Datum topic, OutboxStatsOutcome outcome,
 	TimestampTz offset = now % BUCKET_USECS;
 
 	memset(&key, 0, sizeof(key));
-	memcpy(key.topic, VARDATA_ANY(t), Min(VARSIZE_ANY_EXHDR(t), TOPIC_KEY_SIZE - 1));
+	memcpy(key.topic, VARDATA_ANY(t), Min(VARSIZE_ANY_EXHDR(t), OUTBOX_TOPIC_SIZE - 1));
 	key.bucket = now - (offset < 0 ? offset + BUCKET_USECS : offset);
 	entry = entry_of(stats, &key);
 	switch (outcome)

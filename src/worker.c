@@ -21,8 +21,9 @@
  * and the current one is recorded while the next is.  Only one batch is in
  * Kafka at a time, and the keys that stopped in one (an event not
  * delivered) send nothing in the next.  The transaction commits when a
- * claim finds nothing, or after RUN_MAX_MS: what a crash can publish again
- * is what was delivered since that commit.
+ * claim finds nothing, after RUN_MAX_MS, or once its batches hold
+ * RUN_MAX_BYTES: what a crash can publish again is what was delivered
+ * since that commit.
  *
  * An error anywhere aborts the transaction; what delivery reports said is
  * recorded in a new one, events without a report stay due untouched, and
@@ -113,8 +114,12 @@
  */
 #define STANDBY_WAIT_MS 100
 #define STANDBY_PAUSE_MS 200
-/* the longest a transaction goes on publishing batches */
+/*
+ * The longest a transaction goes on publishing batches, and the most bytes
+ * of events it holds (for error recovery) before it commits.
+ */
 #define RUN_MAX_MS 100
+#define RUN_MAX_BYTES (2 * OUTBOX_BATCH_MAX_BYTES)
 /* how often the statistics summed in memory are written */
 #define STATS_INTERVAL_MS 1000
 /*
@@ -539,9 +544,12 @@ record_batch(const OutboxExtension *ext, OutboxBatch *batch)
 						   run_stats);
 }
 
-/* Should the transaction that started at start claim another batch? */
+/*
+ * Should the transaction that started at start, having claimed bytes of
+ * events, claim another batch?
+ */
 static bool
-run_goes_on(TimestampTz start)
+run_goes_on(TimestampTz start, int64 bytes)
 {
 	bool		restart;
 
@@ -549,6 +557,7 @@ run_goes_on(TimestampTz start)
 	restart = my_slot->restart_requested;
 	outbox_slot_unlock();
 	return !ShutdownRequestPending && !restart && !ConfigReloadPending &&
+		bytes < RUN_MAX_BYTES &&
 		!TimestampDifferenceExceeds(start, GetCurrentTimestamp(), RUN_MAX_MS);
 }
 
@@ -568,6 +577,7 @@ run_batches_of(const OutboxExtension *ext, bool *undo)
 	bool		nothing_due;
 	bool		complete = true;
 	long		delay = 0;
+	int64		bytes = 0;
 
 	*undo = false;
 	/* idle: a cheap look first, and no producer after a while */
@@ -589,9 +599,11 @@ run_batches_of(const OutboxExtension *ext, bool *undo)
 		char	   *reason;
 
 		/* the next batch is claimed while the one sent is acknowledged */
-		if (sending == NULL || run_goes_on(now))
+		if (sending == NULL || run_goes_on(now, bytes))
 		{
 			next = claim_next(ext, sending);
+			for (int i = 0; i < next->count; i++)
+				bytes += next->events[i].bytes;
 			if (next->count == 0)
 			{
 				next = NULL;

@@ -71,11 +71,11 @@ my @refused = (
 	[ 'bootstrap.servers', 'elsewhere:9092', qr/Set outbox.brokers instead/ ],
 	[
 		'no.such.property', 'x',
-		qr/not one of the librdkafka producer properties.*HINT:  .*README/s
+		qr/not one of the librdkafka producer properties.*HINT:  .*kafka-properties.md/s
 	],
 	[
 		'topic.blacklist', 'orders.*',
-		qr/not one of the librdkafka producer properties.*HINT:  .*README/s
+		qr/not one of the librdkafka producer properties.*HINT:  .*kafka-properties.md/s
 	]);
 for my $case (@refused)
 {

@@ -5,7 +5,7 @@
 # is idle, the CPU time the workers and the launcher use over 30 s, read
 # from /proc, as a share of one core: first while the workers still hold
 # their Kafka producers, then once they have closed them (a minute without
-# events).  Target (issue 10): under 1%.
+# events).  Target: under 1%.
 #
 # Usage: test/bench/idle.sh	(about 3 minutes)
 

@@ -4,7 +4,7 @@
 # a streaming standby (physical slot standby1) on this machine, 500 events/s
 # for 20 s, each its own transaction; the publish latency
 # (published_at - created_at) with the setting against the same run
-# without it.  Target (issue 11): p50 within 2 ms.
+# without it.  Target: p50 within 2 ms.
 #
 # Usage: test/bench/standby.sh	(about 2 minutes)
 
