@@ -64,7 +64,21 @@ SET outbox.headers = '{"event_id": "mine"}';
 \echo :LAST_ERROR_SQLSTATE
 SET outbox.headers = '{"nul": "\u0000"}';
 \echo :LAST_ERROR_SQLSTATE
+-- nested a hundred thousand levels deep: refused as nested (22023) before
+-- any parser recurses that deep
+DO $$
+BEGIN
+	PERFORM set_config('outbox.headers',
+					   repeat('{"a": ', 100000) || '"b"' || repeat('}', 100000), false);
+EXCEPTION WHEN OTHERS THEN
+	RAISE NOTICE 'refused with %', SQLSTATE;
+END
+$$;
 SHOW outbox.headers;
+-- braces and brackets inside strings are text
+SET outbox.headers = '{"b": "{[\"{"}';
+SHOW outbox.headers;
+SET outbox.headers = '{"kept": "yes"}';
 RESET outbox.headers;
 
 -- any role may set it

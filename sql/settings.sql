@@ -92,6 +92,10 @@ ALTER SYSTEM SET outbox.standby_slots = 'standby1, "Standby-2"';
 \echo :LAST_ERROR_SQLSTATE
 ALTER SYSTEM SET outbox.standby_slots = 'standby1,';
 \echo :LAST_ERROR_SQLSTATE
+-- slot names are no identifiers: one with capitals is refused, not folded
+-- into another slot's name
+ALTER SYSTEM SET outbox.standby_slots = 'Standby1';
+\echo :LAST_ERROR_SQLSTATE
 ALTER SYSTEM SET outbox.standby_slots = 'standby1, standby2';
 ALTER SYSTEM RESET outbox.standby_slots;
 

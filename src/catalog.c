@@ -39,6 +39,7 @@
 #include "catalog/pg_namespace.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "utils/inval.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -276,6 +277,21 @@ outbox_relation(const OutboxExtension *ext, const char *name)
 				 errmsg("relation \"%s\" of extension \"outbox\" does not exist", name),
 				 errhint("Update the extension with ALTER EXTENSION outbox UPDATE.")));
 	return relid;
+}
+
+/*
+ * Lock outbox_reader in mode until the end of the transaction.  Every
+ * transaction of the worker takes this table first (the claim and the
+ * rotation lock its row, the look for due events reads it, the others
+ * call this), and so does DROP EXTENSION, in the mode it drops in: with
+ * no order, DROP locked the log before the retry table while the worker
+ * held the retry table and waited for the log, and one of them failed
+ * with a deadlock.
+ */
+void
+outbox_lock_reader_table(const OutboxExtension *ext, LOCKMODE mode)
+{
+	LockRelationOid(outbox_relation(ext, "outbox_reader"), mode);
 }
 
 /*

@@ -12,6 +12,7 @@
 #define OUTBOX_CATALOG_H
 
 #include "executor/spi.h"
+#include "storage/lockdefs.h"
 #include "fmgr.h"
 
 /* extension versions, as numbers that compare */
@@ -35,6 +36,7 @@ extern void outbox_extension_check(const OutboxExtension *ext);
 extern const OutboxExtension *outbox_entry(FunctionCallInfo fcinfo);
 extern Oid	outbox_relation(const OutboxExtension *ext, const char *name);
 extern void outbox_require_read_committed(const char *function);
+extern void outbox_lock_reader_table(const OutboxExtension *ext, LOCKMODE mode);
 
 /*
  * A statement on the extension's tables, prepared and kept for the

@@ -531,6 +531,7 @@ outbox_events_due(const OutboxExtension *ext)
 	int64		last_id;
 	bool		due;
 
+	outbox_lock_reader_table(ext, AccessShareLock);
 	SPI_connect();
 	outbox_run(ext, &due_plan, NULL, 1);
 	last_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
@@ -546,7 +547,8 @@ PG_FUNCTION_INFO_V1(outbox_claim);
  *		RETURNS TABLE (id bigint, event_id uuid, topic text, key text,
  *					   payload bytea, headers jsonb)
  *
- * The claim of the worker, for SQL: see outbox_claim_batch.
+ * The claim of the worker, for SQL: see outbox_claim_batch.  Refused in a
+ * transaction whose snapshot is older than its first statement.
  */
 Datum
 outbox_claim(PG_FUNCTION_ARGS)

@@ -21,6 +21,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/xid8.h"
 
@@ -69,7 +70,17 @@ outbox_undelivered(const OutboxExtension *ext)
 	bool		isnull;
 	int64		retried;
 	int			ret;
+	int			nestlevel;
 
+	/*
+	 * The hooks of DROP run this in the caller's session, not in a function
+	 * of the extension with a pinned search_path: pinned here, or an
+	 * operator planted in a schema on the caller's path would run with the
+	 * caller's rights.
+	 */
+	nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	SPI_connect();
 	ret = SPI_execute_plan(outbox_plan(ext, &undelivered_plan), NULL, NULL, true, 0);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
@@ -77,6 +88,7 @@ outbox_undelivered(const OutboxExtension *ext)
 	retried = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
 										  1, &isnull));
 	SPI_finish();
+	AtEOXact_GUC(true, nestlevel);
 	return retried + outbox_count_unread(ext);
 }
 

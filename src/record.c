@@ -350,6 +350,7 @@ outbox_record_outcomes(const OutboxExtension *ext, OutboxBatch *batch, bool keep
 			unsent[nunsent++] = ev;
 	}
 
+	outbox_lock_reader_table(ext, AccessShareLock);
 	SPI_connect();
 	outbox_copy_to_retries(ext, unsent, nunsent);
 	record_delivered(ext, batch, keep, stats);

@@ -133,6 +133,7 @@ outbox_purge_expired(const OutboxExtension *ext, int batch_size)
 	values[0] = interval_of(outbox_published_retention);
 	values[1] = interval_of(outbox_abandoned_retention);
 	values[2] = Int32GetDatum(batch_size);
+	outbox_lock_reader_table(ext, AccessShareLock);
 	SPI_connect();
 	removed = DatumGetInt64(outbox_run_value(ext, &purge_plan, values, &isnull));
 	SPI_finish();

@@ -29,7 +29,10 @@
  * lock: parse analysis locks what a statement names before permissions are
  * checked (at execution), so "PREPARE p AS SELECT FROM outbox_log_0" would
  * otherwise hold a lock that keeps the log from being emptied, by a role
- * with no right to read it.
+ * with no right to read it.  A few statements analyze queries of their own,
+ * out of that hook's sight (the actions of CREATE RULE, the expressions of
+ * CREATE and ALTER POLICY, the body of a function in SQL-standard form):
+ * once one has run, it is refused if it left the role such a lock.
  *
  * The object access hook refuses the drop of the extension's relations
  * while events are not delivered, however the extension is dropped: by a
@@ -249,6 +252,8 @@ refuse_dropping_events(Node *stmt)
 		!outbox_extension_find(&ext) || outbox_extension_problem(&ext) != NULL ||
 		!drops_extension(stmt, &ext))
 		return;
+	/* the worker's first lock, first: see outbox_lock_reader_table */
+	outbox_lock_reader_table(&ext, AccessExclusiveLock);
 	PushActiveSnapshot(GetTransactionSnapshot());
 	undelivered = outbox_undelivered(&ext);
 	PopActiveSnapshot();
@@ -434,6 +439,13 @@ before_statement(Node *stmt, ProcessUtilityContext context, Oid *dboid, Oid *rol
 		outbox_wake_at_commit();
 	else if (names_outbox(stmt))
 	{
+		/*
+		 * CREATE EXTENSION IF NOT EXISTS of the extension that exists does
+		 * nothing, and any role may run it
+		 */
+		if (IsA(stmt, CreateExtensionStmt) &&
+			OidIsValid(get_extension_oid("outbox", true)))
+			return false;
 		*dboid = MyDatabaseId;
 		return true;
 	}
@@ -459,6 +471,40 @@ before_statement(Node *stmt, ProcessUtilityContext context, Oid *dboid, Oid *rol
 	return false;
 }
 
+static void guard_relation(Oid relid);
+
+/*
+ * Does the statement analyze queries of its own, which the post-parse-
+ * analyze hook does not see?
+ */
+static bool
+analyzes_unseen_queries(Node *stmt)
+{
+	return IsA(stmt, RuleStmt) || IsA(stmt, CreatePolicyStmt) ||
+		IsA(stmt, AlterPolicyStmt) ||
+		(IsA(stmt, CreateFunctionStmt) && ((CreateFunctionStmt *) stmt)->sql_body != NULL);
+}
+
+/*
+ * Refuse if this backend holds a lock on a relation of the extension on
+ * which the role has no right (guard_relation).
+ */
+static void
+guard_locks_held(void)
+{
+	LockData   *locks = GetLockStatusData();
+
+	for (int i = 0; i < locks->nelements; i++)
+	{
+		LockInstanceData *lock = &locks->locks[i];
+
+		if (lock->pid == MyProcPid && lock->holdMask != 0 &&
+			lock->locktag.locktag_type == LOCKTAG_RELATION &&
+			lock->locktag.locktag_field1 == MyDatabaseId)
+			guard_relation(lock->locktag.locktag_field2);
+	}
+}
+
 static void
 outbox_process_utility(PlannedStmt *pstmt, const char *queryString,
 					   bool readOnlyTree, ProcessUtilityContext context,
@@ -480,10 +526,12 @@ outbox_process_utility(PlannedStmt *pstmt, const char *queryString,
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 								params, queryEnv, dest, qc);
 
+	if (analyzes_unseen_queries(stmt))
+		guard_locks_held();
 	/* it ran, and the role was allowed to run it */
 	if (restart)
 		restart_at_commit(dboid, roleid);
-	if (IsA(stmt, CreateExtensionStmt) && names_outbox(stmt))
+	if (restart && IsA(stmt, CreateExtensionStmt))
 		extension_created = true;
 }
 
