@@ -221,6 +221,24 @@ outbox_extension_problem(const OutboxExtension *ext)
 }
 
 /*
+ * Raise an error unless the schema of extension ext is in trusted hands:
+ * what finds the extension's objects by name in it must not find a
+ * look-alike.
+ */
+void
+outbox_check_schema(const OutboxExtension *ext)
+{
+	const char *hint;
+	char	   *problem = schema_problem(ext, &hint);
+
+	if (problem != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("%s", problem),
+				 errhint("%s", hint)));
+}
+
+/*
  * Raise an error if this library does not serve the version of extension
  * ext.
  */
@@ -319,23 +337,21 @@ SPIPlanPtr
 outbox_plan(const OutboxExtension *ext, OutboxPlan *plan)
 {
 	char	   *schema_name = get_namespace_name(ext->schema);
-	const char *hint;
-	char	   *problem = schema_problem(ext, &hint);
 	SPIPlanPtr	prepared;
 
-	if (problem != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("%s", problem),
-				 errhint("%s", hint)));
+	outbox_check_schema(ext);
 	if (schema_name == NULL)
 		elog(ERROR, "cache lookup failed for schema %u", ext->schema);
 	if (plan->plan != NULL && plan->schema == ext->schema &&
 		strcmp(NameStr(plan->schema_name), schema_name) == 0)
 		return plan->plan;
 
-	prepared = SPI_prepare(psprintf(plan->sql, quote_identifier(schema_name)),
-						   plan->nargs, plan->argtypes);
+	/*
+	 * A generic plan, always: the statements are the same at every batch,
+	 * and a custom plan would be planned again at each.
+	 */
+	prepared = SPI_prepare_cursor(psprintf(plan->sql, quote_identifier(schema_name)),
+								  plan->nargs, plan->argtypes, CURSOR_OPT_GENERIC_PLAN);
 	if (prepared == NULL)
 		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
 	SPI_keepplan(prepared);

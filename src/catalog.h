@@ -33,6 +33,7 @@ typedef struct OutboxExtension
 extern bool outbox_extension_find(OutboxExtension *ext);
 extern char *outbox_extension_problem(const OutboxExtension *ext);
 extern void outbox_extension_check(const OutboxExtension *ext);
+extern void outbox_check_schema(const OutboxExtension *ext);
 extern const OutboxExtension *outbox_entry(FunctionCallInfo fcinfo);
 extern Oid	outbox_relation(const OutboxExtension *ext, const char *name);
 extern void outbox_require_read_committed(const char *function);

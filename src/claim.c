@@ -34,18 +34,24 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "executor/tuptable.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/fmgrprotos.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -182,8 +188,13 @@ lock_reader_1_1(const OutboxExtension *ext, bool wait)
 bool
 outbox_lock_reader(const OutboxExtension *ext, bool wait, OutboxReaderRow *row)
 {
-	Oid			relid = outbox_relation(ext, "outbox_reader");
-	AclResult	acl = pg_class_aclcheck(relid, GetUserId(), ACL_UPDATE);
+	Oid			relid;
+	AclResult	acl;
+
+	/* what follows finds the extension's tables by name in its schema */
+	outbox_check_schema(ext);
+	relid = outbox_relation(ext, "outbox_reader");
+	acl = pg_class_aclcheck(relid, GetUserId(), ACL_UPDATE);
 
 	if (acl != ACLCHECK_OK)
 		aclcheck_error(acl, OBJECT_TABLE, get_rel_name(relid));
@@ -263,12 +274,27 @@ typedef struct SubxactCount
 static int64 unrecorded = 0;
 static SubxactCount *subxact_counts = NULL;
 
+/*
+ * The events that outbox_claim() returned in this transaction and that
+ * are not recorded yet, by id, in TopTransactionContext: outbox_mark_*()
+ * take them from here instead of reading them again, and a later
+ * outbox_claim() does not claim them again.
+ */
+typedef struct ClaimedEvent
+{
+	int64		id;
+	OutboxEvent *event;
+} ClaimedEvent;
+
+static HTAB *sql_claimed = NULL;
+
 /* the end of the transaction; its memory goes with it */
 static void
 forget_counts(void)
 {
 	unrecorded = 0;
 	subxact_counts = NULL;
+	sql_claimed = NULL;
 }
 
 static void
@@ -300,6 +326,9 @@ unrecorded_subxact_callback(SubXactEvent event, SubTransactionId subxact,
 {
 	SubxactCount *top = subxact_counts;
 
+	/* a claim rolled back is no claim: read its events again if need be */
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		sql_claimed = NULL;
 	if (top == NULL || top->subxact != subxact ||
 		(event != SUBXACT_EVENT_ABORT_SUB && event != SUBXACT_EVENT_COMMIT_SUB))
 		return;
@@ -320,20 +349,28 @@ unrecorded_subxact_callback(SubXactEvent event, SubTransactionId subxact,
  * transaction; its commit fails unless the count is back to 0.  Not for a
  * database at version 1.1, whose reader row counts them.
  */
-void
-outbox_count_unrecorded(int64 n)
+/* Have the callbacks above called, once per process. */
+static void
+register_callbacks(void)
 {
 	static bool registered = false;
-	SubTransactionId subxact = GetCurrentSubTransactionId();
 
-	if (n == 0)
-		return;
 	if (!registered)
 	{
 		RegisterXactCallback(unrecorded_xact_callback, NULL);
 		RegisterSubXactCallback(unrecorded_subxact_callback, NULL);
 		registered = true;
 	}
+}
+
+void
+outbox_count_unrecorded(int64 n)
+{
+	SubTransactionId subxact = GetCurrentSubTransactionId();
+
+	if (n == 0)
+		return;
+	register_callbacks();
 	if (subxact != TopSubTransactionId &&
 		(subxact_counts == NULL || subxact_counts->subxact != subxact))
 	{
@@ -346,6 +383,105 @@ outbox_count_unrecorded(int64 n)
 		subxact_counts = count;
 	}
 	unrecorded = Max(unrecorded + n, 0);
+}
+
+/*
+ * Keep the events of batch, claimed by outbox_claim() and allocated in
+ * TopTransactionContext, for outbox_claimed_event().
+ */
+static void
+keep_claimed(OutboxBatch *batch)
+{
+	register_callbacks();
+	if (sql_claimed == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(int64);
+		ctl.entrysize = sizeof(ClaimedEvent);
+		ctl.hcxt = TopTransactionContext;
+		sql_claimed = hash_create("outbox claimed events", Max(batch->count, 16), &ctl,
+								  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	for (int i = 0; i < batch->count; i++)
+	{
+		ClaimedEvent *entry = hash_search(sql_claimed, &batch->events[i].id,
+										  HASH_ENTER, NULL);
+
+		entry->event = &batch->events[i];
+	}
+}
+
+/*
+ * The event of the given id that outbox_claim() returned in this
+ * transaction, not recorded yet, or NULL; with forget, it is recorded now.
+ */
+OutboxEvent *
+outbox_claimed_event(int64 id, bool forget)
+{
+	ClaimedEvent *entry;
+
+	if (sql_claimed == NULL ||
+		(entry = hash_search(sql_claimed, &id, HASH_FIND, NULL)) == NULL)
+		return NULL;
+	if (forget)
+		hash_search(sql_claimed, &id, HASH_REMOVE, NULL);
+	return entry->event;
+}
+
+/* The events outbox_claim() returned in this transaction, not recorded yet. */
+static OutboxBatch *
+claimed_batch(void)
+{
+	OutboxBatch *batch = palloc0(sizeof(OutboxBatch));
+	HASH_SEQ_STATUS status;
+	ClaimedEvent *entry;
+
+	if (sql_claimed == NULL)
+		return batch;
+	batch->events = palloc((hash_get_num_entries(sql_claimed) + 1) * sizeof(OutboxEvent));
+	hash_seq_init(&status, sql_claimed);
+	while ((entry = hash_seq_search(&status)) != NULL)
+		batch->events[batch->count++] = *entry->event;
+	return batch;
+}
+
+/*
+ * Does the retry table hold, as a snapshot taken now sees it, an entry of
+ * its index named index (whose first column is the id) with an id from
+ * first to last (any id if last < first)?  One look at an index, where the
+ * claim's statements for the retry table would start an executor each,
+ * for nothing in most claims.  No permission is checked: the caller has
+ * the claim lock.
+ */
+static bool
+retries_hold(const OutboxExtension *ext, const char *index, int64 first, int64 last)
+{
+	Relation	rel = table_open(outbox_relation(ext, "outbox_retries"), AccessShareLock);
+	Relation	idx = index_open(outbox_relation(ext, index), AccessShareLock);
+	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	TupleTableSlot *slot = table_slot_create(rel, NULL);
+	ScanKeyData keys[2];
+	int			nkeys = 0;
+	IndexScanDesc scan;
+	bool		found;
+
+	if (first <= last)
+	{
+		ScanKeyInit(&keys[nkeys++], 1, BTGreaterEqualStrategyNumber, F_INT8GE,
+					Int64GetDatum(first));
+		ScanKeyInit(&keys[nkeys++], 1, BTLessEqualStrategyNumber, F_INT8LE,
+					Int64GetDatum(last));
+	}
+	scan = index_beginscan(rel, idx, snapshot, nkeys, 0);
+	index_rescan(scan, keys, nkeys, NULL, 0);
+	found = index_getnext_slot(scan, ForwardScanDirection, slot);
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	UnregisterSnapshot(snapshot);
+	index_close(idx, AccessShareLock);
+	table_close(rel, AccessShareLock);
+	return found;
 }
 
 /*
@@ -499,15 +635,26 @@ outbox_claim_batch(const OutboxExtension *ext, int batch_size, int64 max_bytes,
 	SPI_connect();
 	if (batch_size > 0 && outbox_lock_reader(ext, false, &row))
 	{
-		int			nretried = claim_retries(ext, batch_size,
-											 outbox_array(in_flight_ids, NULL, nin_flight, INT8OID),
-											 &bytes_left, batch->events, cxt);
-		MemoryContext spi_cxt = MemoryContextSwitchTo(cxt);
-		int			nlog = outbox_read_log(ext, &row.reader, batch_size - nretried,
-										   &bytes_left, batch->events + nretried);
+		bool		unfinished;
+		int			nretried = 0;
+		int			nlog;
+		MemoryContext spi_cxt;
 
+		/* this transaction's own writes to the retry table count */
+		CommandCounterIncrement();
+		unfinished = retries_hold(ext, "outbox_retries_due", 0, -1);
+		if (unfinished)
+			nretried = claim_retries(ext, batch_size,
+									 outbox_array(in_flight_ids, NULL, nin_flight, INT8OID),
+									 &bytes_left, batch->events, cxt);
+		spi_cxt = MemoryContextSwitchTo(cxt);
+		nlog = outbox_read_log(ext, &row.reader, batch_size - nretried,
+							   &bytes_left, batch->events + nretried);
 		MemoryContextSwitchTo(spi_cxt);
-		if (nlog > 0)
+		if (nlog > 0 &&
+			(unfinished ||
+			 retries_hold(ext, "outbox_retries_pkey", batch->events[nretried].id,
+						  batch->events[nretried + nlog - 1].id)))
 			nlog = hold_back(ext, batch->events + nretried, nlog);
 		outbox_save_reader(ext, &row, nlog);
 		batch->count = nretried + nlog;
@@ -516,7 +663,7 @@ outbox_claim_batch(const OutboxExtension *ext, int batch_size, int64 max_bytes,
 
 	qsort(batch->events, batch->count, sizeof(OutboxEvent), event_id_cmp);
 	for (int i = 0; i < batch->count; i++)
-		outbox_event_unpack(&batch->events[i]);
+		outbox_event_unpack(&batch->events[i], i > 0 ? &batch->events[i - 1] : NULL);
 	return batch;
 }
 
@@ -547,7 +694,10 @@ PG_FUNCTION_INFO_V1(outbox_claim);
  *		RETURNS TABLE (id bigint, event_id uuid, topic text, key text,
  *					   payload bytea, headers jsonb)
  *
- * The claim of the worker, for SQL: see outbox_claim_batch.  Refused in a
+ * The claim of the worker, for SQL: see outbox_claim_batch.  The events it
+ * returns are kept until they are recorded or the transaction ends, so
+ * that recording them reads nothing again, and so that a second claim in
+ * the transaction does not take them again.  Refused in a
  * transaction whose snapshot is older than its first statement.
  */
 Datum
@@ -568,7 +718,14 @@ outbox_claim(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	if (rsinfo->setDesc->natts != lengthof(columns))
 		elog(ERROR, "outbox_claim() is not declared as this library expects");
-	batch = outbox_claim_batch(ext, batch_size, PG_GETARG_INT64(1), NULL);
+	{
+		MemoryContext cxt = MemoryContextSwitchTo(TopTransactionContext);
+		OutboxBatch *in_flight = claimed_batch();
+
+		batch = outbox_claim_batch(ext, batch_size, PG_GETARG_INT64(1), in_flight);
+		keep_claimed(batch);
+		MemoryContextSwitchTo(cxt);
+	}
 	for (int i = 0; i < batch->count; i++)
 	{
 		Datum		values[lengthof(columns)];

@@ -29,6 +29,7 @@ extern void outbox_save_reader(const OutboxExtension *ext, OutboxReaderRow *row,
 							   int nread);
 extern void outbox_write_reader(const OutboxExtension *ext, OutboxReaderRow *row);
 extern void outbox_count_unrecorded(int64 n);
+extern OutboxEvent *outbox_claimed_event(int64 id, bool forget);
 extern OutboxBatch *outbox_claim_batch(const OutboxExtension *ext,
 									   int batch_size, int64 max_bytes,
 									   const OutboxBatch *in_flight);

@@ -205,27 +205,57 @@ utf8_of(Datum d, int *len)
 	return outbox_to_utf8(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), len);
 }
 
+/* The text form of a uuid, as uuid_out writes it, into buf (37 bytes). */
+static void
+uuid_text(const pg_uuid_t *uuid, char *buf)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	for (int i = 0; i < UUID_LEN; i++)
+	{
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			*buf++ = '-';
+		*buf++ = hex[uuid->data[i] >> 4];
+		*buf++ = hex[uuid->data[i] & 0x0F];
+	}
+	*buf = '\0';
+}
+
 /*
- * Set ev's parts on the wire from its stored row.  An event that cannot go
- * on the wire (a row stored before enqueue checked the encoding) is
+ * Set ev's parts on the wire from its stored row; previous, if not NULL,
+ * is the event unpacked before it in the same batch.  An event that cannot
+ * go on the wire (a row stored before enqueue checked the encoding) is
  * refused for good here, so that it fails alone instead of failing its
  * batch.
  */
 void
-outbox_event_unpack(OutboxEvent *ev)
+outbox_event_unpack(OutboxEvent *ev, const OutboxEvent *previous)
 {
 	const char *problem = NULL;
 	bool		not_utf8;
 	int			len;
 
 	ev->outcome = OUTBOX_IN_FLIGHT;
-	strlcpy(ev->event_id,
-			DatumGetCString(DirectFunctionCall1(uuid_out, ev->values[LOG_EVENT_ID])),
-			sizeof(ev->event_id));
-	ev->topic = utf8_of(ev->values[LOG_TOPIC], &len);
-	if (!ev->isnull[LOG_KEY] &&
-		(ev->key = utf8_of(ev->values[LOG_KEY], &ev->key_len)) == NULL)
-		problem = "The key cannot be converted to UTF-8.";
+	uuid_text(DatumGetUUIDP(ev->values[LOG_EVENT_ID]), ev->event_id);
+	/* events of a batch mostly share their topic: one copy of it */
+	if (previous != NULL && previous->topic != NULL &&
+		datumIsEqual(previous->values[LOG_TOPIC], ev->values[LOG_TOPIC], false, -1))
+		ev->topic = previous->topic;
+	else
+		ev->topic = utf8_of(ev->values[LOG_TOPIC], &len);
+	if (!ev->isnull[LOG_KEY])
+	{
+		text	   *key = DatumGetTextPP(ev->values[LOG_KEY]);
+
+		/* a key goes out as bytes and a length: the stored text, if UTF-8 */
+		if (GetDatabaseEncoding() == PG_UTF8)
+		{
+			ev->key = VARDATA_ANY(key);
+			ev->key_len = VARSIZE_ANY_EXHDR(key);
+		}
+		else if ((ev->key = utf8_of(ev->values[LOG_KEY], &ev->key_len)) == NULL)
+			problem = "The key cannot be converted to UTF-8.";
+	}
 	if (!ev->isnull[LOG_PAYLOAD])
 	{
 		bytea	   *payload = (bytea *) DatumGetPointer(ev->values[LOG_PAYLOAD]);

@@ -65,7 +65,7 @@ typedef struct OutboxEvent
 	/* on the wire, set by outbox_event_unpack: UTF-8 */
 	char		event_id[UUID_TEXT_LEN + 1];
 	char	   *topic;
-	char	   *key;			/* NULL: no key */
+	char	   *key;			/* NULL: no key; key_len bytes, no NUL */
 	int			key_len;
 	char	   *payload;		/* NULL: tombstone */
 	int			payload_len;
@@ -95,6 +95,6 @@ extern const char *outbox_unpack_headers(Jsonb *headers, OutboxEvent *ev,
 extern int64 outbox_record_bytes(const OutboxEvent *ev);
 extern void outbox_event_store(OutboxEvent *ev, TupleDesc desc,
 							   Datum *values, bool *isnull);
-extern void outbox_event_unpack(OutboxEvent *ev);
+extern void outbox_event_unpack(OutboxEvent *ev, const OutboxEvent *previous);
 
 #endif							/* OUTBOX_EVENT_H */

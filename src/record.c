@@ -381,22 +381,43 @@ record_for_sql(const OutboxExtension *ext, OutboxBatch *batch, bool keep,
 	outbox_stats_write(ext, stats);
 }
 
+static int
+id_cmp(const void *a, const void *b)
+{
+	int64		x = DatumGetInt64(*(const Datum *) a);
+	int64		y = DatumGetInt64(*(const Datum *) b);
+
+	return (x > y) - (x < y);
+}
+
+static int
+event_id_cmp(const void *a, const void *b)
+{
+	int64		x = ((const OutboxEvent *) a)->id;
+	int64		y = ((const OutboxEvent *) b)->id;
+
+	return (x > y) - (x < y);
+}
+
 /*
- * The events of the given ids (a bigint[] datum) as a batch, in id order:
- * those of the retry table, locked, then the others of the log.  The
- * caller is connected to SPI; the batch is allocated in memory context
- * cxt.
+ * The events of the given ids (a bigint[] datum) as a batch, sorted by
+ * id: those that outbox_claim() returned in this transaction as it
+ * returned them, the others of the retry table locked, then the others of
+ * the log.  The caller is connected to SPI; the batch is allocated in
+ * memory context cxt.
  */
 static OutboxBatch *
 fetch_batch(const OutboxExtension *ext, Datum ids, MemoryContext cxt)
 {
 	ArrayType  *array = DatumGetArrayTypeP(ids);
-	int			nids = ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array));
 	OutboxBatch *batch = MemoryContextAllocZero(cxt, sizeof(OutboxBatch));
-	Datum		values[1] = {ids};
 	Datum	   *elems;
 	Datum	   *rest;
+	Datum	   *left;
+	int			nids;
 	int			nrest = 0;
+	int			nleft = 0;
+	int			r = 0;
 	OutboxEvent *log_events;
 	int			nlog;
 	MemoryContext spi_cxt;
@@ -405,46 +426,63 @@ fetch_batch(const OutboxExtension *ext, Datum ids, MemoryContext cxt)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("ids must be a one-dimensional array without nulls")));
+	deconstruct_array(array, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+					  &elems, NULL, &nids);
 	batch->events = MemoryContextAlloc(cxt, (nids + 1) * sizeof(OutboxEvent));
-	outbox_run(ext, &fetch_plan, values, -1);
+	rest = palloc((nids + 1) * sizeof(Datum));
+	left = palloc((nids + 1) * sizeof(Datum));
+	for (int i = 0; i < nids; i++)
+	{
+		OutboxEvent *claimed = outbox_claimed_event(DatumGetInt64(elems[i]), true);
+
+		if (claimed != NULL)
+			batch->events[batch->count++] = *claimed;
+		else
+			rest[nrest++] = elems[i];
+	}
+	qsort(rest, nrest, sizeof(Datum), id_cmp);
+
+	if (nrest > 0)
+	{
+		Datum		values[1] = {outbox_array(rest, NULL, nrest, INT8OID)};
+
+		outbox_run(ext, &fetch_plan, values, -1);
+	}
 	spi_cxt = MemoryContextSwitchTo(cxt);
-	for (uint64 i = 0; i < SPI_processed; i++)
+	for (uint64 i = 0; nrest > 0 && i < SPI_processed; i++)
 	{
 		Datum		row[OUTBOX_LOG_COLUMNS];
 		bool		isnull[OUTBOX_LOG_COLUMNS];
+		OutboxEvent *ev = &batch->events[batch->count++];
 
 		heap_deform_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, row, isnull);
-		outbox_event_store(&batch->events[batch->count++], SPI_tuptable->tupdesc, row, isnull);
+		outbox_event_store(ev, SPI_tuptable->tupdesc, row, isnull);
+		/* the retry table's rows come in id order, as rest is sorted */
+		while (r < nrest && DatumGetInt64(rest[r]) < ev->id)
+			left[nleft++] = rest[r++];
+		if (r < nrest && DatumGetInt64(rest[r]) == ev->id)
+			r++;
 	}
+	while (r < nrest)
+		left[nleft++] = rest[r++];
 
-	/* the ids not in the retry table are looked for in the log */
-	deconstruct_array(array, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
-					  &elems, NULL, &nids);
-	rest = palloc((nids + 1) * sizeof(Datum));
-	for (int i = 0; i < nids; i++)
-	{
-		bool		found = false;
-
-		for (int j = 0; j < batch->count && !found; j++)
-			found = batch->events[j].id == DatumGetInt64(elems[i]);
-		if (!found)
-			rest[nrest++] = elems[i];
-	}
-	nlog = outbox_log_events(ext, outbox_array(rest, NULL, nrest, INT8OID), &log_events);
+	/* the ids in neither are looked for in the log */
+	nlog = outbox_log_events(ext, outbox_array(left, NULL, nleft, INT8OID), &log_events);
 	memcpy(batch->events + batch->count, log_events, nlog * sizeof(OutboxEvent));
 	batch->count += nlog;
 	MemoryContextSwitchTo(spi_cxt);
+	qsort(batch->events, batch->count, sizeof(OutboxEvent), event_id_cmp);
 	return batch;
 }
 
-/* The event of batch with the given id, or NULL. */
+/* The event of batch (sorted by id) with the given id, or NULL. */
 static OutboxEvent *
 event_of(OutboxBatch *batch, int64 id)
 {
-	for (int i = 0; i < batch->count; i++)
-		if (batch->events[i].id == id)
-			return &batch->events[i];
-	return NULL;
+	OutboxEvent key;
+
+	key.id = id;
+	return bsearch(&key, batch->events, batch->count, sizeof(OutboxEvent), event_id_cmp);
 }
 
 /* The n values of a one-dimensional array argument of a built-in type. */
