@@ -194,3 +194,20 @@ BEGIN;
 SELECT outbox_mark_published(array_agg(id), '{0}', array_agg(id), true) FROM outbox_claim(1);
 COMMIT;
 SELECT count(*) AS published FROM outbox_messages WHERE topic = 'rewrite' AND status = 'published';
+
+-- a second claim in the transaction does not take again what the first
+-- returned and is not recorded yet: rows of the retry table that this
+-- transaction has locked are no others' (SKIP LOCKED passes them)
+TRUNCATE outbox_log, outbox_retries;
+SELECT count(outbox_enqueue('again', 'a' || i, key => 'k' || i)) FROM generate_series(1, 2) i;
+BEGIN;
+SELECT outbox_mark_released(array_agg(id)) FROM outbox_claim(2);
+COMMIT;
+BEGIN;
+SELECT array_agg(id ORDER BY id) AS first_claim FROM outbox_claim(1) \gset
+SELECT array_agg(id ORDER BY id) AS second_claim FROM outbox_claim(1) \gset
+SELECT :'first_claim' <> :'second_claim' AS not_claimed_twice;
+SELECT outbox_mark_published(:'first_claim'::bigint[] || :'second_claim'::bigint[], '{0,0}', '{1,2}', true);
+COMMIT;
+SELECT string_agg(convert_from(payload, 'UTF8'), ' ' ORDER BY id) AS published
+  FROM outbox_messages WHERE topic = 'again' AND status = 'published';
