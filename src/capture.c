@@ -275,6 +275,27 @@ outbox_has_trigger(const OutboxExtension *ext, Relation rel, const char *name)
 }
 
 /*
+ * Open table relid to put a trigger of the extension on it, with the lock
+ * that CREATE TRIGGER takes (taken once); the caller needs the right to
+ * make triggers on it.
+ */
+Relation
+outbox_open_to_attach(Oid relid)
+{
+	char		relkind = get_rel_relkind(relid);
+	AclResult	aclresult;
+
+	if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a table", get_rel_name(relid))));
+	aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_TRIGGER);
+	if (aclresult != ACLCHECK_OK)
+		aclcheck_error(aclresult, OBJECT_TABLE, get_rel_name(relid));
+	return table_open(relid, ShareRowExclusiveLock);
+}
+
+/*
  * The arguments of the trigger of rel called name, running a function of
  * the extension, or NULL if it has none such; palloc'd.
  */
@@ -617,7 +638,6 @@ outbox_attach(PG_FUNCTION_ARGS)
 {
 	const OutboxExtension *ext = outbox_entry(fcinfo);
 	Oid			relid = PG_GETARG_OID(0);
-	char		relkind = get_rel_relkind(relid);
 	const char *format = "outbox";
 	bool		snapshot = false;
 	CaptureConfig config;
@@ -668,16 +688,7 @@ outbox_attach(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("tombstones are written in the debezium format only")));
-	if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not a table", get_rel_name(relid))));
-	aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_TRIGGER);
-	if (aclresult != ACLCHECK_OK)
-		aclcheck_error(aclresult, OBJECT_TABLE, get_rel_name(relid));
-
-	/* the lock that CREATE TRIGGER takes, taken once */
-	rel = table_open(relid, ShareRowExclusiveLock);
+	rel = outbox_open_to_attach(relid);
 	if (outbox_has_trigger(ext, rel, ROUTER_TRIGGER))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

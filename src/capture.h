@@ -61,6 +61,7 @@ extern char **outbox_trigger_args(const OutboxExtension *ext, Relation rel,
 								  const char *name, int *nargs);
 extern bool outbox_has_trigger(const OutboxExtension *ext, Relation rel,
 							   const char *name);
+extern Relation outbox_open_to_attach(Oid relid);
 extern char **outbox_primary_key(Relation rel, int *nkeys);
 
 #endif							/* OUTBOX_CAPTURE_H */

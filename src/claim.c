@@ -150,14 +150,10 @@ static OutboxPlan save_plan_1_1 = {
  * transactions that ended since they were running, due events of the
  * retry table.
  */
-static OutboxPlan due_plan = {
-	"SELECT r.last_id, cardinality(r.draining) > 0"
-	" OR EXISTS (SELECT FROM unnest(r.running) x"
-	"            WHERE pg_visible_in_snapshot(x, pg_current_snapshot()))"
-	" OR EXISTS (SELECT FROM %1$s.outbox_retries m"
-	"            WHERE m.status IN ('pending', 'failed')"
-	"            AND (m.next_attempt_at IS NULL OR m.next_attempt_at <= now()))"
-	" FROM %1$s.outbox_reader r"
+static OutboxPlan retries_due_plan = {
+	"SELECT EXISTS (SELECT FROM %1$s.outbox_retries m"
+	"               WHERE m.status IN ('pending', 'failed')"
+	"               AND (m.next_attempt_at IS NULL OR m.next_attempt_at <= now()))"
 };
 
 /*
@@ -669,22 +665,35 @@ outbox_claim_batch(const OutboxExtension *ext, int batch_size, int64 max_bytes,
 
 /*
  * Is any event due?  Far cheaper than a claim that finds nothing: what an
- * idle worker runs every outbox.poll_interval.  Takes a connection to SPI.
+ * idle worker runs every outbox.poll_interval, and before each batch that
+ * follows one.  The reader row is read where the claim left it: under a
+ * snapshot held elsewhere, a scan of its table would read every version
+ * of it.  Takes a connection to SPI.
  */
 bool
 outbox_events_due(const OutboxExtension *ext)
 {
+	Snapshot	snapshot = GetActiveSnapshot();
+	OutboxReaderRow row;
 	bool		isnull;
-	int64		last_id;
 	bool		due;
 
 	outbox_lock_reader_table(ext, AccessShareLock);
+	ItemPointerSetInvalid(&row.tid);
+	if (reader_relid == outbox_relation(ext, "outbox_reader"))
+		ItemPointerCopy(&reader_tid, &row.tid);
+	outbox_reader_row_read(ext, snapshot, &row);
+	if (row.reader.ndraining > 0)
+		return true;
+	/* a transaction of the claim's snapshot has ended since */
+	for (int i = 0; i < row.reader.nrunning; i++)
+		if (!XidInMVCCSnapshot(XidFromFullTransactionId(row.reader.running[i]), snapshot))
+			return true;
+
 	SPI_connect();
-	outbox_run(ext, &due_plan, NULL, 1);
-	last_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	due = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	due = DatumGetBool(outbox_run_value(ext, &retries_due_plan, NULL, &isnull));
 	SPI_finish();
-	return due || outbox_log_has_after(ext, last_id);
+	return due || outbox_log_has_after(ext, row.reader.last_id);
 }
 
 PG_FUNCTION_INFO_V1(outbox_claim);

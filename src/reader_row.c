@@ -11,6 +11,8 @@
  * it was last seen (its ctid) when that version is the one the snapshot
  * sees, and scanned for only otherwise; and it is updated at that ctid.
  * Any version of it that the snapshot sees is the row: the table has one.
+ * The page is pruned first, as a scan would, so that its dead versions go
+ * as soon as no snapshot needs them.
  * The planner, given "WHERE ctid = $1" on a table it believes to be one
  * page, scans it.
  *
@@ -24,9 +26,12 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/heapam.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/index.h"
 #include "executor/executor.h"
 #include "storage/bufmgr.h"
 #include "utils/rel.h"
@@ -77,7 +82,14 @@ outbox_reader_row_read(const OutboxExtension *ext, Snapshot snapshot,
 	/* the table may have been rewritten or truncated since */
 	if (ItemPointerIsValid(&row->tid) &&
 		ItemPointerGetBlockNumber(&row->tid) < RelationGetNumberOfBlocks(rel))
+	{
+		Buffer		buffer = ReadBuffer(rel, ItemPointerGetBlockNumber(&row->tid));
+
+		/* what a scan does on its way: prune the page's dead versions */
+		heap_page_prune_opt(rel, buffer);
+		ReleaseBuffer(buffer);
 		found = table_tuple_fetch_row_version(rel, &row->tid, snapshot, slot);
+	}
 	if (!found)
 	{
 		TableScanDesc scan = table_beginscan(rel, snapshot, 0, NULL);
@@ -125,6 +137,39 @@ outbox_reader_moved(const OutboxReaderRow *row)
 }
 
 /*
+ * Add the index entries of the new version in slot of a row of rel, with
+ * no uniqueness check: the row is the table's only one, written under the
+ * claim lock, and the check would visit every version of it that a
+ * snapshot held elsewhere keeps (each update that is not HOT adds an entry
+ * of the same key).
+ */
+static void
+insert_index_entries(Relation rel, TupleTableSlot *slot, EState *estate)
+{
+	ResultRelInfo *rri = makeNode(ResultRelInfo);
+	ExprContext *econtext = GetPerTupleExprContext(estate);
+
+	InitResultRelInfo(rri, rel, 1, NULL, 0);
+	ExecOpenIndices(rri, false);
+	econtext->ecxt_scantuple = slot;
+	for (int i = 0; i < rri->ri_NumIndices; i++)
+	{
+		Relation	index = rri->ri_IndexRelationDescs[i];
+		IndexInfo  *info = rri->ri_IndexRelationInfo[i];
+		Datum		values[INDEX_MAX_KEYS];
+		bool		isnull[INDEX_MAX_KEYS];
+
+		if (info->ii_Predicate != NIL &&
+			!ExecQual(ExecPrepareQual(info->ii_Predicate, estate), econtext))
+			continue;
+		FormIndexDatum(info, slot, estate, values, isnull);
+		index_insert(index, values, isnull, &slot->tts_tid, rel,
+					 UNIQUE_CHECK_NO, false, info);
+	}
+	ExecCloseIndices(rri);
+}
+
+/*
  * Write row over the version of the reader row at row->tid, which this
  * transaction read under the claim lock; row->tid gets where the new
  * version is, which the next command sees.
@@ -160,15 +205,7 @@ outbox_reader_row_write(const OutboxExtension *ext, OutboxReaderRow *row)
 
 	simple_table_tuple_update(rel, &row->tid, new, GetActiveSnapshot(), &update_indexes);
 	if (update_indexes)
-	{
-		ResultRelInfo *rri = makeNode(ResultRelInfo);
-
-		InitResultRelInfo(rri, rel, 1, NULL, 0);
-		ExecOpenIndices(rri, false);
-		/* not as an update: that hint needs a range table */
-		ExecInsertIndexTuples(rri, new, estate, false, false, NULL, NIL);
-		ExecCloseIndices(rri);
-	}
+		insert_index_entries(rel, new, estate);
 	ItemPointerCopy(&new->tts_tid, &row->tid);
 	MemoryContextSwitchTo(caller_cxt);
 	copy_reader(&row->saved, &row->reader);

@@ -541,11 +541,9 @@ outbox_attach_router(PG_FUNCTION_ARGS)
 {
 	const OutboxExtension *ext = outbox_entry(fcinfo);
 	Oid			relid;
-	char		relkind;
 	RouterConfig config = {0};
 	List	   *args = NIL;
 	Relation	rel;
-	AclResult	aclresult;
 	Oid			typid;
 	char	   *example;
 	StringInfoData sql;
@@ -588,15 +586,7 @@ outbox_attach_router(PG_FUNCTION_ARGS)
 	example = route(config.topic_pattern, "x");
 	outbox_check_topic(example, strlen(example));
 
-	relkind = get_rel_relkind(relid);
-	if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not a table", get_rel_name(relid))));
-	aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_TRIGGER);
-	if (aclresult != ACLCHECK_OK)
-		aclcheck_error(aclresult, OBJECT_TABLE, get_rel_name(relid));
-	rel = table_open(relid, ShareRowExclusiveLock);
+	rel = outbox_open_to_attach(relid);
 	if (outbox_has_trigger(ext, rel, CAPTURE_TRIGGER))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

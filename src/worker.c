@@ -140,6 +140,8 @@
  */
 #define SNAPSHOT_CHUNK_ROWS 1000
 #define SNAPSHOT_RETRY_MS 1000
+/* how often a worker with no snapshot to take looks for one */
+#define SNAPSHOT_LOOK_MS 1000
 
 /* what the worker sets for itself, whatever the session defaults say */
 static const struct
@@ -183,6 +185,7 @@ static TimestampTz stats_written_at = 0;
 static bool stats_writing = false;
 static int	consecutive_errors = 0;
 static TimestampTz next_cleanup = 0;
+static TimestampTz next_snapshot_look = 0;
 /* did the last batch find nothing, and when did one last find something */
 static bool idle = false;
 static TimestampTz last_events_at = 0;
@@ -791,7 +794,8 @@ run_cleanup(MemoryContext cxt, const OutboxExtension *ext)
 
 /*
  * Take the next chunk of a snapshot, if one is due, in a transaction of
- * its own.  Returns true if there is more to take right away.  A chunk
+ * its own; after a look that found none, the next is SNAPSHOT_LOOK_MS
+ * later.  Returns true if there is more to take right away.  A chunk
  * that fails is recorded, in a new transaction, on its snapshot, which is
  * tried again after SNAPSHOT_RETRY_MS; a failure is logged once, and a
  * row lock that a chunk waited for too long is no failure worth a log
@@ -800,10 +804,14 @@ run_cleanup(MemoryContext cxt, const OutboxExtension *ext)
 static bool
 run_snapshot(MemoryContext cxt, const OutboxExtension *ext)
 {
+	TimestampTz now = GetCurrentTimestamp();
 	OutboxSnapshotChunk chunk;
 	ErrorData  *edata = NULL;
 	bool		more = false;
 
+	/* a transaction per turn only while there is a snapshot to take */
+	if (now < next_snapshot_look)
+		return false;
 	memset(&chunk, 0, sizeof(chunk));
 	/* most turns find none due: say nothing of those */
 	begin_work(NULL, cxt);
@@ -824,6 +832,8 @@ run_snapshot(MemoryContext cxt, const OutboxExtension *ext)
 		end_work(cxt);
 		if (OidIsValid(chunk.relid))
 			said_snapshot_failure[0] = '\0';
+		else
+			next_snapshot_look = TimestampTzPlusMilliseconds(now, SNAPSHOT_LOOK_MS);
 		return more;
 	}
 
