@@ -666,9 +666,9 @@ outbox_claim_batch(const OutboxExtension *ext, int batch_size, int64 max_bytes,
 /*
  * Is any event due?  Far cheaper than a claim that finds nothing: what an
  * idle worker runs at each turn (each wake, or every outbox.poll_interval).
- * The reader row is read where the claim left it: under a
- * snapshot held elsewhere, a scan of its table would read every version
- * of it.  Takes a connection to SPI.
+ * The reader row is read where the claim left it: under a snapshot held
+ * elsewhere, a scan of its table would read every version of it.  Takes a
+ * connection to SPI.
  */
 bool
 outbox_events_due(const OutboxExtension *ext)
