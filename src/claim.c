@@ -176,6 +176,20 @@ lock_reader_1_1(const OutboxExtension *ext, bool wait)
 }
 
 /*
+ * Read the reader row (table relid) as snapshot sees it, starting where
+ * this backend last saw it.
+ */
+static void
+read_reader(const OutboxExtension *ext, Oid relid, Snapshot snapshot,
+			OutboxReaderRow *row)
+{
+	ItemPointerSetInvalid(&row->tid);
+	if (reader_relid == relid)
+		ItemPointerCopy(&reader_tid, &row->tid);
+	outbox_reader_row_read(ext, snapshot, row);
+}
+
+/*
  * Take the claim lock until the end of the transaction and read the reader
  * row into row: waiting for another holder, or, unless wait, returning
  * false at once if there is one.  The caller needs UPDATE on the table,
@@ -202,11 +216,8 @@ outbox_lock_reader(const OutboxExtension *ext, bool wait, OutboxReaderRow *row)
 	if (ext->version < OUTBOX_VERSION(1, 2) && !lock_reader_1_1(ext, wait))
 		return false;
 
-	ItemPointerSetInvalid(&row->tid);
-	if (reader_relid == relid)
-		ItemPointerCopy(&reader_tid, &row->tid);
 	/* a snapshot taken now sees what the lock's last holder committed */
-	outbox_reader_row_read(ext, GetTransactionSnapshot(), row);
+	read_reader(ext, relid, GetTransactionSnapshot(), row);
 	reader_relid = relid;
 	ItemPointerCopy(&row->tid, &reader_tid);
 	return true;
@@ -679,10 +690,7 @@ outbox_events_due(const OutboxExtension *ext)
 	bool		due;
 
 	outbox_lock_reader_table(ext, AccessShareLock);
-	ItemPointerSetInvalid(&row.tid);
-	if (reader_relid == outbox_relation(ext, "outbox_reader"))
-		ItemPointerCopy(&reader_tid, &row.tid);
-	outbox_reader_row_read(ext, snapshot, &row);
+	read_reader(ext, outbox_relation(ext, "outbox_reader"), snapshot, &row);
 	if (row.reader.ndraining > 0)
 		return true;
 	/* a transaction of the claim's snapshot has ended since */

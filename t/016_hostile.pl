@@ -117,6 +117,28 @@ sub plant_trojan
 	return;
 }
 
+# In database $db, role $planter plants an = operator on outbox_status
+# in public, which runs public.trojan(): a statement of the extension that
+# compared statuses with an unqualified = would run it.
+sub plant_status_operator
+{
+	my ($db, $planter) = @_;
+	$node->safe_psql(
+		$db, qq{
+		SET ROLE $planter;
+		CREATE FUNCTION public.status_eq(a outbox_status, b outbox_status) RETURNS boolean
+		LANGUAGE plpgsql AS \$\$
+		BEGIN
+			PERFORM public.trojan();
+			RETURN a::text OPERATOR(pg_catalog.=) b::text;
+		END \$\$;
+		CREATE OPERATOR public.= (LEFTARG = outbox_status, RIGHTARG = outbox_status,
+								  FUNCTION = public.status_eq);
+		RESET ROLE;
+	});
+	return;
+}
+
 # "ran" if the trojan of $planter ran as another role, or it became a
 # superuser; "never" otherwise.
 sub trojan_ran
@@ -134,17 +156,10 @@ sub trojan_ran
 $node->safe_psql('postgres',
 	'CREATE ROLE mallory LOGIN; GRANT CREATE, USAGE ON SCHEMA public TO mallory');
 plant_trojan('postgres', 'mallory');
+plant_status_operator('postgres', 'mallory');
 $node->safe_psql(
 	'postgres', q{
 	SET ROLE mallory;
-	CREATE FUNCTION public.status_eq(a outbox_status, b outbox_status) RETURNS boolean
-	LANGUAGE plpgsql AS $$
-	BEGIN
-		PERFORM public.trojan();
-		RETURN a::text OPERATOR(pg_catalog.=) b::text;
-	END $$;
-	CREATE OPERATOR public.= (LEFTARG = outbox_status, RIGHTARG = outbox_status,
-							  FUNCTION = public.status_eq);
 	CREATE FUNCTION public.outbox_count_recorded(n integer) RETURNS void
 	LANGUAGE plpgsql AS $$ BEGIN PERFORM public.trojan(); END $$;
 	CREATE FUNCTION public.outbox_lock_reader(wait boolean, x integer DEFAULT 0) RETURNS boolean
@@ -527,17 +542,10 @@ $node->safe_psql('template1', 'CREATE EXTENSION outbox');
 $node->safe_psql('postgres', 'CREATE ROLE maker LOGIN CREATEDB');
 $node->psql('postgres', 'CREATE DATABASE made', extra_params => [ '-U', 'maker' ]);
 plant_trojan('made', 'maker');
+plant_status_operator('made', 'maker');
 $node->safe_psql(
 	'made', q{
 	SET ROLE maker;
-	CREATE FUNCTION public.status_eq(a outbox_status, b outbox_status) RETURNS boolean
-	LANGUAGE plpgsql AS $$
-	BEGIN
-		PERFORM public.trojan();
-		RETURN a::text OPERATOR(pg_catalog.=) b::text;
-	END $$;
-	CREATE OPERATOR public.= (LEFTARG = outbox_status, RIGHTARG = outbox_status,
-							  FUNCTION = public.status_eq);
 	RESET ROLE;
 	SELECT outbox_enqueue('made.t', 'x'::text);
 });
