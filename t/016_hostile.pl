@@ -543,12 +543,7 @@ $node->safe_psql('postgres', 'CREATE ROLE maker LOGIN CREATEDB');
 $node->psql('postgres', 'CREATE DATABASE made', extra_params => [ '-U', 'maker' ]);
 plant_trojan('made', 'maker');
 plant_status_operator('made', 'maker');
-$node->safe_psql(
-	'made', q{
-	SET ROLE maker;
-	RESET ROLE;
-	SELECT outbox_enqueue('made.t', 'x'::text);
-});
+$node->safe_psql('made', "SELECT outbox_enqueue('made.t', 'x'::text)");
 ok( wait_for_sql($node,
 		"SELECT state = 'waiting for extension' AND last_error LIKE 'schema \"public\" of extension outbox is owned by role \"maker\"%' FROM outbox_worker_status() WHERE database = 'made'"
 	),
