@@ -7,7 +7,7 @@
  * A change event is a key, a JSON object of the key columns, and a value:
  *
  *		{"before":null,"after":{...},
- *		 "source":{"version":"outbox-1.2","connector":"postgresql",
+ *		 "source":{"version":"outbox-1.3","connector":"postgresql",
  *				   "name":"<prefix>","ts_ms":...,"snapshot":"false","db":"...",
  *				   "sequence":null,"ts_us":...,"ts_ns":...,"schema":"public",
  *				   "table":"orders","txId":...,"lsn":...,"xmin":null},

@@ -18,7 +18,7 @@
 #include "utils/timestamp.h"
 
 /* source.version of every change event */
-#define OUTBOX_DEBEZIUM_VERSION "outbox-1.2"
+#define OUTBOX_DEBEZIUM_VERSION "outbox-1.3"
 
 /* what a change event says of where it comes from */
 typedef struct DebeziumSource

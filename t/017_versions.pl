@@ -6,9 +6,9 @@
 # and a HINT to update, and what 1.0 runs in SQL either works or refuses
 # the same way.  Then a rolling update under load: while pgbench enqueues
 # and inserts into a captured table, ALTER EXTENSION outbox UPDATE takes a
-# database from 1.1 to 1.2: no transaction fails, every committed event is
-# published once, in the order of its key.  Last, a fresh 1.2 and the
-# chain 1.0 -> 1.1 -> 1.2 have the same schema, as pg_dump sees it.
+# database from 1.1 to 1.3: no transaction fails, every committed event is
+# published once, in the order of its key.  Last, a fresh 1.3 and the
+# chain 1.0 -> 1.1 -> 1.2 -> 1.3 have the same schema, as pg_dump sees it.
 
 use strict;
 use warnings;
@@ -316,7 +316,7 @@ my $update_start = time;
 $node->safe_psql('roll', 'ALTER EXTENSION outbox UPDATE');
 diag(sprintf('ALTER EXTENSION outbox UPDATE under load took %.2f s', time - $update_start));
 is($node->safe_psql('roll', "SELECT extversion FROM pg_extension WHERE extname = 'outbox'"),
-	'1.2', 'updated to 1.2 while the application ran');
+	'1.3', 'updated to 1.3 while the application ran');
 ok($bench->finish, 'pgbench ended well') or diag($bench_err);
 like($bench_out, qr/number of failed transactions: 0 /, 'no transaction failed')
   or diag($bench_out);
@@ -350,7 +350,7 @@ for my $topic ('roll.t', 'roll.orders')
 	is(scalar keys %last, 4, "$topic: the four clients' keys");
 }
 
-# --- a fresh 1.2 and 1.0 -> 1.1 -> 1.2: the same schema
+# --- a fresh 1.3 and 1.0 -> 1.1 -> 1.2 -> 1.3: the same schema
 $node->safe_psql('postgres', 'CREATE DATABASE fresh');
 $node->safe_psql('postgres', 'CREATE DATABASE chain');
 $node->safe_psql('fresh', 'CREATE EXTENSION outbox');
@@ -388,11 +388,11 @@ sub schema_of
 my $fresh = schema_of('fresh');
 my $chain = schema_of('chain');
 ok(scalar(grep { /CREATE TABLE public\.outbox_log_0/ } @$fresh), 'the dump shows the tables');
-like(join("\n", @$fresh), qr/binary_upgrade_create_empty_extension\('outbox', 'public', false, '1\.2', '\{OIDS\}', '\{"\n\tWHERE id OPERATOR/,
+like(join("\n", @$fresh), qr/binary_upgrade_create_empty_extension\('outbox', 'public', false, '1\.3', '\{OIDS\}', '\{"\n\tWHERE id OPERATOR/,
 	'and the extension, with the filters of the tables that pg_dump keeps');
 my @diff = grep { $fresh->[$_] ne ($chain->[$_] // '') } 0 .. $#$fresh;
 is(scalar @$chain, scalar @$fresh, 'the chain\'s schema has as many lines as a fresh one');
-is(scalar @diff, 0, 'a fresh 1.2 and 1.0 -> 1.1 -> 1.2 have the same schema')
+is(scalar @diff, 0, 'a fresh 1.3 and 1.0 -> 1.1 -> 1.2 -> 1.3 have the same schema')
   or diag(join "\n", map { "fresh: $fresh->[$_]\nchain: " . ($chain->[$_] // '') } @diff[ 0 .. ($#diff < 9 ? $#diff : 9) ]);
 
 $node->stop;
