@@ -13,6 +13,7 @@
 # the scratch directory, which the last lines name.
 #
 # Usage: test/run.sh [TAP test files...]	(with files: those tests only)
+#        test/run.sh installcheck		(pg_regress and isolation only)
 #
 # As root (CI, a fresh machine) it first runs test/setup.sh: packages, build,
 # install.  PostgreSQL refuses to run as root, so it then runs itself again
@@ -24,13 +25,18 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
 # test files, made relative to the repository
 TESTS=()
+ONLY_INSTALLCHECK=
+if [ "${1:-}" = installcheck ]; then
+	ONLY_INSTALLCHECK=1
+	shift
+fi
 for t in "$@"; do
 	TESTS+=("$(realpath --relative-to="$ROOT" "$t")")
 done
 set -- "${TESTS[@]}"
 
 . "$ROOT/test/common.sh"
-become_postgres "$ROOT" test/run.sh "$@" || { echo "0 passed, 1 failed"; exit 1; }
+become_postgres "$ROOT" test/run.sh ${ONLY_INSTALLCHECK:+installcheck} "$@" || { echo "0 passed, 1 failed"; exit 1; }
 WORK=$OUTBOX_WORK
 PGXS_DIR=$(cd "$(dirname "$(pg_config --pgxs)")/../.." && pwd)
 PORT=54331
@@ -111,6 +117,12 @@ if [ $# -eq 0 ]; then
 	kill "$BROKER_PID" 2>/dev/null
 	wait "$BROKER_PID" 2>/dev/null
 	BROKER_PID=
+fi
+
+if [ -n "$ONLY_INSTALLCHECK" ]; then
+	echo "$passed passed, $failed failed"
+	[ "$failed" = 0 ]
+	exit
 fi
 
 echo "=== TAP: t"
