@@ -156,6 +156,11 @@ static OutboxPlan retries_due_plan = {
 	"               AND (m.next_attempt_at IS NULL OR m.next_attempt_at <= now()))"
 };
 
+static OutboxPlan retries_unfinished_plan = {
+	"SELECT EXISTS (SELECT FROM %1$s.outbox_retries m"
+	"               WHERE m.status IN ('pending', 'failed'))"
+};
+
 /*
  * Take version 1.1's advisory lock on the reader, which its functions
  * take: waiting for it, or not.  Returns whether it is held.
@@ -702,6 +707,23 @@ outbox_events_due(const OutboxExtension *ext)
 	due = DatumGetBool(outbox_run_value(ext, &retries_due_plan, NULL, &isnull));
 	SPI_finish();
 	return due || outbox_log_has_after(ext, row.reader.last_id);
+}
+
+/*
+ * Is any event of the retry table unfinished, due now or later?  With
+ * outbox_events_due, what an idle worker asks before it gives its slot
+ * back: a backoff that ends has no commit to wake anybody.
+ */
+bool
+outbox_retries_unfinished(const OutboxExtension *ext)
+{
+	bool		isnull;
+	bool		unfinished;
+
+	SPI_connect();
+	unfinished = DatumGetBool(outbox_run_value(ext, &retries_unfinished_plan, NULL, &isnull));
+	SPI_finish();
+	return unfinished;
 }
 
 PG_FUNCTION_INFO_V1(outbox_claim);

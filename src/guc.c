@@ -37,6 +37,7 @@
 
 char	   *outbox_databases = NULL;
 int			outbox_max_workers = 8;
+int			outbox_worker_idle_timeout = 2000;
 bool		outbox_enabled = true;
 char	   *outbox_brokers = NULL;
 char	   *outbox_kafka_properties = NULL;
@@ -353,6 +354,16 @@ outbox_define_gucs(void)
 								1, 1024,
 								PGC_POSTMASTER,
 								0,
+								NULL, NULL, NULL);
+
+		DefineCustomIntVariable("outbox.worker_idle_timeout",
+								"How long an idle worker keeps its slot while another database waits for one.",
+								"A worker idle this long, with no event, retry or snapshot left, exits when a database waits for a worker; the next commit there starts it again.  -1: never.",
+								&outbox_worker_idle_timeout,
+								2000,
+								-1, INT_MAX,
+								PGC_SIGHUP,
+								GUC_UNIT_MS,
 								NULL, NULL, NULL);
 	}
 

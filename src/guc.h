@@ -14,6 +14,7 @@
 
 extern char *outbox_databases;
 extern int	outbox_max_workers;
+extern int	outbox_worker_idle_timeout;
 extern bool outbox_enabled;
 extern char *outbox_brokers;
 extern char *outbox_kafka_properties;

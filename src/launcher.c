@@ -25,7 +25,10 @@
  * Lookups run one at a time; at most outbox.max_workers publishing
  * workers run at once.  A database that waits for one says so in its slot
  * and in the log, and gets one as soon as a worker exits (bgw_notify_pid
- * wakes the launcher).  The launcher itself connects to no database: it
+ * wakes the launcher).  While one waits, a worker idle for
+ * outbox.worker_idle_timeout with nothing left to do gives its slot back:
+ * it parks its database (worker.c) and exits; the next commit there that
+ * would wake it wakes the launcher instead, which starts it again.  The launcher itself connects to no database: it
  * reads pg_database, so that a database created later is found and one
  * that is dropped loses its worker.
  *
@@ -54,6 +57,7 @@
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
+#include "replication/logicallauncher.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
@@ -80,8 +84,8 @@
 #define LOOKUP_RETRY_MS 5000
 /* how long a database that DROP DATABASE works on gets no worker */
 #define DROP_HOLD_MS 10000
-/* slots beyond outbox.max_workers, for databases waiting for a worker */
-#define WAITING_SLOTS 32
+/* slots beyond outbox.max_workers, for databases waiting or parked */
+#define WAITING_SLOTS 256
 /* requests to look at a database again, restores under way, drops */
 #define MAX_LOOK_AGAIN 16
 #define MAX_RESTORES 16
@@ -104,6 +108,7 @@ struct OutboxShared
 		Oid			database;
 		pid_t		pid;
 	}			restoring[MAX_RESTORES];	/* backends writing the log */
+	int			waiting;		/* databases due that wait for a worker */
 	int			nslots;
 	OutboxWorkerSlot slots[FLEXIBLE_ARRAY_MEMBER];
 };
@@ -342,28 +347,6 @@ attach_launcher(void)
 	SpinLockRelease(&outbox_shared->mutex);
 }
 
-/*
- * Backend: wake the worker of database dboid, if it has one.  No lock: a
- * slot's database and latch are read as single words, and setting a latch
- * that a gone worker left behind is harmless.
- */
-void
-outbox_launcher_wake_worker(Oid dboid)
-{
-	for (int i = 0; i < outbox_shared->nslots; i++)
-	{
-		OutboxWorkerSlot *slot = &outbox_shared->slots[i];
-		Latch	   *latch;
-
-		if (slot->database != dboid)
-			continue;
-		latch = slot->latch;
-		if (latch != NULL)
-			SetLatch(latch);
-		break;
-	}
-}
-
 /* Ask the launcher to look at database dboid again, and wake it. */
 static void
 look_again(Oid dboid)
@@ -379,6 +362,56 @@ look_again(Oid dboid)
 	SpinLockRelease(&outbox_shared->mutex);
 	if (latch != NULL)
 		SetLatch(latch);
+}
+
+/*
+ * Backend: wake the worker of database dboid, if it has one, or the
+ * launcher, if the database is parked.  No lock: a slot's database, latch
+ * and state are read as single words, and setting a latch that a gone
+ * worker left behind is harmless.  A worker that parks clears its latch
+ * before it looks for work a last time, so a commit it does not see wakes
+ * the launcher.
+ */
+void
+outbox_launcher_wake_worker(Oid dboid)
+{
+	for (int i = 0; i < outbox_shared->nslots; i++)
+	{
+		OutboxWorkerSlot *slot = &outbox_shared->slots[i];
+		Latch	   *latch;
+
+		if (slot->database != dboid)
+			continue;
+		latch = slot->latch;
+		if (latch != NULL)
+			SetLatch(latch);
+		else
+		{
+			pg_read_barrier();
+			if (slot->state == OUTBOX_WORKER_PARKED)
+				look_again(dboid);
+		}
+		break;
+	}
+}
+
+/*
+ * Worker: does a database wait for a worker that an idle one could give
+ * back?  If so, count it as served, so that one idle worker gives its
+ * slot back per database that waits; the launcher counts them again at
+ * its next look.
+ */
+bool
+outbox_take_waiting_database(void)
+{
+	bool		waits;
+
+	SpinLockAcquire(&outbox_shared->mutex);
+	waits = outbox_shared->waiting > 0;
+	if (waits)
+		outbox_shared->waiting--;
+	SpinLockRelease(&outbox_shared->mutex);
+	return waits;
 }
 
 /*
@@ -421,6 +454,35 @@ void
 outbox_launcher_extension_created(Oid dboid)
 {
 	look_again(dboid);
+}
+
+/*
+ * Backend, at CREATE EXTENSION outbox: warn if no background worker is
+ * left for this database's worker beside the launcher and the workers of
+ * other databases: it waits until one of those has been idle for
+ * outbox.worker_idle_timeout.  Parallel queries take from the same
+ * max_worker_processes.
+ */
+void
+outbox_launcher_check_room(void)
+{
+	int			running = 0;
+	/* PostgreSQL's logical replication launcher takes one too */
+	int			others = 1 + (max_logical_replication_workers > 0);
+
+	SpinLockAcquire(&outbox_shared->mutex);
+	for (int i = 0; i < outbox_shared->nslots; i++)
+		running += outbox_shared->slots[i].pid != 0 &&
+			outbox_shared->slots[i].database != MyDatabaseId;
+	SpinLockRelease(&outbox_shared->mutex);
+	if (others + running < max_worker_processes && running < outbox_max_workers)
+		return;
+	ereport(WARNING,
+			(errcode(ERRCODE_WARNING),
+			 errmsg("no background worker is free for the outbox worker of this database"),
+			 errdetail("Of max_worker_processes (%d), the launchers take %d and the outbox workers of other databases %d; outbox.max_workers is %d.",
+					   max_worker_processes, others, running, outbox_max_workers),
+			 errhint("Raise max_worker_processes or outbox.max_workers; until then this database is served when another database's worker has been idle for outbox.worker_idle_timeout.")));
 }
 
 /*
@@ -571,6 +633,7 @@ typedef enum DatabaseStep
 	STEP_PUBLISH,				/* run the publishing worker as owner */
 	STEP_NO_EXTENSION,			/* nothing until CREATE EXTENSION */
 	STEP_DISABLED,				/* nothing until its settings change */
+	STEP_PARKED,				/* its idle worker gave its slot back */
 	STEP_MISSING,				/* named in outbox.databases, does not exist */
 	STEP_GONE					/* no longer listed: forget once its worker exits */
 } DatabaseStep;
@@ -861,7 +924,8 @@ look_at_asked(void)
 
 		for (int j = 0; j < n; j++)
 			hit |= db->oid == asked[j];
-		if (hit && (db->step == STEP_NO_EXTENSION || db->step == STEP_DISABLED))
+		if (hit && (db->step == STEP_NO_EXTENSION || db->step == STEP_DISABLED ||
+					db->step == STEP_PARKED))
 		{
 			db->step = STEP_LOOK_UP;
 			db->start_at = 0;
@@ -899,8 +963,15 @@ reap_workers(void)
 
 		if (db->publishing)
 		{
-			db->step = STEP_LOOK_UP;
-			db->start_at = TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS);
+			bool		parked;
+
+			outbox_slot_lock();
+			parked = outbox_shared->slots[db->slot].state == OUTBOX_WORKER_PARKED;
+			outbox_slot_unlock();
+			/* a commit that found it parked asked to look again */
+			db->step = parked && !db->look_again ? STEP_PARKED : STEP_LOOK_UP;
+			db->start_at = parked ? 0 :
+				TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS);
 			continue;
 		}
 		verdict = take_lookup(db->slot, &db->owner);
@@ -930,11 +1001,13 @@ reap_workers(void)
 }
 
 /*
- * db waits for a worker: say why, in its slot and, once, in the log.
+ * db waits for a worker: say why, in its slot and, once, in the log; and
+ * count it, so that idle workers give theirs back.
  */
 static void
-report_waiting(ServedDatabase *db, const char *reason)
+report_waiting(ServedDatabase *db, const char *reason, int *waiting)
 {
+	(*waiting)++;
 	report_slot(db->slot, OUTBOX_WORKER_WAITING_FOR_WORKER_SLOT,
 								reason);
 	if (!db->said_waiting)
@@ -954,6 +1027,7 @@ start_workers(void)
 	TimestampTz now = GetCurrentTimestamp();
 	long		delay = DATABASE_CHECK_MS;
 	int			publishing = 0;
+	int			waiting = 0;
 	bool		looking_up = false;
 
 	for (int i = 0; i < ndatabases; i++)
@@ -995,13 +1069,14 @@ start_workers(void)
 		{
 			snprintf(reason, sizeof(reason),
 					 "all outbox.max_workers (%d) workers are busy", outbox_max_workers);
-			report_waiting(db, reason);
+			report_waiting(db, reason, &waiting);
 			continue;
 		}
 		db->handle = start_worker(db, publish ? db->owner : InvalidOid);
 		if (db->handle == NULL)
 		{
-			report_waiting(db, "no background worker slot is free: raise max_worker_processes");
+			report_waiting(db, "no background worker slot is free: raise max_worker_processes",
+						   &waiting);
 			db->start_at = TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS);
 			delay = Min(delay, RESTART_DELAY_MS);
 			continue;
@@ -1012,6 +1087,9 @@ start_workers(void)
 		publishing += publish;
 		looking_up |= !publish;
 	}
+	SpinLockAcquire(&outbox_shared->mutex);
+	outbox_shared->waiting = waiting;
+	SpinLockRelease(&outbox_shared->mutex);
 	return delay;
 }
 

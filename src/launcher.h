@@ -23,6 +23,7 @@ extern PGDLLEXPORT void outbox_launcher_main(Datum main_arg);
 extern void outbox_launcher_wake_worker(Oid dboid);
 extern void outbox_launcher_restart_workers(Oid dboid, Oid roleid);
 extern void outbox_launcher_extension_created(Oid dboid);
+extern void outbox_launcher_check_room(void);
 extern void outbox_launcher_hold_database(Oid dboid, bool hold);
 extern int	outbox_launcher_current_log(Oid dboid);
 extern void outbox_launcher_note_restore(Oid dboid);

@@ -37,7 +37,8 @@ typedef enum OutboxWorkerState
 	OUTBOX_WORKER_WAITING_FOR_STANDBY,
 	OUTBOX_WORKER_BACKING_OFF,
 	OUTBOX_WORKER_DISABLED,
-	OUTBOX_WORKER_WAITING_FOR_RESTORE
+	OUTBOX_WORKER_WAITING_FOR_RESTORE,
+	OUTBOX_WORKER_PARKED		/* no worker: gave it back, idle (launcher.c) */
 } OutboxWorkerState;
 
 /* what the owner lookup of a database found */
@@ -84,5 +85,6 @@ extern OutboxWorkerSlot *outbox_slot(int slotno);
 extern void outbox_slot_lock(void);
 extern void outbox_slot_unlock(void);
 extern pid_t outbox_restoring_backend(Oid dboid);
+extern bool outbox_take_waiting_database(void);
 
 #endif							/* OUTBOX_LAUNCHER_INTERNAL_H */

@@ -120,6 +120,10 @@ static OutboxPlan pick_plan = {
 	0, {InvalidOid}
 };
 
+static OutboxPlan unfinished_plan = {
+	"SELECT FROM %1$s.outbox_snapshots_state s WHERE s.finished IS NULL LIMIT 1"
+};
+
 static OutboxPlan progress_plan = {
 	"UPDATE %1$s.outbox_snapshots_state s"
 	"   SET last_key = coalesce($2, s.last_key), rows_done = s.rows_done + $3,"
@@ -571,6 +575,23 @@ cancel(const OutboxExtension *ext, Oid relid, const char *why)
 	ereport(LOG,
 			(errmsg("snapshot of the table with OID %u cancelled: %s", relid, why)));
 	run_plan(ext, &forget_plan, values, " n");
+}
+
+/*
+ * Is a snapshot not finished, due now or later?  What an idle worker asks
+ * before it gives its slot back.
+ */
+bool
+outbox_snapshot_unfinished(const OutboxExtension *ext)
+{
+	bool		unfinished;
+
+	if (ext->version < OUTBOX_VERSION(1, 2))
+		return false;
+	SPI_connect();
+	unfinished = run_plan(ext, &unfinished_plan, NULL, NULL) > 0;
+	SPI_finish();
+	return unfinished;
 }
 
 /*

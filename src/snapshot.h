@@ -30,6 +30,7 @@ extern void outbox_snapshot_forget(const OutboxExtension *ext, Oid relid,
 								   char **args, int nargs);
 extern bool outbox_snapshot_chunk(const OutboxExtension *ext, int rows,
 								  OutboxSnapshotChunk *chunk);
+extern bool outbox_snapshot_unfinished(const OutboxExtension *ext);
 extern void outbox_snapshot_failed(const OutboxExtension *ext, Oid relid,
 								   const char *error, int retry_ms);
 

@@ -45,9 +45,10 @@ static const char *const state_names[] = {
 	"backing off",
 	"disabled",
 	"waiting for restore",
+	"parked",
 };
 
-StaticAssertDecl(lengthof(state_names) == OUTBOX_WORKER_WAITING_FOR_RESTORE + 1,
+StaticAssertDecl(lengthof(state_names) == OUTBOX_WORKER_PARKED + 1,
 				 "state_names must match OutboxWorkerState");
 
 /* the columns this library can fill, by name */

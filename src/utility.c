@@ -532,7 +532,10 @@ outbox_process_utility(PlannedStmt *pstmt, const char *queryString,
 	if (restart)
 		restart_at_commit(dboid, roleid);
 	if (restart && IsA(stmt, CreateExtensionStmt))
+	{
 		extension_created = true;
+		outbox_launcher_check_room();
+	}
 }
 
 /*

@@ -189,6 +189,8 @@ static TimestampTz next_snapshot_look = 0;
 /* did the last batch find nothing, and when did one last find something */
 static bool idle = false;
 static TimestampTz last_events_at = 0;
+/* not before then does the idle worker look whether it may park */
+static TimestampTz next_park_look = 0;
 /* what kept the worker waiting last, said once in the log */
 static char said_waiting[256];
 /* the last failure of a snapshot chunk, said once in the log */
@@ -262,7 +264,7 @@ detach_worker(int code, Datum arg)
 	my_slot->pid = 0;
 	outbox_slot_unlock();
 	/* an owner lookup leaves its verdict for the launcher to show */
-	if (publishes)
+	if (publishes && my_slot->state != OUTBOX_WORKER_PARKED)
 		set_state(OUTBOX_WORKER_STOPPED, NULL);
 }
 
@@ -985,11 +987,56 @@ run_turn(MemoryContext cxt, bool *exit)
 }
 
 /*
- * Publish until SIGTERM, until the extension goes, or until a backend asks
- * the worker to start again (utility.c): the launcher then looks for the
- * owner again and starts a worker with the settings as they are then.
+ * Park: give the worker's slot back if it has been idle for
+ * outbox.worker_idle_timeout while another database waits for one, and
+ * nothing is left to do, now or later: no due event, no unfinished retry,
+ * no unfinished snapshot.  The latch is cleared before that last look, so
+ * that a commit it does not see wakes the launcher instead (launcher.c).
+ * Returns true if the worker is to exit.
  */
-static void
+static bool
+park(MemoryContext cxt)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	OutboxExtension ext;
+	bool		nothing_left;
+
+	if (outbox_worker_idle_timeout < 0 || !idle || now < next_park_look ||
+		!TimestampDifferenceExceeds(last_events_at, now, outbox_worker_idle_timeout) ||
+		!outbox_take_waiting_database())
+		return false;
+
+	set_state(OUTBOX_WORKER_PARKED,
+			  "gave the worker back, idle while another database waited: a commit here starts one again");
+	my_slot->latch = NULL;
+	pg_memory_barrier();
+	begin_work("looking for work before giving the slot back", cxt);
+	nothing_left = next_step(&ext) == STEP_PUBLISH && !outbox_events_due(&ext) &&
+		!outbox_retries_unfinished(&ext) && !outbox_snapshot_unfinished(&ext);
+	end_work(cxt);
+	if (nothing_left)
+	{
+		ereport(LOG,
+				(errmsg("outbox worker gives its slot to a database that waits for one, after %ld ms idle",
+						(long) ((now - last_events_at) / 1000)),
+				 errdetail("The next commit that enqueues an event here starts a worker again.")));
+		return true;
+	}
+	my_slot->latch = MyLatch;
+	set_state(OUTBOX_WORKER_IDLE, NULL);
+	/* what was found is taken at once; the next look is a while later */
+	SetLatch(MyLatch);
+	next_park_look = TimestampTzPlusMilliseconds(now, outbox_worker_idle_timeout);
+	return false;
+}
+
+/*
+ * Publish until SIGTERM, until the extension goes, until a backend asks
+ * the worker to start again (utility.c): the launcher then looks for the
+ * owner again and starts a worker with the settings as they are then; or
+ * until the worker parks.  Returns true if it parked.
+ */
+static bool
 publish_loop(void)
 {
 	MemoryContext loop_cxt = AllocSetContextCreate(TopMemoryContext,
@@ -1045,12 +1092,15 @@ publish_loop(void)
 					(errmsg("the extension was dropped or changed owner, worker exiting")));
 			break;
 		}
+		if (edata == NULL && park(loop_cxt))
+			return true;
 		outbox_kafka_serve();
 		if (edata != NULL)
 			pause_for(recover_from_error(loop_cxt, edata), false);
 		else if (delay != 0)
 			pause_for(Abs(delay), delay > 0);
 	}
+	return false;
 }
 
 /*
@@ -1128,7 +1178,9 @@ outbox_worker_main(Datum main_arg)
 					get_database_name(MyDatabaseId), GetUserNameFromId(args.owner, false))));
 	CommitTransactionCommand();
 	last_events_at = GetCurrentTimestamp();
-	publish_loop();
+	/* parked: the launcher starts the worker again when there is work */
+	if (publish_loop())
+		proc_exit(0);
 	ereport(LOG,
 			(errmsg("outbox worker shutting down")));
 

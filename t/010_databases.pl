@@ -136,7 +136,8 @@ $node->safe_psql('db1', "SELECT outbox_enqueue('db1.relaunched', 'x'::text)");
 is(scalar @{ wait_for_records($broker_a, 'db1.relaunched', 1, 10) }, 1, 'which publish');
 
 # --- outbox.max_workers: a database that waits for a worker is reported
-$node->append_conf('postgresql.conf', "outbox.max_workers = 2\n");
+# (idle workers keep their slots: t/024_on_demand.pl has them given back)
+$node->append_conf('postgresql.conf', "outbox.max_workers = 2\noutbox.worker_idle_timeout = -1\n");
 $node->restart;
 ok( wait_for_sql($node,
 		"SELECT count(*) FILTER (WHERE state = 'idle') = 2 AND count(*) FILTER (WHERE state = 'waiting for worker slot' AND last_error = 'all outbox.max_workers (2) workers are busy' AND pid IS NULL) = 1 FROM outbox_worker_status()"

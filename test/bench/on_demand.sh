@@ -1,0 +1,77 @@
+#!/bin/bash
+#
+# Workers on demand, under PostgreSQL's default max_worker_processes (8):
+#
+# 1. 12 databases with the extension, one event committed in each at once:
+#    the seconds until the last is published (target: within 15 s);
+# 2. 50 databases with the extension and no traffic, once every one has
+#    been served: the CPU time the workers and the launcher use over 30 s,
+#    read from /proc, as a share of one core (target: under 0.5%).
+#
+# Usage: test/bench/on_demand.sh	(about 3 minutes)
+
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+. "$ROOT/test/common.sh"
+become_postgres "$ROOT" test/bench/on_demand.sh "$@"
+WORK=$OUTBOX_WORK
+MEASURE_S=30
+PORT=54344
+export PGHOST="$WORK" PGPORT=$PORT
+
+log() { echo "[$(date +%T)] $*" >&2; }
+sql() { psql -X -q -At -v ON_ERROR_STOP=1 -d "${2:-postgres}" -c "$1"; }
+
+start_mock_broker "$ROOT" "$WORK"
+init_outbox_server "$WORK/data" $PORT '*'
+pg_ctl -D "$WORK/data" -l "$WORK/server.log" -w start >/dev/null
+trap 'pg_ctl -D "$WORK/data" -m immediate -w stop >/dev/null 2>&1; kill $BROKER_PID 2>/dev/null' EXIT
+log "max_worker_processes = $(sql 'SHOW max_worker_processes'), outbox.worker_idle_timeout = $(sql 'SHOW outbox.worker_idle_timeout')"
+
+# make_databases FROM TO: databases dbFROM..dbTO with the extension
+make_databases() {
+	for i in $(seq "$1" "$2"); do
+		createdb "db$i"
+		sql 'CREATE EXTENSION outbox' "db$i" 2>/dev/null
+	done
+}
+
+# --- 1. 12 databases, one event each
+make_databases 1 12
+start=$(date +%s.%N)
+for i in $(seq 1 12); do
+	sql "SELECT outbox_enqueue('ondemand.t', 'db$i'::text)" "db$i" >/dev/null
+done
+published=0
+until [ "$published" = 12 ]; do
+	published=0
+	for i in $(seq 1 12); do
+		published=$((published + $(sql "SELECT count(*) FROM outbox_messages WHERE status = 'published'" "db$i")))
+	done
+	sleep 0.2
+done
+echo "12 databases, one event each: all published in $(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }') s (target 15 s)"
+
+# --- 2. 50 idle databases
+make_databases 13 50
+log "waiting until every database has been served"
+until [ "$(sql "SELECT count(*) FROM outbox_worker_status() WHERE state IN ('idle', 'parked') AND (state = 'parked' OR brokers_up > 0)")" = 50 ]; do
+	sleep 1
+done
+sleep 5
+
+# cpu_ticks: user + system clock ticks of the launcher and every worker
+cpu_ticks() {
+	local total=0 pid
+	for pid in $(sql "SELECT pid FROM pg_stat_activity WHERE backend_type IN ('outbox worker', 'outbox launcher')"); do
+		total=$((total + $(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null || echo 0)))
+	done
+	echo $total
+}
+log "measuring ${MEASURE_S}s"
+before=$(cpu_ticks)
+sleep $MEASURE_S
+after=$(cpu_ticks)
+echo "50 idle databases ($(sql "SELECT count(*) FROM outbox_worker_status() WHERE state = 'parked'") parked, $(sql "SELECT count(*) FROM outbox_worker_status() WHERE pid IS NOT NULL") with a worker): $(awk -v t=$((after - before)) -v hz="$(getconf CLK_TCK)" -v s=$MEASURE_S \
+	'BEGIN { printf "%.2f", 100 * t / hz / s }')% of one core (target < 0.5%)"
