@@ -263,8 +263,12 @@ detach_worker(int code, Datum arg)
 	outbox_slot_lock();
 	my_slot->pid = 0;
 	outbox_slot_unlock();
-	/* an owner lookup leaves its verdict for the launcher to show */
-	if (publishes && my_slot->state != OUTBOX_WORKER_PARKED)
+	/*
+	 * An owner lookup leaves its verdict for the launcher to show, a worker
+	 * that parked its state (exit code 0); one that failed while it parked
+	 * is stopped, and started again.
+	 */
+	if (publishes && (code != 0 || my_slot->state != OUTBOX_WORKER_PARKED))
 		set_state(OUTBOX_WORKER_STOPPED, NULL);
 }
 
