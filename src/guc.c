@@ -45,6 +45,7 @@ char	   *outbox_kafka_properties_file = NULL;
 int			outbox_max_message_bytes = 1000000;
 int			outbox_batch_size = 1000;
 int			outbox_poll_interval = 1000;
+int			outbox_wake_delay = 1;
 int			outbox_max_attempts = 10;
 int			outbox_retry_base_delay = 1000;
 int			outbox_retry_max_delay = 300000;
@@ -429,6 +430,16 @@ outbox_define_gucs(void)
 							&outbox_poll_interval,
 							1000,
 							10, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("outbox.wake_delay",
+							"How long the worker waits, once a commit has woken it, before it claims.",
+							"The commits of that while share one batch: less work per event for the worker, that much more latency.",
+							&outbox_wake_delay,
+							1,
+							0, 1000,
 							PGC_SUSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);

@@ -22,6 +22,7 @@ extern char *outbox_kafka_properties_file;
 extern int	outbox_max_message_bytes;
 extern int	outbox_batch_size;
 extern int	outbox_poll_interval;
+extern int	outbox_wake_delay;
 extern int	outbox_max_attempts;
 extern int	outbox_retry_base_delay;
 extern int	outbox_retry_max_delay;

@@ -443,7 +443,13 @@ pause_for(long ms, bool wakeable)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 		if (wakeable && (rc & WL_LATCH_SET))
+		{
+			/* the commits of the next while share the batch */
+			if (outbox_wake_delay > 0)
+				(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+								 outbox_wake_delay, PG_WAIT_EXTENSION);
 			break;
+		}
 	}
 }
 

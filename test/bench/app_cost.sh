@@ -1,0 +1,114 @@
+#!/bin/bash
+#
+# What publishing costs the application, beside what a Debezium connector
+# costs the server.  pgbench's tpcb-like transaction plus one event, 4
+# clients, prepared protocol, ROUNDS interleaved rounds of ROUND_S seconds
+# of each set-up, in one server (wal_level = logical for all):
+#
+#   outbox     INSERT into a hand-written outbox table, nothing reading it
+#   walsender  the same, with a pgoutput slot on a publication of that table
+#              streamed by pg_recvlogical (Debezium's server side)
+#   off        outbox_enqueue(), the worker not publishing (outbox.enabled off)
+#   worker     outbox_enqueue(), the worker publishing to the local broker
+#
+# Targets: worker >= 1.0 x walsender, worker >= 0.9 x off.  Also the
+# worker's CPU per event and events per batch (ledger rows) in its rounds.
+#
+# Usage: [WAKE_DELAY=1ms] test/bench/app_cost.sh [ROUND_S [ROUNDS]]	(12 s, 3 rounds)
+
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+. "$ROOT/test/common.sh"
+become_postgres "$ROOT" test/bench/app_cost.sh "$@"
+WORK=$OUTBOX_WORK
+BENCH="$ROOT/test/bench"
+ROUND_S=${1:-12}
+ROUNDS=${2:-3}
+PORT=54345
+export PGHOST="$WORK" PGPORT=$PORT
+
+log() { echo "[$(date +%T)] $*" >&2; }
+sql() { psql -X -q -At -v ON_ERROR_STOP=1 -d bench -c "$1"; }
+
+start_mock_broker "$ROOT" "$WORK"
+init_outbox_server "$WORK/data" $PORT bench
+cat >> "$WORK/data/postgresql.conf" <<CONF
+shared_buffers = '2GB'
+max_wal_size = '16GB'
+checkpoint_timeout = '30min'
+wal_level = logical
+outbox.wake_delay = '${WAKE_DELAY:-1ms}'
+CONF
+pg_ctl -D "$WORK/data" -l "$WORK/server.log" -w start >/dev/null
+RECV_PID=
+trap 'kill $RECV_PID 2>/dev/null; pg_ctl -D "$WORK/data" -m immediate -w stop >/dev/null 2>&1; kill $BROKER_PID 2>/dev/null' EXIT
+createdb bench
+psql -X -q -v ON_ERROR_STOP=1 -d bench -f "$BENCH/setup.sql"
+pgbench -i -q -s 10 bench >/dev/null 2>&1
+sql "CREATE PUBLICATION bench_pub FOR TABLE app_outbox"
+
+worker_pid() { sql "SELECT pid FROM outbox_worker_status() WHERE database = 'bench'"; }
+worker_cpu_ms() { awk '{ print ($14 + $15) * 10 }' "/proc/$(worker_pid)/stat"; }
+set_enabled() {
+	sql "ALTER DATABASE bench SET outbox.enabled = $1"
+	until [ "$(sql "SELECT state FROM outbox_worker_status() WHERE database = 'bench'")" = "$2" ]; do
+		sleep 0.2
+	done
+}
+# the worker publishes what waited, then the tables start empty
+settle() {
+	until [ "$(sql "SELECT count(*) FROM outbox_unread_topics()")" = 0 ]; do sleep 0.5; done
+	sql "TRUNCATE app_outbox, pgbench_history, outbox_ledger"
+	sql "VACUUM ANALYZE" 2>/dev/null
+	sql "CHECKPOINT"
+}
+tps() {
+	pgbench -n -M prepared -T "$ROUND_S" -c 4 -j 2 -s 10 -f "$BENCH/$1" bench 2>"$WORK/pgbench.err" |
+		sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | cut -d. -f1
+}
+
+declare -A sum
+cpu_ms=0
+events=0
+batches=0
+for round in $(seq 1 "$ROUNDS"); do
+	log "round $round of $ROUNDS"
+	set_enabled off disabled
+	settle
+	sum[outbox]=$((${sum[outbox]:-0} + $(tps tpcb_outbox.sql)))
+
+	settle
+	pg_recvlogical -d bench --slot=bench_slot --create-slot -P pgoutput
+	pg_recvlogical -d bench --slot=bench_slot --start -o proto_version=1 \
+		-o publication_names=bench_pub -f /dev/null &
+	RECV_PID=$!
+	sum[walsender]=$((${sum[walsender]:-0} + $(tps tpcb_outbox.sql)))
+	kill $RECV_PID
+	wait $RECV_PID 2>/dev/null || true
+	RECV_PID=
+	sql "SELECT pg_drop_replication_slot('bench_slot')" >/dev/null
+
+	settle
+	sum[off]=$((${sum[off]:-0} + $(tps tpcb_enqueue.sql)))
+
+	set_enabled on idle
+	settle
+	cpu0=$(worker_cpu_ms)
+	ids0=$(sql "SELECT coalesce(max(id), 0) FROM outbox_messages")
+	sum[worker]=$((${sum[worker]:-0} + $(tps tpcb_enqueue.sql)))
+	until [ "$(sql "SELECT count(*) FROM outbox_unread_topics()")" = 0 ]; do sleep 0.2; done
+	cpu_ms=$((cpu_ms + $(worker_cpu_ms) - cpu0))
+	events=$((events + $(sql "SELECT max(id) - $ids0 FROM outbox_messages")))
+	batches=$((batches + $(sql "SELECT count(*) FROM outbox_ledger")))
+done
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+for s in outbox walsender off worker; do
+	printf '%-10s %8d tps\n' "$s" $((sum[$s] / ROUNDS))
+done
+echo "worker vs walsender: $(ratio "${sum[worker]}" "${sum[walsender]}") (target >= 1.0)"
+echo "worker vs off:       $(ratio "${sum[worker]}" "${sum[off]}") (target >= 0.9)"
+echo "walsender vs outbox: $(ratio "${sum[walsender]}" "${sum[outbox]}")"
+echo "off vs outbox:       $(ratio "${sum[off]}" "${sum[outbox]}")"
+echo "worker: $(awk -v c="$cpu_ms" -v n="$events" 'BEGIN { printf "%.0f", 1000 * c / n }') us of CPU per event, $(ratio "$events" "$batches") events per batch, outbox.wake_delay = $(sql 'SHOW outbox.wake_delay')"
