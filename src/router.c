@@ -42,6 +42,7 @@
 
 #include "access/htup_details.h"
 #include "access/table.h"
+#include "access/xact.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
@@ -57,6 +58,7 @@
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/timestamp.h"
 
 #include "capture.h"
 #include "catalog.h"
@@ -283,18 +285,61 @@ expansion_scalar(void *state, char *token, JsonTokenType tokentype)
 	x->empty_array = false;
 }
 
+/* the deepest nesting expanded, Jackson's (StreamReadConstraints) */
+#define MAX_JSON_DEPTH 1000
+
 /*
- * Append the expansion of JSON text json to out; false (out as it was) if
- * it is not valid JSON.
+ * Does JSON text json nest objects and arrays deeper than MAX_JSON_DEPTH?
+ * Counted without recursion, before the parser recurses.
  */
 static bool
-expand_json(StringInfo out, char *json, int len)
+json_too_deep(const char *json)
 {
-	JsonLexContext *lex = makeJsonLexContextCstringLen(json, len, GetDatabaseEncoding(), true);
+	int			depth = 0;
+	bool		in_string = false;
+
+	for (const char *p = json; *p != '\0'; p++)
+	{
+		if (in_string)
+		{
+			if (*p == '\\' && p[1] != '\0')
+				p++;
+			else if (*p == '"')
+				in_string = false;
+		}
+		else if (*p == '"')
+			in_string = true;
+		else if (*p == '{' || *p == '[')
+		{
+			if (++depth > MAX_JSON_DEPTH)
+				return true;
+		}
+		else if (*p == '}' || *p == ']')
+			depth--;
+	}
+	return false;
+}
+
+/*
+ * Append the expansion of JSON text json to out; false (out as it was) if
+ * it is not valid JSON.  name is the payload column.
+ */
+static bool
+expand_json(StringInfo out, char *json, const char *name)
+{
+	JsonLexContext *lex;
 	JsonSemAction sem = {0};
 	Expansion	x = {0};
 	int			start = out->len;
 
+	if (json_too_deep(json))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("payload column \"%s\" nests JSON deeper than %d levels", name, MAX_JSON_DEPTH),
+				 errdetail("An expanded payload may nest objects and arrays %d levels deep, as Jackson parses it for Debezium.",
+						   MAX_JSON_DEPTH),
+				 errhint("Attach the router with expand_payload => false to publish the payload as a JSON string.")));
+	lex = makeJsonLexContextCstringLen(json, strlen(json), GetDatabaseEncoding(), true);
 	x.out = out;
 	x.size = 8;
 	x.first = palloc(x.size * sizeof(bool));
@@ -318,18 +363,18 @@ expand_json(StringInfo out, char *json, int len)
 }
 
 /*
- * The record value of a payload: see the file header.  NULL: a tombstone.
+ * The record value of a payload, the value of column name of base type
+ * typid: see the file header.  NULL: a tombstone.
  */
 static bytea *
-router_value(Datum value, bool isnull, Oid typid, bool expand)
+router_value(const char *name, Datum value, bool isnull, Oid typid, bool expand)
 {
-	Oid			basetype = getBaseType(typid);
 	char	   *json;
 	StringInfoData out;
 
 	if (isnull)
 		return NULL;
-	if (basetype == JSONBOID)
+	if (typid == JSONBOID)
 	{
 		Jsonb	   *jb = DatumGetJsonbP(value);
 
@@ -339,40 +384,94 @@ router_value(Datum value, bool isnull, Oid typid, bool expand)
 		json = TextDatumGetCString(value);
 	initStringInfo(&out);
 	if (!expand || (json[0] != '{' && json[0] != '[') ||
-		!expand_json(&out, json, strlen(json)))
+		!expand_json(&out, json, name))
 		escape_json(&out, json);
 	return outbox_utf8_payload(cstring_to_text_with_len(out.data, out.len));
 }
 
 /*
- * The attribute number of column name of tupdesc; an error if there is
- * none.
- */
-static int
-router_attnum(TupleDesc tupdesc, const char *name)
-{
-	int			attnum = SPI_fnumber(tupdesc, name);
-
-	if (attnum == SPI_ERROR_NOATTRIBUTE || attnum <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("outbox_router: column \"%s\" does not exist", name)));
-	return attnum;
-}
-
-/*
- * A column's value, its type and its typmod.
+ * A column's value, its type and its typmod, as the row has them now: the
+ * table's owner may have renamed, dropped or retyped the column since the
+ * router was attached.  An error if there is no such column.
  */
 static Datum
 column_value(HeapTuple tuple, TupleDesc tupdesc, const char *name, bool *isnull,
 			 Oid *typid, int32 *typmod)
 {
-	int			attnum = router_attnum(tupdesc, name);
-	Form_pg_attribute attr = TupleDescAttr(tupdesc, attnum - 1);
+	int			attnum = SPI_fnumber(tupdesc, name);
+	Form_pg_attribute attr;
 
+	if (attnum == SPI_ERROR_NOATTRIBUTE || attnum <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" does not exist", name),
+				 errdetail("The outbox router was attached to read it."),
+				 errhint("Attach the router again with the table's columns.")));
+	attr = TupleDescAttr(tupdesc, attnum - 1);
 	*typid = attr->atttypid;
 	*typmod = attr->atttypmod;
 	return heap_getattr(tuple, attnum, tupdesc, isnull);
+}
+
+/*
+ * The record's timestamp from the value of the timestamp column name (its
+ * base type typid): a Kafka timestamp, from 1970 on, and at most an hour
+ * ahead of the inserting transaction, so that no broker refuses it
+ * (message.timestamp.after.max.ms) and latencies stay true.
+ */
+static TimestampTz
+record_timestamp(const char *name, Datum value, Oid typid)
+{
+	/* a timestamp without time zone is taken as UTC: the same number */
+	TimestampTz ts = DatumGetTimestampTz(value);
+
+	if (TIMESTAMP_NOT_FINITE(ts) || ts < SetEpochTimestamp() ||
+		ts > GetCurrentTransactionStartTimestamp() + USECS_PER_HOUR)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("timestamp column \"%s\" holds %s, out of the range of Kafka timestamps",
+						name, DatumGetCString(DirectFunctionCall1(typid == TIMESTAMPOID ?
+																  timestamp_out : timestamptz_out,
+																  value))),
+				 errdetail("A record's timestamp is from 1970-01-01 00:00:00 UTC up to an hour after the start of the inserting transaction.")));
+	return ts;
+}
+
+/* the table and the trigger of an outbox_router() call, for errcontext */
+static void
+router_error_context(void *arg)
+{
+	errcontext("%s", (char *) arg);
+}
+
+/*
+ * The type of a column given for one purpose is not one of those it can
+ * have.
+ */
+static void
+wrong_type(const char *name, Oid typid, const char *what, const char *types)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATATYPE_MISMATCH),
+			 errmsg("%s column \"%s\" is of type %s", what, name, format_type_be(typid)),
+			 errdetail("It must be %s.", types)));
+}
+
+/* the types a payload column can have (its base type, if a domain) */
+#define PAYLOAD_TYPES "jsonb, json or text"
+static bool
+payload_type(Oid typid)
+{
+	return typid == JSONBOID || typid == JSONOID || typid == TEXTOID ||
+		typid == VARCHAROID || typid == BPCHAROID;
+}
+
+/* the types a timestamp column can have (its base type, if a domain) */
+#define TIMESTAMP_TYPES "timestamp with time zone, or timestamp without time zone (taken as UTC)"
+static bool
+timestamp_type(Oid typid)
+{
+	return typid == TIMESTAMPTZOID || typid == TIMESTAMPOID;
 }
 
 /*
@@ -398,6 +497,7 @@ outbox_router(PG_FUNCTION_ARGS)
 	StringInfoData headers;
 	TimestampTz created_at;
 	bool		timestamped = false;
+	ErrorContextCallback errcallback;
 
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		ereport(ERROR,
@@ -410,6 +510,13 @@ outbox_router(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("outbox_router: must be fired AFTER INSERT FOR EACH ROW"),
 				 errhint("Use outbox_attach_router() to create the trigger.")));
+	errcallback.callback = router_error_context;
+	errcallback.arg = psprintf("trigger \"%s\" on table %s", trigdata->tg_trigger->tgname,
+							   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(trigdata->tg_relation)),
+														  RelationGetRelationName(trigdata->tg_relation)));
+	errcallback.previous = error_context_stack;
+	error_context_stack = &errcallback;
+
 	router_config(trigdata->tg_trigger->tgnargs, trigdata->tg_trigger->tgargs, &config);
 	tupdesc = RelationGetDescr(trigdata->tg_relation);
 	tuple = trigdata->tg_trigtuple;
@@ -449,7 +556,10 @@ outbox_router(PG_FUNCTION_ARGS)
 
 	/* the value */
 	value = column_value(tuple, tupdesc, config.payload, &isnull, &typid, &typmod);
-	payload = router_value(value, isnull, typid, config.expand);
+	typid = getBaseType(typid);
+	if (!payload_type(typid))
+		wrong_type(config.payload, typid, "payload", PAYLOAD_TYPES);
+	payload = router_value(config.payload, value, isnull, typid, config.expand);
 
 	/* the headers */
 	initStringInfo(&headers);
@@ -471,10 +581,12 @@ outbox_router(PG_FUNCTION_ARGS)
 	if (config.timestamp != NULL)
 	{
 		value = column_value(tuple, tupdesc, config.timestamp, &isnull, &typid, &typmod);
+		typid = getBaseType(typid);
+		if (!timestamp_type(typid))
+			wrong_type(config.timestamp, typid, "timestamp", TIMESTAMP_TYPES);
 		if (!isnull)
 		{
-			/* a timestamp without time zone is taken as UTC: the same number */
-			created_at = DatumGetTimestampTz(value);
+			created_at = record_timestamp(config.timestamp, value, typid);
 			timestamped = true;
 		}
 	}
@@ -482,6 +594,7 @@ outbox_router(PG_FUNCTION_ARGS)
 	outbox_store_event(outbox_entry(fcinfo), cstring_to_text(topic), key, payload,
 					   DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(headers.data))),
 					   event_id, false, timestamped ? &created_at : NULL);
+	error_context_stack = errcallback.previous;
 	return PointerGetDatum(NULL);
 }
 
@@ -500,19 +613,6 @@ column_type(Oid relid, const char *name, const char *what)
 				 errmsg("column \"%s\" of relation \"%s\" does not exist", name, get_rel_name(relid)),
 				 errdetail("It is the %s column.", what)));
 	return getBaseType(get_atttype(relid, attnum));
-}
-
-/*
- * The type of a column given for one purpose is not one of those it can
- * have.
- */
-static void
-wrong_type(const char *name, Oid typid, const char *what, const char *types)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_DATATYPE_MISMATCH),
-			 errmsg("%s column \"%s\" is of type %s", what, name, format_type_be(typid)),
-			 errdetail("It must be %s.", types)));
 }
 
 /*
@@ -611,15 +711,14 @@ outbox_attach_router(PG_FUNCTION_ARGS)
 		wrong_type(config.id, typid, "id", "uuid, or text holding a UUID");
 	args = lappend(args, psprintf("id=%s", config.id));
 	typid = column_type(relid, config.payload, "payload");
-	if (typid != JSONBOID && typid != JSONOID && typid != TEXTOID && typid != VARCHAROID)
-		wrong_type(config.payload, typid, "payload", "jsonb, json or text");
+	if (!payload_type(typid))
+		wrong_type(config.payload, typid, "payload", PAYLOAD_TYPES);
 	args = lappend(args, psprintf("payload=%s", config.payload));
 	if (config.timestamp != NULL)
 	{
 		typid = column_type(relid, config.timestamp, "timestamp");
-		if (typid != TIMESTAMPTZOID && typid != TIMESTAMPOID)
-			wrong_type(config.timestamp, typid, "timestamp",
-					   "timestamp with time zone, or timestamp without time zone (taken as UTC)");
+		if (!timestamp_type(typid))
+			wrong_type(config.timestamp, typid, "timestamp", TIMESTAMP_TYPES);
 		args = lappend(args, psprintf("timestamp=%s", config.timestamp));
 	}
 	args = lappend(args, config.expand ? "expand=true" : "expand=false");
