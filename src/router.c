@@ -79,6 +79,7 @@
 #include "catalog.h"
 #include "debezium.h"
 #include "enqueue.h"
+#include "event.h"
 
 PG_FUNCTION_INFO_V1(outbox_router);
 PG_FUNCTION_INFO_V1(outbox_attach_router);
@@ -321,38 +322,6 @@ expansion_scalar(void *state, char *token, JsonTokenType tokentype)
 #define MAX_JSON_DEPTH 1000
 
 /*
- * Does JSON text json nest objects and arrays deeper than MAX_JSON_DEPTH?
- * Counted without recursion, before the parser recurses.
- */
-static bool
-json_too_deep(const char *json)
-{
-	int			depth = 0;
-	bool		in_string = false;
-
-	for (const char *p = json; *p != '\0'; p++)
-	{
-		if (in_string)
-		{
-			if (*p == '\\' && p[1] != '\0')
-				p++;
-			else if (*p == '"')
-				in_string = false;
-		}
-		else if (*p == '"')
-			in_string = true;
-		else if (*p == '{' || *p == '[')
-		{
-			if (++depth > MAX_JSON_DEPTH)
-				return true;
-		}
-		else if (*p == '}' || *p == ']')
-			depth--;
-	}
-	return false;
-}
-
-/*
  * Append the expansion of JSON text json to out; false (out as it was) if
  * it is not valid JSON.  name is the payload column.
  */
@@ -364,7 +333,7 @@ expand_json(StringInfo out, char *json, const char *name)
 	Expansion	x = {0};
 	int			start = out->len;
 
-	if (json_too_deep(json))
+	if (outbox_json_too_deep(json, MAX_JSON_DEPTH))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("payload column \"%s\" nests JSON deeper than %d levels", name, MAX_JSON_DEPTH),
