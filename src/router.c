@@ -480,7 +480,7 @@ router_value(const RouterConfig *config, Form_pg_attribute attr, Datum value, bo
 
 	if (!payload_type(typid))
 		wrong_type(config->payload, typid, "payload", PAYLOAD_TYPES);
-	if (isnull ? config->null_tombstone : false)
+	if (isnull && config->null_tombstone)
 		return NULL;
 	if (!isnull && typid == BYTEAOID)
 		return DatumGetByteaPCopy(value);	/* its bytes, as ByteArrayConverter */
