@@ -149,7 +149,9 @@ SELECT topic, evj(payload) -> 'source' ->> 'table' AS source_table
   FROM outbox_messages WHERE key = '{"id":1}' AND topic LIKE '%lines';
 
 --
--- The outbox event router
+-- The outbox event router, with Debezium's defaults and the JSON converter
+-- of its outbox example (schemas.enable=false): the key a JSON string, the
+-- payload's text as a JSON string, a null payload the JSON null
 --
 CREATE TABLE outboxevent (
 	id				uuid PRIMARY KEY,
@@ -183,25 +185,170 @@ SELECT topic, key, headers, convert_from(payload, 'UTF8') AS value,
   FROM outbox_messages ORDER BY id;
 SELECT count(*) AS rows_left FROM outboxevent;
 
--- without expansion: the payload's text as a JSON string; other columns
-SELECT outbox_attach_router('outboxevent', expand_payload => false);
+-- expanded: the document without white space; other columns, keys as strings
+SELECT outbox_attach_router('outboxevent', expand_payload => true);
 INSERT INTO outboxevent VALUES ('8b8bc5d4-0402-4048-bc2c-89dd54343cdc', 'order', '3', 'OrderShipped', '{"id": 3, "n": null}', NULL);
 CREATE TABLE events (event_id text, kind text, ref int, body text, at timestamptz, v int);
 SELECT outbox_attach_router('events', 'app-events', NULL, 'ref', 'event_id', 'body', 'at',
-							'{kind:type,v:version}', true);
+							'{kind:type,v:version}', true, key_converter => 'string');
 INSERT INTO events VALUES ('9C9CD6E5-0402-4048-BC2C-89DD54343CDC', 'k', 42, '{ "keep": "order",  "a": [1, {"b": null}], "z": "say \"hi\"" }', '2024-01-01 00:00:00+00', NULL),
 						  ('ad0de7f6-0402-4048-bc2c-89dd54343cdc', 'k', NULL, '{"not": json}', NULL, 2),
 						  ('be0ef807-0402-4048-bc2c-89dd54343cdc', 'k', 7, ' {"leading": "space"}', NULL, 3);
-SELECT topic, key, headers, convert_from(payload, 'UTF8') AS value, event_id,
+SELECT topic, key, headers, convert_from(payload, 'UTF8') AS value,
+	   event_id::text = lower(headers ->> 'id') AS event_id_is_id,
 	   created_at = '2024-01-01 00:00:00+00' AS timestamp_given
   FROM outbox_messages WHERE id > (SELECT max(id) - 4 FROM outbox_messages) ORDER BY id;
 
--- a text id that is no UUID, a null routing value: the insert fails
-INSERT INTO events VALUES ('nope', 'k', 1, '{}', NULL, NULL);
-\echo :LAST_ERROR_SQLSTATE
+-- an id that is no UUID, used twice: published twice, as Debezium does
+INSERT INTO events VALUES ('nope', 'k', 1, '{}', NULL, NULL), ('nope', 'k', 1, '{}', NULL, NULL);
+SELECT count(*) AS published_nope FROM outbox_messages WHERE headers ->> 'id' = 'nope';
+-- a null routing value: the insert fails
 SELECT outbox_attach_router('events', 'app.${routedByValue}', 'kind', 'ref', 'event_id', 'body');
 INSERT INTO events VALUES ('be1ef807-0402-4048-bc2c-89dd54343cdc', NULL, 1, '{}', NULL, NULL);
 \echo :LAST_ERROR_SQLSTATE
+
+--
+-- Debezium's own records, byte for byte, with the converters of its outbox
+-- example (debezium-examples outbox/docker-compose.yaml: JsonConverter for
+-- keys and values, schemas.enable=false) unless an option says otherwise.
+-- Each expected record names where it comes from:
+--  [IT] debezium-connector-postgres/src/test/java/io/debezium/connector/
+--       postgresql/OutboxEventRouterIT.java, its table and inserts
+--  [JC] Kafka's connect/json/.../JsonConverter.java (a string is a JSON
+--       string; a null value with an optional schema is null; no schema
+--       and no value is a tombstone) and JsonConverterTest.stringToJson
+--       ({"type":"string","optional":false} with schemas.enable=true)
+--  [ER] debezium-core/.../transforms/outbox/EventRouterDelegate.java (the
+--       value is the payload column, a tombstone for a null or blank one
+--       only with route.tombstone.on.empty.payload=true)
+--
+CREATE TABLE outboxsmtit (
+	id				uuid NOT NULL PRIMARY KEY,
+	aggregatetype	varchar(255) NOT NULL,
+	aggregateid		varchar(255) NOT NULL,
+	type			varchar(255) NOT NULL,
+	payload			jsonb
+);
+CREATE TABLE expected_records (test text, key text, value text);
+SELECT outbox_attach_router('outboxsmtit', header_columns => '{type:eventType}');
+SELECT max(id) AS last_before_debezium FROM outbox_log \gset
+-- [IT] shouldConsumeRecordsFromInsert [JC]: key "10711fa5", value "{}"
+INSERT INTO outboxsmtit VALUES ('59a42efd-b015-44a9-9dde-cb36d9002425', 'User', '10711fa5', 'UserCreated', '{}');
+INSERT INTO expected_records VALUES ('OutboxEventRouterIT.shouldConsumeRecordsFromInsert', '"10711fa5"', '"{}"');
+-- [IT] shouldSendEventTypeAsHeader [JC]: the payload's text as a JSON string
+INSERT INTO outboxsmtit VALUES ('59a42efd-b015-44a9-9dde-cb36d9002426', 'User', '10711fa5', 'UserCreated', '{"email": "gh@mefi.in"}');
+INSERT INTO expected_records VALUES ('OutboxEventRouterIT.shouldSendEventTypeAsHeader', '"10711fa5"', '"{\"email\": \"gh@mefi.in\"}"');
+-- [IT] shouldNotProduceTombstoneEventForNullPayload [ER] [JC]: the 4 bytes null
+INSERT INTO outboxsmtit VALUES ('a9d76f78-bda6-48d3-97ed-13a146163218', 'UserEmail', 'a9d76f78', 'UserUpdated', NULL);
+INSERT INTO expected_records VALUES ('OutboxEventRouterIT.shouldNotProduceTombstoneEventForNullPayload', '"a9d76f78"', 'null');
+-- [IT] shouldProduceTombstoneEventForNullPayload [ER] [JC]: a tombstone
+SELECT outbox_attach_router('outboxsmtit', tombstone_on_empty_payload => true);
+INSERT INTO outboxsmtit VALUES ('a9d76f78-bda6-48d3-97ed-13a146163219', 'UserEmail', 'a9d76f78', 'UserUpdated', NULL);
+INSERT INTO expected_records VALUES ('OutboxEventRouterIT.shouldProduceTombstoneEventForNullPayload', '"a9d76f78"', NULL);
+-- [IT] shouldProduceTombstoneEventForEmptyPayload [ER] [JC]: a varchar
+-- payload, empty: a tombstone with the option, the JSON string "" without
+ALTER TABLE outboxsmtit ALTER COLUMN payload SET DATA TYPE varchar(1000);
+INSERT INTO outboxsmtit VALUES ('a9d76f78-bda6-48d3-97ed-13a14616321a', 'UserEmail', 'a9d76f78', 'UserUpdated', '');
+INSERT INTO expected_records VALUES ('OutboxEventRouterIT.shouldProduceTombstoneEventForEmptyPayload', '"a9d76f78"', NULL);
+SELECT outbox_attach_router('outboxsmtit');
+INSERT INTO outboxsmtit VALUES ('a9d76f78-bda6-48d3-97ed-13a14616321b', 'UserEmail', 'a9d76f78', 'UserUpdated', '');
+INSERT INTO expected_records VALUES ('OutboxEventRouterIT.shouldProduceTombstoneEventForEmptyPayload, without the option', '"a9d76f78"', '""');
+-- [JC] stringToJson, schemas.enable=true: key and value in an envelope
+SELECT outbox_attach_router('outboxsmtit', schemas_enable => true);
+INSERT INTO outboxsmtit VALUES ('59a42efd-b015-44a9-9dde-cb36d9002427', 'User', '10711fa5', 'UserCreated', '{}');
+INSERT INTO expected_records VALUES ('JsonConverterTest.stringToJson, schemas_enable',
+	'{"schema":{"type":"string","optional":false},"payload":"10711fa5"}',
+	'{"schema":{"type":"string","optional":true},"payload":"{}"}');
+-- Kafka's StringConverter for keys: the text as it is
+SELECT outbox_attach_router('outboxsmtit', key_converter => 'string');
+INSERT INTO outboxsmtit VALUES ('59a42efd-b015-44a9-9dde-cb36d9002428', 'User', '10711fa5', 'UserCreated', '{}');
+INSERT INTO expected_records VALUES ('StringConverter, key_converter => string', '10711fa5', '"{}"');
+SELECT e.test, m.key = e.key AS key_equal, m.payload IS NOT DISTINCT FROM convert_to(e.value, 'UTF8') AS value_equal,
+	   m.topic, m.headers
+  FROM (SELECT row_number() OVER (ORDER BY id) AS n, * FROM outbox_messages WHERE id > :last_before_debezium) m
+  JOIN (SELECT row_number() OVER () AS n, * FROM expected_records) e USING (n)
+ ORDER BY n;
+DROP TABLE outboxsmtit, expected_records;
+
+--
+-- The router under a hostile table owner, who needs no right on the
+-- extension: each column it reads retyped, renamed or dropped, timestamps
+-- Kafka cannot carry, JSON nested too deep.  Each insert fails with the
+-- column, the table and the trigger named; nothing is published of it.
+--
+CREATE ROLE outbox_table_owner;
+CREATE TABLE owned_events (id uuid PRIMARY KEY, aggregatetype text NOT NULL,
+	aggregateid text, type text, payload jsonb, ts timestamptz);
+SELECT outbox_attach_router('owned_events', timestamp_column => 'ts', expand_payload => true);
+ALTER TABLE owned_events OWNER TO outbox_table_owner;
+CREATE DOMAIN owned_json AS jsonb CHECK (VALUE IS NOT NULL);
+SELECT max(id) AS last_before_owner FROM outbox_log \gset
+SET ROLE outbox_table_owner;
+ALTER TABLE owned_events ALTER COLUMN payload TYPE integer USING 1;
+INSERT INTO owned_events VALUES (gen_random_uuid(), 'owned', '1', 't', 1, NULL);
+ALTER TABLE owned_events ALTER COLUMN payload TYPE bigint;
+INSERT INTO owned_events VALUES (gen_random_uuid(), 'owned', '1', 't', 1, NULL);
+ALTER TABLE owned_events ALTER COLUMN payload TYPE jsonb[] USING NULL;
+INSERT INTO owned_events VALUES (gen_random_uuid(), 'owned', '1', 't', '{"{}"}', NULL);
+ALTER TABLE owned_events ALTER COLUMN payload TYPE text;
+INSERT INTO owned_events VALUES (gen_random_uuid(), 'owned', '1', 't',
+	repeat('[', 100000) || repeat(']', 100000), NULL);
+\echo :LAST_ERROR_SQLSTATE
+ALTER TABLE owned_events ALTER COLUMN payload TYPE owned_json USING payload::jsonb;
+INSERT INTO owned_events VALUES (gen_random_uuid(), 'owned', '1', 't', '{"domain": 1}', NULL);
+ALTER TABLE owned_events ALTER COLUMN ts TYPE text;
+INSERT INTO owned_events VALUES (gen_random_uuid(), 'owned', '1', 't', '{}', '2021-01-01');
+ALTER TABLE owned_events ALTER COLUMN ts TYPE integer USING NULL;
+INSERT INTO owned_events VALUES (gen_random_uuid(), 'owned', '1', 't', '{}', 1);
+ALTER TABLE owned_events ALTER COLUMN ts TYPE timestamptz USING NULL;
+INSERT INTO owned_events VALUES (gen_random_uuid(), 'owned', '1', 't', '{}', 'infinity');
+INSERT INTO owned_events VALUES (gen_random_uuid(), 'owned', '1', 't', '{}', '-infinity');
+INSERT INTO owned_events VALUES (gen_random_uuid(), 'owned', '1', 't', '{}', '1900-01-01 00:00:00+00');
+INSERT INTO owned_events VALUES (gen_random_uuid(), 'owned', '1', 't', '{}', '1969-12-31 23:59:59.999+00');
+INSERT INTO owned_events VALUES (gen_random_uuid(), 'owned', '1', 't', '{}', '3000-01-01 00:00:00+00');
+\echo :LAST_ERROR_SQLSTATE
+ALTER TABLE owned_events ALTER COLUMN ts TYPE timestamp;
+INSERT INTO owned_events VALUES (gen_random_uuid(), 'owned', '1', 't', '{}', '1969-12-31 23:59:59');
+INSERT INTO owned_events VALUES (gen_random_uuid(), 'owned', '1', 't', '{"at": 0}', '1970-01-01 00:00:00');
+ALTER TABLE owned_events ALTER COLUMN aggregatetype TYPE integer[] USING '{1}';
+INSERT INTO owned_events VALUES (gen_random_uuid(), '{1, 2}', '1', 't', '{}', NULL);
+\echo :LAST_ERROR_SQLSTATE
+ALTER TABLE owned_events ALTER COLUMN aggregatetype TYPE integer USING 7,
+	ALTER COLUMN aggregateid TYPE bytea USING '\x01', ALTER COLUMN type TYPE point USING '(1,2)';
+INSERT INTO owned_events VALUES (gen_random_uuid(), 7, '\x01', '(1,2)', '{"retyped": 1}', NULL);
+ALTER TABLE owned_events RENAME COLUMN payload TO body;
+INSERT INTO owned_events VALUES (gen_random_uuid(), 7, '\x01', '(1,2)', '{}', NULL);
+ALTER TABLE owned_events RENAME COLUMN body TO payload;
+ALTER TABLE owned_events DROP COLUMN ts;
+INSERT INTO owned_events VALUES (gen_random_uuid(), 7, '\x01', '(1,2)', '{}');
+RESET ROLE;
+-- what was published: the inserts whose columns the router could read
+SELECT topic, key, convert_from(payload, 'UTF8') AS value,
+	   extract(epoch FROM created_at) = 0 AS at_epoch
+  FROM outbox_messages WHERE id > :last_before_owner ORDER BY id;
+-- the change events of a table whose owner retypes its columns, its key
+-- too, then drops the key column: the events follow the row's types; the
+-- change without its key column fails (42703), naming the table
+CREATE TABLE owned_changes (id int PRIMARY KEY, v text, t timestamptz);
+SELECT outbox_attach('owned_changes', 'owned', ARRAY['id'], 'debezium');
+ALTER TABLE owned_changes OWNER TO outbox_table_owner;
+SELECT max(id) AS last_before_changes FROM outbox_log \gset
+SET ROLE outbox_table_owner;
+INSERT INTO owned_changes VALUES (1, 'a', '2024-01-01 00:00:00+00');
+ALTER TABLE owned_changes ALTER COLUMN id TYPE text, ALTER COLUMN v TYPE integer USING 1,
+	ALTER COLUMN t TYPE point USING '(1,2)';
+INSERT INTO owned_changes VALUES ('2', 2, '(3,4)');
+UPDATE owned_changes SET v = 3;
+ALTER TABLE owned_changes ALTER COLUMN v TYPE bigint[] USING ARRAY[v], ALTER COLUMN t TYPE bytea USING 'x';
+DELETE FROM owned_changes;
+ALTER TABLE owned_changes DROP COLUMN id;
+INSERT INTO owned_changes VALUES ('{4}', 'y');
+RESET ROLE;
+SELECT topic, key, payload IS NOT NULL AS has_value
+  FROM outbox_messages WHERE id > :last_before_changes ORDER BY id;
+DROP TABLE owned_events, owned_changes;
+DROP DOMAIN owned_json;
+DROP ROLE outbox_table_owner;
 
 --
 -- Snapshot requests (the worker, which takes them, is off here)
@@ -271,8 +418,6 @@ SELECT outbox_attach_router('outboxevent', payload_column => 'nope');
 SELECT outbox_attach_router('outboxevent', timestamp_column => 'nope');
 \echo :LAST_ERROR_SQLSTATE
 SELECT outbox_attach_router('outboxevent', header_columns => '{nope:x}');
-\echo :LAST_ERROR_SQLSTATE
-SELECT outbox_attach_router('outboxevent', id_column => 'created');
 \echo :LAST_ERROR_SQLSTATE
 SELECT outbox_attach_router('outboxevent', payload_column => 'created');
 \echo :LAST_ERROR_SQLSTATE

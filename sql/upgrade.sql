@@ -62,3 +62,33 @@ SELECT outbox_enqueue('up', 'again'::text, event_id => (SELECT event_id FROM out
 SELECT * FROM unpinned ORDER BY function::text;
 SELECT prosecdef AS capture_is_security_definer FROM pg_proc WHERE proname = 'outbox_capture';
 DROP VIEW unpinned;
+
+--
+-- A router attached at 1.2 keeps what 1.2 did after the update (its
+-- trigger's stored options): the key as a string, the payload expanded, a
+-- null payload a tombstone, an id that must hold a UUID.  Attached again at
+-- 1.3, it takes Debezium's defaults.
+--
+SELECT outbox_discard() >= 0 AS discarded;
+DROP EXTENSION outbox;
+CREATE EXTENSION outbox VERSION '1.2';
+CREATE TABLE legacy_events (id text, aggregatetype text NOT NULL, aggregateid text,
+	type text, payload jsonb);
+SELECT outbox_attach_router('legacy_events');
+INSERT INTO legacy_events VALUES
+	('4d47e190-0402-4048-bc2c-89dd54343cdc', 'order', '1', 'OrderCreated', '{"id": 1, "n": null}');
+ALTER EXTENSION outbox UPDATE;
+INSERT INTO legacy_events VALUES
+	('5e58f2a1-0402-4048-bc2c-89dd54343cdc', 'order', '1', 'OrderPaid', '{"id": 1, "n": null}'),
+	('6f69a3b2-0402-4048-bc2c-89dd54343cdc', 'order', '1', 'OrderDeleted', NULL);
+\set VERBOSITY terse
+INSERT INTO legacy_events VALUES ('e-1', 'order', '2', 'OrderCreated', '{}');
+\set VERBOSITY default
+SELECT outbox_attach_router('legacy_events');
+INSERT INTO legacy_events VALUES
+	('e-1', 'order', '2', 'OrderCreated', '{"id": 2, "n": null}'),
+	('e-1', 'order', '2', 'OrderDeleted', NULL);
+SELECT topic, key, convert_from(payload, 'UTF8') AS value, headers ->> 'id' AS id,
+	   event_id::text = headers ->> 'id' AS event_id_is_id
+  FROM outbox_messages ORDER BY id;
+DROP TABLE legacy_events;

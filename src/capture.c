@@ -238,7 +238,8 @@ outbox_capture_table(const CaptureConfig *config, Relation rel, TupleDesc tupdes
 		if (attnum == SPI_ERROR_NOATTRIBUTE || attnum <= 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_COLUMN),
-					 errmsg("outbox_capture: key column \"%s\" does not exist", names[i])));
+					 errmsg("outbox_capture: key column \"%s\" does not exist", names[i]),
+					 errcontext("table %s", quote_qualified_identifier(table->schema, table->table))));
 		table->key_attnums[i] = attnum;
 	}
 }

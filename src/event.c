@@ -65,6 +65,37 @@ outbox_topic_problem(const char *topic, int len)
 }
 
 /*
+ * Does JSON text json nest objects and arrays deeper than max_depth?
+ * Looked at before the text is parsed: a parser that recursed a hundred
+ * thousand levels down would stop with "stack depth limit exceeded", not
+ * with what is wrong.
+ */
+bool
+outbox_json_too_deep(const char *json, int max_depth)
+{
+	int			depth = 0;
+	bool		in_string = false;
+
+	for (const char *p = json; *p; p++)
+	{
+		if (in_string)
+		{
+			if (*p == '\\' && p[1] != '\0')
+				p++;
+			else if (*p == '"')
+				in_string = false;
+		}
+		else if (*p == '"')
+			in_string = true;
+		else if ((*p == '{' || *p == '[') && ++depth > max_depth)
+			return true;
+		else if (*p == '}' || *p == ']')
+			depth--;
+	}
+	return false;
+}
+
+/*
  * Text in the server encoding as a NUL-terminated UTF-8 copy; *utf8_len
  * gets its length.  NULL if it has a character that UTF-8 cannot hold or,
  * in a SQL_ASCII database, bytes that are not UTF-8.

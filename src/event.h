@@ -89,6 +89,7 @@ typedef struct OutboxBatch
 } OutboxBatch;
 
 extern const char *outbox_topic_problem(const char *topic, int len);
+extern bool outbox_json_too_deep(const char *json, int max_depth);
 extern char *outbox_to_utf8(const char *str, int len, int *utf8_len);
 extern const char *outbox_unpack_headers(Jsonb *headers, OutboxEvent *ev,
 										 bool *not_utf8);

@@ -209,36 +209,6 @@ check_dead_letter_topic(char **newval, void **extra, GucSource source)
 }
 
 /*
- * Is the JSON text nested deeper than one object?  Looked at before the
- * text is parsed: a parser that recursed a hundred thousand levels down
- * would stop with "stack depth limit exceeded", not with what is wrong.
- */
-static bool
-nested(const char *json)
-{
-	int			depth = 0;
-	bool		in_string = false;
-
-	for (const char *p = json; *p; p++)
-	{
-		if (in_string)
-		{
-			if (*p == '\\' && p[1] != '\0')
-				p++;
-			else if (*p == '"')
-				in_string = false;
-		}
-		else if (*p == '"')
-			in_string = true;
-		else if ((*p == '{' || *p == '[') && ++depth > 1)
-			return true;
-		else if (*p == '}' || *p == ']')
-			depth--;
-	}
-	return false;
-}
-
-/*
  * outbox.headers must be a JSON object of strings without "event_id", as
  * the headers argument of outbox_enqueue.  Parsed here, without raising
  * errors, into a Jsonb kept as the setting's extra: enqueue merges it with
@@ -256,7 +226,7 @@ check_headers(char **newval, void **extra, GucSource source)
 
 	if (*newval == NULL || (*newval)[strspn(*newval, " \t\n\r")] == '\0')
 		return true;
-	if (nested(*newval))
+	if (outbox_json_too_deep(*newval, 1))
 	{
 		GUC_check_errdetail("Kafka headers are given as a JSON object {\"name\": \"value\", ...}, with no object or array inside.");
 		return false;

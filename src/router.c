@@ -8,31 +8,46 @@
  * The application inserts its events into a table of its own (id,
  * aggregatetype, aggregateid, type, payload, by default); each insert
  * becomes one event, in the inserting transaction, as the router would
- * write it with the JSON converter and schemas.enable=false:
+ * write it with the converters of Debezium's outbox example (JsonConverter
+ * for keys and values, schemas.enable=false), unless options say
+ * otherwise:
  *
  * - topic: the topic pattern, ${routedByValue} replaced by the route_by
  *   column's value ("outbox.event.${routedByValue}");
- * - key: the key column's value, a string as it is (StringConverter), no
- *   key if it is null;
- * - value: the payload column's JSON, expanded (table.expand.json.payload
- *   =true: an object or an array, without white space, members whose value
- *   is null or an empty array left out, as the router's defaults
- *   table.json.payload.null.behavior and .empty.array.behavior do), or as
- *   a JSON string (the payload's text, escaped: what the router writes
- *   without expansion, and for a payload that is not an object or an
- *   array, or not JSON); a null payload is a tombstone;
- * - headers: "id", the id column (also the event's event_id, so the
- *   "event_id" header every record carries equals it), and the columns of
+ * - key: the key column's value as JSON, a string quoted ("1"), null a
+ *   JSON null; with key_converter=string the value's text (StringConverter),
+ *   no key if it is null;
+ * - value: the payload column's text as a JSON string
+ *   (table.expand.json.payload=false), a null payload the JSON null, or a
+ *   tombstone with tombstone_on_empty_payload (then an empty or blank text
+ *   too, as route.tombstone.on.empty.payload); with expand=true the JSON
+ *   expanded: an object or an array, without white space, members whose
+ *   value is null or an empty array left out (the router's defaults of
+ *   table.json.payload.null.behavior and .empty.array.behavior); a payload
+ *   that is not an object or an array, or not JSON, stays a JSON string; a
+ *   bytea payload is its bytes (ByteArrayConverter);
+ * - schemas_enable: key and value as {"schema":..., "payload":...}, with the
+ *   schema the connector gives the column (append_schema);
+ * - headers: "id", the text of the id column, of any type; a uuid is also
+ *   the event's event_id (so the "event_id" header every record carries
+ *   equals it, and an id used again is refused while its event is kept),
+ *   another type gets an event_id of its own; and the columns of
  *   header_columns under their names;
  * - timestamp: the timestamp column (a timestamp without time zone is
- *   UTC), else the start of the transaction.
+ *   UTC), from 1970 to an hour ahead of the transaction, else the start of
+ *   the transaction.
  *
  * Updates and deletes emit nothing: the trigger is AFTER INSERT only, so
  * "insert, then delete in the same transaction" keeps the table empty.
  *
  * The configuration is the trigger's arguments, keyword=value, checked by
- * outbox_attach_router.  The trigger runs with the rights of the role that
- * inserted the row, as the capture trigger does (src/capture.c).
+ * outbox_attach_router; the options 1.3 added are absent from the triggers
+ * that 1.2 made, which keep doing what 1.2 did (RouterConfig).  The table's
+ * owner may retype, rename or drop the columns afterwards, without any
+ * right on the extension: the trigger reads each column by name from the
+ * row's descriptor and checks its type before it reads the datum.  The
+ * trigger runs with the rights of the role that inserted the row, as the
+ * capture trigger does (src/capture.c).
  *
  * src/router.c
  *
@@ -42,6 +57,7 @@
 
 #include "access/htup_details.h"
 #include "access/table.h"
+#include "access/xact.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
@@ -57,18 +73,23 @@
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/timestamp.h"
 
 #include "capture.h"
 #include "catalog.h"
 #include "debezium.h"
 #include "enqueue.h"
+#include "event.h"
 
 PG_FUNCTION_INFO_V1(outbox_router);
 PG_FUNCTION_INFO_V1(outbox_attach_router);
 
 #define ROUTED_BY_VALUE "${routedByValue}"
 
-/* the trigger's arguments */
+/*
+ * The trigger's arguments.  Those that 1.3 added are absent from the
+ * triggers that 1.2 made: their absence keeps what 1.2 did.
+ */
 typedef struct RouterConfig
 {
 	char	   *topic_pattern;
@@ -78,6 +99,11 @@ typedef struct RouterConfig
 	char	   *payload;
 	char	   *timestamp;		/* NULL: the start of the transaction */
 	bool		expand;
+	bool		key_json;		/* key_converter=json; 1.2: string */
+	bool		schemas;		/* schemas_enable=true; 1.2: false */
+	bool		null_tombstone; /* a null payload is a tombstone; 1.2: true */
+	bool		blank_tombstone;	/* so is an empty or blank one; 1.2: false */
+	bool		any_id;			/* ids=any: an id of any type; 1.2: a UUID */
 	int			nheaders;
 	char	  **header_columns;
 	char	  **header_names;
@@ -106,6 +132,7 @@ static void
 router_config(int nargs, char **args, RouterConfig *config)
 {
 	memset(config, 0, sizeof(*config));
+	config->null_tombstone = true;
 	config->header_columns = palloc((nargs + 1) * sizeof(char *));
 	config->header_names = palloc((nargs + 1) * sizeof(char *));
 	for (int i = 0; i < nargs; i++)
@@ -135,6 +162,14 @@ router_config(int nargs, char **args, RouterConfig *config)
 			config->timestamp = value;
 		else if (strcmp(name, "expand") == 0)
 			config->expand = strcmp(value, "true") == 0;
+		else if (strcmp(name, "key_converter") == 0)
+			config->key_json = strcmp(value, "json") == 0;
+		else if (strcmp(name, "schemas_enable") == 0)
+			config->schemas = strcmp(value, "true") == 0;
+		else if (strcmp(name, "tombstone_on_empty_payload") == 0)
+			config->null_tombstone = config->blank_tombstone = strcmp(value, "true") == 0;
+		else if (strcmp(name, "ids") == 0 && strcmp(value, "any") == 0)
+			config->any_id = true;
 		else if (strcmp(name, "header") == 0 &&
 				 split_header(value, &config->header_columns[config->nheaders],
 							  &config->header_names[config->nheaders]))
@@ -283,18 +318,29 @@ expansion_scalar(void *state, char *token, JsonTokenType tokentype)
 	x->empty_array = false;
 }
 
+/* the deepest nesting expanded, Jackson's (StreamReadConstraints) */
+#define MAX_JSON_DEPTH 1000
+
 /*
  * Append the expansion of JSON text json to out; false (out as it was) if
- * it is not valid JSON.
+ * it is not valid JSON.  name is the payload column.
  */
 static bool
-expand_json(StringInfo out, char *json, int len)
+expand_json(StringInfo out, char *json, const char *name)
 {
-	JsonLexContext *lex = makeJsonLexContextCstringLen(json, len, GetDatabaseEncoding(), true);
+	JsonLexContext *lex;
 	JsonSemAction sem = {0};
 	Expansion	x = {0};
 	int			start = out->len;
 
+	if (outbox_json_too_deep(json, MAX_JSON_DEPTH))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("payload column \"%s\" nests JSON deeper than %d levels", name, MAX_JSON_DEPTH),
+				 errdetail("An expanded payload may nest objects and arrays %d levels deep, as Jackson parses it for Debezium.",
+						   MAX_JSON_DEPTH),
+				 errhint("Attach the router with expand_payload => false to publish the payload as a JSON string.")));
+	lex = makeJsonLexContextCstringLen(json, strlen(json), GetDatabaseEncoding(), true);
 	x.out = out;
 	x.size = 8;
 	x.first = palloc(x.size * sizeof(bool));
@@ -318,61 +364,233 @@ expand_json(StringInfo out, char *json, int len)
 }
 
 /*
- * The record value of a payload: see the file header.  NULL: a tombstone.
+ * The type of a column given for one purpose is not one of those it can
+ * have.
+ */
+static void
+wrong_type(const char *name, Oid typid, const char *what, const char *types)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATATYPE_MISMATCH),
+			 errmsg("%s column \"%s\" is of type %s", what, name, format_type_be(typid)),
+			 errdetail("It must be %s.", types)));
+}
+
+/* the types a payload column can have (its base type, if a domain) */
+#define PAYLOAD_TYPES "jsonb, json, text or bytea"
+static bool
+payload_type(Oid typid)
+{
+	return typid == JSONBOID || typid == JSONOID || typid == TEXTOID ||
+		typid == VARCHAROID || typid == BPCHAROID || typid == BYTEAOID;
+}
+
+/* the types a timestamp column can have (its base type, if a domain) */
+#define TIMESTAMP_TYPES "timestamp with time zone, or timestamp without time zone (taken as UTC)"
+static bool
+timestamp_type(Oid typid)
+{
+	return typid == TIMESTAMPTZOID || typid == TIMESTAMPOID;
+}
+
+/*
+ * Append the schema that Debezium's PostgreSQL connector gives a column of
+ * base type typid, as Kafka's JSON converter writes it with
+ * schemas.enable=true (JsonConverter.asJsonSchema); false if the router
+ * does not know the type.
+ */
+static bool
+append_schema(StringInfo buf, Oid typid, bool optional)
+{
+	const char *type;
+	const char *name = NULL;
+
+	switch (typid)
+	{
+		case BOOLOID:
+			type = "boolean";
+			break;
+		case INT2OID:
+			type = "int16";
+			break;
+		case INT4OID:
+			type = "int32";
+			break;
+		case INT8OID:
+			type = "int64";
+			break;
+		case FLOAT4OID:
+			type = "float";
+			break;
+		case FLOAT8OID:
+			type = "double";
+			break;
+		case TEXTOID:
+		case VARCHAROID:
+		case BPCHAROID:
+			type = "string";
+			break;
+		case UUIDOID:
+			type = "string";
+			name = "io.debezium.data.Uuid";
+			break;
+		case JSONOID:
+		case JSONBOID:
+			type = "string";
+			name = "io.debezium.data.Json";
+			break;
+		case BYTEAOID:
+			type = "bytes";
+			break;
+		default:
+			return false;
+	}
+	appendStringInfo(buf, "{\"type\":\"%s\",\"optional\":%s", type, optional ? "true" : "false");
+	if (name != NULL)
+		appendStringInfo(buf, ",\"name\":\"%s\",\"version\":1", name);
+	appendStringInfoChar(buf, '}');
+	return true;
+}
+
+/* the key columns' types that schemas_enable takes */
+#define SCHEMA_TYPES "boolean, smallint, integer, bigint, real, double precision, text, varchar, char, uuid, json, jsonb or bytea"
+
+/*
+ * Is str empty or white space only, as Java's String.trim() sees it?
+ */
+static bool
+blank(const char *str)
+{
+	for (; *str != '\0'; str++)
+		if ((unsigned char) *str > ' ')
+			return false;
+	return true;
+}
+
+/*
+ * The record value of a payload, the value of column attr: see the file
+ * header.  NULL: a tombstone.
  */
 static bytea *
-router_value(Datum value, bool isnull, Oid typid, bool expand)
+router_value(const RouterConfig *config, Form_pg_attribute attr, Datum value, bool isnull)
 {
-	Oid			basetype = getBaseType(typid);
-	char	   *json;
+	Oid			typid = getBaseType(attr->atttypid);
+	char	   *json = NULL;
 	StringInfoData out;
 
-	if (isnull)
+	if (!payload_type(typid))
+		wrong_type(config->payload, typid, "payload", PAYLOAD_TYPES);
+	if (isnull && config->null_tombstone)
 		return NULL;
-	if (basetype == JSONBOID)
+	if (!isnull && typid == BYTEAOID)
+		return DatumGetByteaPCopy(value);	/* its bytes, as ByteArrayConverter */
+	if (!isnull && typid == JSONBOID)
 	{
 		Jsonb	   *jb = DatumGetJsonbP(value);
 
 		json = JsonbToCString(NULL, &jb->root, VARSIZE(jb));
 	}
-	else
+	else if (!isnull)
 		json = TextDatumGetCString(value);
+	if (json != NULL && config->blank_tombstone && blank(json))
+		return NULL;
+
 	initStringInfo(&out);
-	if (!expand || (json[0] != '{' && json[0] != '[') ||
-		!expand_json(&out, json, strlen(json)))
+	if (config->schemas)
+	{
+		appendStringInfoString(&out, "{\"schema\":");
+		(void) append_schema(&out, typid, !attr->attnotnull);
+		appendStringInfoString(&out, ",\"payload\":");
+	}
+	if (json == NULL)
+		appendStringInfoString(&out, "null");
+	else if (!config->expand || (json[0] != '{' && json[0] != '[') ||
+			 !expand_json(&out, json, config->payload))
 		escape_json(&out, json);
+	if (config->schemas)
+		appendStringInfoChar(&out, '}');
 	return outbox_utf8_payload(cstring_to_text_with_len(out.data, out.len));
 }
 
 /*
- * The attribute number of column name of tupdesc; an error if there is
- * none.
+ * The record key of the value of key column attr, as the key converter
+ * writes it: JSON (with its schema if schemas_enable), or the text of the
+ * value (Kafka's StringConverter).  NULL: no key.
  */
-static int
-router_attnum(TupleDesc tupdesc, const char *name)
+static text *
+router_key(const RouterConfig *config, Form_pg_attribute attr, Datum value, bool isnull)
+{
+	StringInfoData out;
+
+	if (!config->key_json)
+		return isnull ? NULL : cstring_to_text(outbox_debezium_text(value, attr->atttypid,
+																	 attr->atttypmod));
+	initStringInfo(&out);
+	if (config->schemas)
+	{
+		Oid			typid = getBaseType(attr->atttypid);
+
+		appendStringInfoString(&out, "{\"schema\":");
+		if (!append_schema(&out, typid, !attr->attnotnull))
+			wrong_type(config->key, typid, "key", SCHEMA_TYPES);
+		appendStringInfoString(&out, ",\"payload\":");
+	}
+	outbox_debezium_value(&out, value, isnull, attr->atttypid, attr->atttypmod);
+	if (config->schemas)
+		appendStringInfoChar(&out, '}');
+	return cstring_to_text_with_len(out.data, out.len);
+}
+
+/*
+ * A column's value, and its attribute (its type) as the row has them now:
+ * the table's owner may have renamed, dropped or retyped the column since
+ * the router was attached.  An error if there is no such column.
+ */
+static Datum
+column_value(HeapTuple tuple, TupleDesc tupdesc, const char *name, bool *isnull,
+			 Form_pg_attribute *attr)
 {
 	int			attnum = SPI_fnumber(tupdesc, name);
 
 	if (attnum == SPI_ERROR_NOATTRIBUTE || attnum <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("outbox_router: column \"%s\" does not exist", name)));
-	return attnum;
+				 errmsg("column \"%s\" does not exist", name),
+				 errdetail("The outbox router was attached to read it."),
+				 errhint("Attach the router again with the table's columns.")));
+	*attr = TupleDescAttr(tupdesc, attnum - 1);
+	return heap_getattr(tuple, attnum, tupdesc, isnull);
 }
 
 /*
- * A column's value, its type and its typmod.
+ * The record's timestamp from the value of the timestamp column name (its
+ * base type typid): a Kafka timestamp, from 1970 on, and at most an hour
+ * ahead of the inserting transaction, so that no broker refuses it
+ * (message.timestamp.after.max.ms) and latencies stay true.
  */
-static Datum
-column_value(HeapTuple tuple, TupleDesc tupdesc, const char *name, bool *isnull,
-			 Oid *typid, int32 *typmod)
+static TimestampTz
+record_timestamp(const char *name, Datum value, Oid typid)
 {
-	int			attnum = router_attnum(tupdesc, name);
-	Form_pg_attribute attr = TupleDescAttr(tupdesc, attnum - 1);
+	/* a timestamp without time zone is taken as UTC: the same number */
+	TimestampTz ts = DatumGetTimestampTz(value);
 
-	*typid = attr->atttypid;
-	*typmod = attr->atttypmod;
-	return heap_getattr(tuple, attnum, tupdesc, isnull);
+	if (TIMESTAMP_NOT_FINITE(ts) || ts < SetEpochTimestamp() ||
+		ts > GetCurrentTransactionStartTimestamp() + USECS_PER_HOUR)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("timestamp column \"%s\" holds %s, out of the range of Kafka timestamps",
+						name, DatumGetCString(DirectFunctionCall1(typid == TIMESTAMPOID ?
+																  timestamp_out : timestamptz_out,
+																  value))),
+				 errdetail("A record's timestamp is from 1970-01-01 00:00:00 UTC up to an hour after the start of the inserting transaction.")));
+	return ts;
+}
+
+/* the table and the trigger of an outbox_router() call, for errcontext */
+static void
+router_error_context(void *arg)
+{
+	errcontext("%s", (char *) arg);
 }
 
 /*
@@ -388,16 +606,18 @@ outbox_router(PG_FUNCTION_ARGS)
 	HeapTuple	tuple;
 	Datum		value;
 	bool		isnull;
-	Oid			typid;
-	int32		typmod;
+	Form_pg_attribute attr;
+	int			nestlevel;
 	char	   *topic;
 	text	   *key = NULL;
 	char	   *id_text;
-	Datum		event_id;
+	Datum		event_id = (Datum) 0;
+	bool		event_id_isnull = false;
 	bytea	   *payload;
 	StringInfoData headers;
 	TimestampTz created_at;
 	bool		timestamped = false;
+	ErrorContextCallback errcallback;
 
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		ereport(ERROR,
@@ -410,46 +630,64 @@ outbox_router(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("outbox_router: must be fired AFTER INSERT FOR EACH ROW"),
 				 errhint("Use outbox_attach_router() to create the trigger.")));
+	errcallback.callback = router_error_context;
+	errcallback.arg = psprintf("trigger \"%s\" on table %s", trigdata->tg_trigger->tgname,
+							   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(trigdata->tg_relation)),
+														  RelationGetRelationName(trigdata->tg_relation)));
+	errcallback.previous = error_context_stack;
+	error_context_stack = &errcallback;
+
 	router_config(trigdata->tg_trigger->tgnargs, trigdata->tg_trigger->tgargs, &config);
 	tupdesc = RelationGetDescr(trigdata->tg_relation);
 	tuple = trigdata->tg_trigtuple;
+	/* the same row gives the same topic and key in any session */
+	nestlevel = outbox_debezium_pin_settings(tupdesc);
 
 	/* the topic */
 	if (config.route_by == NULL)
 		topic = config.topic_pattern;
 	else
 	{
-		value = column_value(tuple, tupdesc, config.route_by, &isnull, &typid, &typmod);
+		value = column_value(tuple, tupdesc, config.route_by, &isnull, &attr);
 		if (isnull)
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("outbox_router: column \"%s\" is null", config.route_by),
 					 errdetail("The topic of the event is made from its value.")));
-		topic = route(config.topic_pattern, outbox_debezium_text(value, typid, typmod));
+		topic = route(config.topic_pattern,
+					  outbox_debezium_text(value, attr->atttypid, attr->atttypmod));
 	}
 
 	/* the key */
 	if (config.key != NULL)
 	{
-		value = column_value(tuple, tupdesc, config.key, &isnull, &typid, &typmod);
-		if (!isnull)
-			key = cstring_to_text(outbox_debezium_text(value, typid, typmod));
+		value = column_value(tuple, tupdesc, config.key, &isnull, &attr);
+		key = router_key(&config, attr, value, isnull);
 	}
 
-	/* the event id, which is the id header */
-	value = column_value(tuple, tupdesc, config.id, &isnull, &typid, &typmod);
+	/*
+	 * The id header, the text of the id column.  A UUID is the event's
+	 * event_id too, so that an id used again is refused while its event is
+	 * kept; an id of another type gets an event_id of its own (1.2 took only
+	 * UUIDs, or texts holding one).
+	 */
+	value = column_value(tuple, tupdesc, config.id, &isnull, &attr);
 	if (isnull)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("outbox_router: column \"%s\" is null", config.id),
 				 errdetail("It is the id of the event.")));
-	id_text = outbox_debezium_text(value, typid, typmod);
-	event_id = getBaseType(typid) == UUIDOID ? value :
-		DirectFunctionCall1(uuid_in, CStringGetDatum(id_text));
+	id_text = outbox_debezium_text(value, attr->atttypid, attr->atttypmod);
+	if (getBaseType(attr->atttypid) == UUIDOID)
+		event_id = value;
+	else if (config.any_id)
+		event_id_isnull = true;
+	else
+		event_id = DirectFunctionCall1(uuid_in, CStringGetDatum(id_text));
 
 	/* the value */
-	value = column_value(tuple, tupdesc, config.payload, &isnull, &typid, &typmod);
-	payload = router_value(value, isnull, typid, config.expand);
+	value = column_value(tuple, tupdesc, config.payload, &isnull, &attr);
+	payload = router_value(&config, attr, value, isnull);
 
 	/* the headers */
 	initStringInfo(&headers);
@@ -457,31 +695,37 @@ outbox_router(PG_FUNCTION_ARGS)
 	escape_json(&headers, id_text);
 	for (int i = 0; i < config.nheaders; i++)
 	{
-		value = column_value(tuple, tupdesc, config.header_columns[i], &isnull, &typid, &typmod);
+		value = column_value(tuple, tupdesc, config.header_columns[i], &isnull, &attr);
 		if (isnull)
 			continue;
 		appendStringInfoChar(&headers, ',');
 		escape_json(&headers, config.header_names[i]);
 		appendStringInfoChar(&headers, ':');
-		escape_json(&headers, outbox_debezium_text(value, typid, typmod));
+		escape_json(&headers, outbox_debezium_text(value, attr->atttypid, attr->atttypmod));
 	}
 	appendStringInfoChar(&headers, '}');
 
 	/* the record's timestamp */
 	if (config.timestamp != NULL)
 	{
-		value = column_value(tuple, tupdesc, config.timestamp, &isnull, &typid, &typmod);
+		Oid			typid;
+
+		value = column_value(tuple, tupdesc, config.timestamp, &isnull, &attr);
+		typid = getBaseType(attr->atttypid);
+		if (!timestamp_type(typid))
+			wrong_type(config.timestamp, typid, "timestamp", TIMESTAMP_TYPES);
 		if (!isnull)
 		{
-			/* a timestamp without time zone is taken as UTC: the same number */
-			created_at = DatumGetTimestampTz(value);
+			created_at = record_timestamp(config.timestamp, value, typid);
 			timestamped = true;
 		}
 	}
+	outbox_debezium_unpin_settings(nestlevel);
 
 	outbox_store_event(outbox_entry(fcinfo), cstring_to_text(topic), key, payload,
 					   DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(headers.data))),
-					   event_id, false, timestamped ? &created_at : NULL);
+					   event_id, event_id_isnull, timestamped ? &created_at : NULL);
+	error_context_stack = errcallback.previous;
 	return PointerGetDatum(NULL);
 }
 
@@ -503,19 +747,6 @@ column_type(Oid relid, const char *name, const char *what)
 }
 
 /*
- * The type of a column given for one purpose is not one of those it can
- * have.
- */
-static void
-wrong_type(const char *name, Oid typid, const char *what, const char *types)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_DATATYPE_MISMATCH),
-			 errmsg("%s column \"%s\" is of type %s", what, name, format_type_be(typid)),
-			 errdetail("It must be %s.", types)));
-}
-
-/*
  * A text argument of outbox_attach_router, NULL if null.
  */
 static char *
@@ -530,11 +761,15 @@ text_arg(FunctionCallInfo fcinfo, int argno)
  *		route_by text DEFAULT 'aggregatetype', key_column text DEFAULT 'aggregateid',
  *		id_column text DEFAULT 'id', payload_column text DEFAULT 'payload',
  *		timestamp_column text DEFAULT NULL, header_columns text[] DEFAULT NULL,
- *		expand_payload boolean DEFAULT true)
+ *		expand_payload boolean DEFAULT false, key_converter text DEFAULT 'json',
+ *		schemas_enable boolean DEFAULT false,
+ *		tombstone_on_empty_payload boolean DEFAULT false)
  *
  * Publish each row inserted into tbl as the event that Debezium's outbox
  * event router makes of it, with the trigger outbox_router (replaced if it
- * exists).  Every argument is checked here.
+ * exists).  Every argument is checked here.  Called with the first nine
+ * arguments (1.2's signature, expand_payload DEFAULT true), it makes the
+ * trigger 1.2 made: keys as strings, a null payload a tombstone, ids UUIDs.
  */
 Datum
 outbox_attach_router(PG_FUNCTION_ARGS)
@@ -549,7 +784,7 @@ outbox_attach_router(PG_FUNCTION_ARGS)
 	StringInfoData sql;
 	ListCell   *lc;
 
-	if (PG_NARGS() != 9)
+	if (PG_NARGS() != 9 && PG_NARGS() != 12)
 		elog(ERROR, "outbox_attach_router called with %d arguments", PG_NARGS());
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -562,7 +797,26 @@ outbox_attach_router(PG_FUNCTION_ARGS)
 	config.id = text_arg(fcinfo, 4);
 	config.payload = text_arg(fcinfo, 5);
 	config.timestamp = text_arg(fcinfo, 6);
-	config.expand = PG_ARGISNULL(8) || PG_GETARG_BOOL(8);
+	config.expand = PG_ARGISNULL(8) ? PG_NARGS() == 9 : PG_GETARG_BOOL(8);
+	if (PG_NARGS() == 12)
+	{
+		char	   *converter = text_arg(fcinfo, 9);
+
+		if (converter == NULL ||
+			(strcmp(converter, "json") != 0 && strcmp(converter, "string") != 0))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid key_converter \"%s\"", converter ? converter : "null"),
+					 errdetail("It is \"json\" (Kafka's JsonConverter) or \"string\" (StringConverter).")));
+		config.key_json = strcmp(converter, "json") == 0;
+		config.schemas = !PG_ARGISNULL(10) && PG_GETARG_BOOL(10);
+		config.blank_tombstone = !PG_ARGISNULL(11) && PG_GETARG_BOOL(11);
+		if (config.schemas && config.expand)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("schemas_enable cannot be combined with expand_payload"),
+					 errdetail("An expanded payload would need the schema that the router infers from each document.")));
+	}
 
 	if (config.topic_pattern == NULL || config.id == NULL || config.payload == NULL)
 		ereport(ERROR,
@@ -603,26 +857,39 @@ outbox_attach_router(PG_FUNCTION_ARGS)
 	}
 	if (config.key != NULL)
 	{
-		(void) column_type(relid, config.key, "key");
+		StringInfoData schema;
+
+		typid = column_type(relid, config.key, "key");
+		initStringInfo(&schema);
+		if (config.schemas && config.key_json && !append_schema(&schema, typid, true))
+			wrong_type(config.key, typid, "key", SCHEMA_TYPES);
 		args = lappend(args, psprintf("key=%s", config.key));
 	}
 	typid = column_type(relid, config.id, "id");
-	if (typid != UUIDOID && typid != TEXTOID && typid != VARCHAROID && typid != BPCHAROID)
+	if (PG_NARGS() == 9 &&
+		typid != UUIDOID && typid != TEXTOID && typid != VARCHAROID && typid != BPCHAROID)
 		wrong_type(config.id, typid, "id", "uuid, or text holding a UUID");
 	args = lappend(args, psprintf("id=%s", config.id));
 	typid = column_type(relid, config.payload, "payload");
-	if (typid != JSONBOID && typid != JSONOID && typid != TEXTOID && typid != VARCHAROID)
-		wrong_type(config.payload, typid, "payload", "jsonb, json or text");
+	if (!payload_type(typid))
+		wrong_type(config.payload, typid, "payload", PAYLOAD_TYPES);
 	args = lappend(args, psprintf("payload=%s", config.payload));
 	if (config.timestamp != NULL)
 	{
 		typid = column_type(relid, config.timestamp, "timestamp");
-		if (typid != TIMESTAMPTZOID && typid != TIMESTAMPOID)
-			wrong_type(config.timestamp, typid, "timestamp",
-					   "timestamp with time zone, or timestamp without time zone (taken as UTC)");
+		if (!timestamp_type(typid))
+			wrong_type(config.timestamp, typid, "timestamp", TIMESTAMP_TYPES);
 		args = lappend(args, psprintf("timestamp=%s", config.timestamp));
 	}
 	args = lappend(args, config.expand ? "expand=true" : "expand=false");
+	if (PG_NARGS() == 12)
+	{
+		args = lappend(args, config.key_json ? "key_converter=json" : "key_converter=string");
+		args = lappend(args, config.schemas ? "schemas_enable=true" : "schemas_enable=false");
+		args = lappend(args, config.blank_tombstone ? "tombstone_on_empty_payload=true" :
+					   "tombstone_on_empty_payload=false");
+		args = lappend(args, "ids=any");
+	}
 	if (!PG_ARGISNULL(7))
 	{
 		Datum	   *entries;

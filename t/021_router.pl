@@ -1,14 +1,18 @@
 
 # An outbox table in the shape Debezium's outbox event router reads,
-# attached with outbox_attach_router: each insert arrives in Kafka as the
-# router writes it with the JSON converter (its documentation's example,
-# record for record), checked for every record of several transactions,
+# attached with outbox_attach_router and its defaults, which are
+# Debezium's with the converters of its outbox example (JsonConverter for
+# keys and values, schemas.enable=false): each insert arrives in Kafka as
+# the router writes it, checked for every record of several transactions,
 # aggregate types and ids, rows deleted in the transaction that inserted
-# them: topic outbox.event.<aggregatetype>, key aggregateid, headers id
-# and event_id (the same) and type as eventType, value the payload
-# expanded, timestamp the transaction's start or the timestamp column.
-# Updates and deletes publish nothing; expand_payload => false writes the
-# payload's text as a JSON string.
+# them: topic outbox.event.<aggregatetype>, key aggregateid as a JSON
+# string, headers id and event_id (the same) and type as eventType, value
+# the payload's text as a JSON string (a null payload the JSON null),
+# timestamp the transaction's start or the timestamp column.  Updates and
+# deletes publish nothing; expand_payload => true writes the payload
+# expanded; the key's bytes choose the partition as Kafka Connect's
+# producer would: "1" (the JSON converter's) and 1 (key_converter =>
+# 'string') go to different partitions of six.
 
 use strict;
 use warnings;
@@ -31,6 +35,7 @@ $node->safe_psql(
 	);
 	SELECT outbox_attach_router('outboxevent', header_columns => '{type:eventType}');
 });
+my $json_string = JSON::PP->new->allow_nonref;
 
 # Debezium's documentation: the example event, and the value the router
 # writes for it, expanded and not
@@ -141,10 +146,11 @@ my %taken;
 for my $event (@events)
 {
 	my $topic = "outbox.event.$event->{type}";
-	my ($record) = grep { $_->{key} eq $event->{aggregate} && !$taken{"$topic/$_->{partition}/$_->{offset}"} }
+	my $key = $json_string->encode("$event->{aggregate}");
+	my ($record) = grep { $_->{key} eq $key && !$taken{"$topic/$_->{partition}/$_->{offset}"} }
 	  @{ $records{$topic} };
 	my $what = "$event->{event_type} ($event->{id})";
-	ok($record, "$what: in $topic, key $event->{aggregate}") or next;
+	ok($record, "$what: in $topic, key $key") or next;
 	$taken{"$topic/$record->{partition}/$record->{offset}"} = 1;
 	my %headers = @{ $record->{headers} };
 	is_deeply(
@@ -154,36 +160,25 @@ for my $event (@events)
 	is($record->{ts}, $event->{started}, "$what: timestamp, the transaction's start");
 	if (!defined $event->{payload})
 	{
-		is($record->{payload}, undef, "$what: a null payload is a tombstone");
+		is($record->{payload}, 'null', "$what: a null payload is the JSON null, not a tombstone");
 		next;
 	}
 	my $stored = $node->safe_psql('postgres', "SELECT '$event->{payload}'::jsonb::text");
-	if ($stored =~ /^[\[{]/)
-	{
-		unlike($record->{payload}, qr/\s(?=(?:[^"]*"[^"]*")*[^"]*$)/,
-			"$what: expanded, without white space");
-		is_deeply(JSON::PP->new->decode($record->{payload}),
-			expanded(JSON::PP->new->decode($stored)),
-			"$what: the payload, null members and empty arrays left out");
-	}
-	else
-	{
-		is($record->{payload}, JSON::PP->new->allow_nonref->encode($stored),
-			"$what: not an object or array: its text as a JSON string");
-	}
+	is($record->{payload}, $json_string->encode($stored),
+		"$what: the payload's text as a JSON string");
 }
 
 # the documentation's example, byte for byte
 my ($doc) = grep { $_->{headers}[1] eq $DOC_ID } @{ $records{'outbox.event.order'} };
-is($doc->{payload}, $DOC_EXPANDED, 'the documentation\'s example, expanded, byte for byte');
-is($doc->{key}, '1', 'its key is the aggregateid');
+is($doc->{payload}, $DOC_ESCAPED, 'the documentation\'s example as a JSON string, byte for byte');
+is($doc->{key}, '"1"', 'its key is the aggregateid as a JSON string');
 
 # per key, in the order of the inserts
 my @order_1 = map { $_->{event_type} } grep { $_->{type} eq 'order' && $_->{aggregate} eq '1' } @events;
 is_deeply(
 	[
 		map { my %h = @{ $_->{headers} }; $h{eventType} }
-		grep { $_->{key} eq '1' } @{ $records{'outbox.event.order'} }
+		grep { $_->{key} eq '"1"' } @{ $records{'outbox.event.order'} }
 	],
 	\@order_1,
 	'the events of one aggregate arrive in order');
@@ -197,21 +192,38 @@ is( $node->safe_psql(
 	scalar(@events) . '/' . scalar(@events),
 	'each event\'s event_id is its id');
 
-# not expanded, and the timestamp from a column: the documentation's
-# example again, as its text in a JSON string, with its timestamp
+# expanded, and the timestamp from a column: the documentation's example
+# again, expanded, with its timestamp; then another document, expanded
+# without its null members and empty arrays.  On a topic of six
+# partitions: the key "1" goes to partition 4, as murmur2 of its three
+# bytes says; with key_converter => 'string' the key 1 goes to partition 3.
+$broker->command('create outbox.event.invoice 6');
 $node->safe_psql(
 	'postgres', qq{
 	ALTER TABLE outboxevent ADD COLUMN ts timestamptz;
 	SELECT outbox_attach_router('outboxevent', timestamp_column => 'ts',
-								header_columns => '{type:eventType}', expand_payload => false);
+								header_columns => '{type:eventType}', expand_payload => true);
 	INSERT INTO outboxevent VALUES ('5e58f2a1-0402-4048-bc2c-89dd54343cdc', 'invoice', '1',
 		'InvoiceCreated', '$DOC_PAYLOAD', to_timestamp($DOC_TIMESTAMP / 1000.0));
+	INSERT INTO outboxevent VALUES ('6f69a3b2-0402-4048-bc2c-89dd54343cdc', 'invoice', '1',
+		'InvoiceChanged', '{"name": "ann", "note": null, "tags": [], "lines": [{"a": [], "b": 1}]}', NULL);
+	SELECT outbox_attach_router('outboxevent', key_converter => 'string');
+	INSERT INTO outboxevent VALUES ('7a7ab4c3-0402-4048-bc2c-89dd54343cdc', 'invoice', '1',
+		'InvoicePaid', '{}', NULL);
 });
-my $records = wait_for_records($broker, 'outbox.event.invoice', 1);
-$records = kafka_read_json($broker, 'outbox.event.invoice');
-is($records->[0]{payload}, $DOC_ESCAPED,
-	'expand_payload => false: the payload as a JSON string, as the documentation shows it');
-is($records->[0]{ts}, $DOC_TIMESTAMP, 'the timestamp column is the record\'s timestamp');
+wait_for_records($broker, 'outbox.event.invoice', 3);
+my $records = kafka_read_json($broker, 'outbox.event.invoice');
+my %invoice = map { my %h = @{ $_->{headers} }; ($h{eventType} // 'InvoicePaid') => $_ } @$records;
+is($invoice{InvoiceCreated}{payload}, $DOC_EXPANDED,
+	'expand_payload => true: the documentation\'s example expanded, byte for byte');
+is($invoice{InvoiceCreated}{ts}, $DOC_TIMESTAMP, 'the timestamp column is the record\'s timestamp');
+is_deeply(
+	JSON::PP->new->decode($invoice{InvoiceChanged}{payload}),
+	expanded(JSON::PP->new->decode('{"name": "ann", "note": null, "tags": [], "lines": [{"a": [], "b": 1}]}')),
+	'expanded: null members and empty arrays left out');
+is($invoice{InvoiceCreated}{partition}, 4, 'the key "1" goes to partition 4 of 6 (murmur2 of "1")');
+is($invoice{InvoicePaid}{key}, '1', 'key_converter => string: the key as it is');
+is($invoice{InvoicePaid}{partition}, 3, 'the key 1 goes to partition 3 of 6 (murmur2 of 1)');
 
 $node->stop;
 $broker->stop;
