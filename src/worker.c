@@ -228,27 +228,48 @@ report_state(OutboxWorkerState state, const char *error, const char *activity)
 }
 
 /*
- * Count a recorded batch's outcomes in shared memory.
+ * Count a recorded batch's outcomes in shared memory, and keep Kafka's last
+ * refusal there until an event of its topic is delivered: a failing topic
+ * shows in outbox_worker_status() while the worker is idle.
  */
 static void
 count_outcomes(OutboxBatch *batch)
 {
+	static char refused_topic[OUTBOX_TOPIC_SIZE];
+	char		refusal[sizeof(my_slot->refusal)] = "";
+	bool		mended = false;
 	int			published = 0;
 	int			failed = 0;
 	TimestampTz now = GetCurrentTimestamp();
 
 	for (int i = 0; i < batch->count; i++)
 	{
-		if (batch->events[i].outcome == OUTBOX_DELIVERED)
+		OutboxEvent *ev = &batch->events[i];
+
+		if (ev->outcome == OUTBOX_DELIVERED)
+		{
 			published++;
-		else if (batch->events[i].outcome == OUTBOX_REFUSED)
+			mended |= strcmp(ev->topic, refused_topic) == 0;
+		}
+		else if (ev->outcome == OUTBOX_REFUSED)
+		{
 			failed++;
+			strlcpy(refused_topic, ev->topic, sizeof(refused_topic));
+			snprintf(refusal, sizeof(refusal), "topic \"%s\": %s", ev->topic, ev->error);
+			mended = false;
+		}
 	}
 	pg_atomic_fetch_add_u64(&my_slot->published, published);
 	pg_atomic_fetch_add_u64(&my_slot->failed, failed);
 	outbox_slot_lock();
 	my_slot->last_batch_at = now;
+	if (refusal[0] != '\0')
+		strlcpy(my_slot->refusal, refusal, sizeof(my_slot->refusal));
+	else if (mended)
+		my_slot->refusal[0] = '\0';
 	outbox_slot_unlock();
+	if (mended && refusal[0] == '\0')
+		refused_topic[0] = '\0';
 }
 
 static void
@@ -282,6 +303,7 @@ attach_worker(int slotno, bool publishes)
 	my_slot->pid = MyProcPid;
 	my_slot->started_at = now;
 	my_slot->last_batch_at = 0;
+	my_slot->refusal[0] = '\0';
 	my_slot->restart_requested = false;
 	outbox_slot_unlock();
 	if (publishes)
