@@ -96,7 +96,7 @@ CREATE VIEW @extschema@.outbox_health AS
 					ELSE 'ok' END,
 			   CASE WHEN o.created_at IS NULL THEN 'no event is due'
 					ELSE pg_catalog.format('the oldest due event, of topic %s, is %s old',
-										   o.topic, pg_catalog.date_trunc('second', pg_catalog.now() OPERATOR(pg_catalog.-) o.created_at)) END,
+										   o.topic, pg_catalog.to_char(pg_catalog.now() OPERATOR(pg_catalog.-) o.created_at, 'HH24:MI:SS')) END,
 			   o.created_at
 		  FROM settings s LEFT JOIN oldest o ON true
 		UNION ALL
