@@ -189,6 +189,15 @@ static TimestampTz next_snapshot_look = 0;
 /* did the last batch find nothing, and when did one last find something */
 static bool idle = false;
 static TimestampTz last_events_at = 0;
+/*
+ * The database and the version of the extension served, named in the log:
+ * every line the worker logs (librdkafka's too) says in its context which
+ * database and which cluster it is about.
+ */
+static char log_database[NAMEDATALEN];
+static char served_version[NAMEDATALEN];
+static ErrorContextCallback log_context;
+
 /* what kept the worker waiting last, said once in the log */
 static char said_waiting[256];
 /* the last failure of a snapshot chunk, said once in the log */
@@ -591,6 +600,7 @@ next_step(OutboxExtension *ext)
 							psprintf("process %d writes the event log by hand (a restore): publishing resumes when it ends",
 									 (int) restoring));
 	said_waiting[0] = '\0';
+	strlcpy(served_version, ext->version_name, sizeof(served_version));
 	return STEP_PUBLISH;
 }
 
@@ -638,6 +648,29 @@ run_goes_on(TimestampTz start, int64 bytes)
 	return !ShutdownRequestPending && !restart && !ConfigReloadPending &&
 		bytes < RUN_MAX_BYTES &&
 		!TimestampDifferenceExceeds(start, GetCurrentTimestamp(), RUN_MAX_MS);
+}
+
+/*
+ * Say why the worker starts again, as asked: an update of the extension,
+ * or a change of its settings or owner.
+ */
+static void
+log_restart(void)
+{
+	OutboxExtension ext;
+	bool		updated;
+
+	StartTransactionCommand();
+	updated = outbox_extension_find(&ext) && served_version[0] != '\0' &&
+		strcmp(ext.version_name, served_version) != 0;
+	CommitTransactionCommand();
+	if (updated)
+		ereport(LOG,
+				(errmsg("extension outbox was updated from version %s to %s, worker restarting to serve it",
+						served_version, ext.version_name)));
+	else
+		ereport(LOG,
+				(errmsg("the settings or the extension changed, worker restarting")));
 }
 
 /*
@@ -1043,8 +1076,7 @@ publish_loop(void)
 			break;
 		if (restart)
 		{
-			ereport(LOG,
-					(errmsg("the settings or the extension changed, worker restarting")));
+			log_restart();
 			break;
 		}
 
@@ -1116,6 +1148,19 @@ look_up_owner(void)
 }
 
 /*
+ * The context of every line the worker logs: its database and cluster.
+ */
+static void
+worker_log_context(void *arg)
+{
+	if (outbox_brokers != NULL && *outbox_brokers != '\0')
+		errcontext("outbox worker of database \"%s\", Kafka cluster %s",
+				   log_database, outbox_brokers);
+	else
+		errcontext("outbox worker of database \"%s\"", log_database);
+}
+
+/*
  * Main entry point of the worker.  main_arg is the number of its slot in
  * shared memory, bgw_extra says which database and which owner (InvalidOid:
  * look it up).
@@ -1134,6 +1179,12 @@ outbox_worker_main(Datum main_arg)
 	BackgroundWorkerInitializeConnectionByOid(args.database, args.owner, 0);
 	set_session();
 	pgstat_report_appname("outbox worker");
+	StartTransactionCommand();
+	strlcpy(log_database, get_database_name(MyDatabaseId), sizeof(log_database));
+	CommitTransactionCommand();
+	log_context.callback = worker_log_context;
+	log_context.previous = NULL;
+	error_context_stack = &log_context;
 
 	if (!OidIsValid(args.owner))
 	{
@@ -1147,13 +1198,16 @@ outbox_worker_main(Datum main_arg)
 	StartTransactionCommand();
 	ereport(LOG,
 			(errmsg("outbox worker started for database \"%s\" as role \"%s\"",
-					get_database_name(MyDatabaseId), GetUserNameFromId(args.owner, false))));
+					log_database, GetUserNameFromId(args.owner, false))));
 	CommitTransactionCommand();
 	last_events_at = GetCurrentTimestamp();
 	publish_loop();
 	ereport(LOG,
 			(errmsg("outbox worker shutting down")));
 
-	/* exit code 1: the launcher starts the worker again unless the server stops */
-	proc_exit(1);
+	/*
+	 * The launcher starts the worker again unless the server stops; exit
+	 * code 0, so that the postmaster does not log the exit as a failure
+	 */
+	proc_exit(0);
 }
