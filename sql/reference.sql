@@ -1,6 +1,7 @@
 --
 -- The reference in the catalog: a description on every object of the
--- extension; outbox_attachments; outbox_health where no worker publishes.
+-- extension; outbox_attachments; outbox_health where no worker publishes;
+-- what an application role needs to read its events' status.
 --
 
 -- every function, view, table, sequence and type of the extension says
@@ -68,3 +69,24 @@ SELECT status, detail FROM outbox_health WHERE signal = 'backlog age';
 SET LOCAL outbox.health_backlog_critical = '1h';
 SELECT status FROM outbox_health WHERE signal = 'backlog age';
 ROLLBACK;
+
+-- an application role reads its events' status with the grants the README
+-- gives, and not without them
+CREATE ROLE ref_app;
+GRANT EXECUTE ON FUNCTION outbox_enqueue(text, jsonb, text, jsonb, uuid) TO ref_app;
+SET ROLE ref_app;
+SELECT outbox_enqueue('ref.app', '{}'::jsonb) AS ref_id \gset
+SELECT status FROM outbox_messages WHERE id = :ref_id;
+RESET ROLE;
+GRANT SELECT ON outbox_messages TO ref_app;
+SET ROLE ref_app;
+SELECT status FROM outbox_messages WHERE id = :ref_id;
+RESET ROLE;
+GRANT EXECUTE ON FUNCTION outbox_unread(bigint, xid8, outbox_reader) TO ref_app;
+SET ROLE ref_app;
+SELECT status, attempts FROM outbox_messages WHERE id = :ref_id;
+RESET ROLE;
+REVOKE ALL ON outbox_messages FROM ref_app;
+REVOKE ALL ON FUNCTION outbox_unread(bigint, xid8, outbox_reader),
+	outbox_enqueue(text, jsonb, text, jsonb, uuid) FROM ref_app;
+DROP ROLE ref_app;
