@@ -91,7 +91,8 @@ count_regress() {
 # make installcheck against a server of its own in $WORK/$1 ($2 says
 # which), the library preloaded and its worker running, made by initdb with
 # the options that follow, and the lines of postgresql.conf on stdin; then
-# nothing of it may be left: no test database, no worker serving one.
+# nothing of it may be left: no test database or role, no worker serving
+# a database.
 installcheck_against() {
 	local dir="$WORK/$1" name=$2 left
 	shift 2
@@ -117,6 +118,9 @@ CONF
 	left=$(psql -X -At -h "$WORK" -p $PORT -d postgres -c "
 		SELECT string_agg(datname, ' ') FROM pg_database
 		 WHERE datname NOT IN ('postgres', 'template0', 'template1')")
+	left+=$(psql -X -At -h "$WORK" -p $PORT -d postgres -c "
+		SELECT string_agg(' role ' || rolname, '') FROM pg_roles
+		 WHERE rolname !~ '^pg_' AND rolname <> 'postgres'")
 	left+=$(psql -X -At -h "$WORK" -p $PORT -d postgres -c "
 		SELECT string_agg(' an outbox worker of ' || datname, '') FROM pg_stat_activity
 		 WHERE backend_type = 'outbox worker' AND datname <> 'postgres'")
