@@ -234,14 +234,14 @@ COMMENT ON TYPE @extschema@.outbox_status IS
 	'Status of an event: pending, published, failed (waits for its next attempt), abandoned; processing is not used';
 COMMENT ON SEQUENCE @extschema@.outbox_event_id_seq IS
 	'The events'' ids: their publish order';
-COMMENT ON TABLE @extschema@.outbox_log_0 IS
-	'A table of the log ring (outbox_log): outbox_enqueue appends, the rotation empties it by TRUNCATE';
-COMMENT ON TABLE @extschema@.outbox_log_1 IS
-	'A table of the log ring (outbox_log): outbox_enqueue appends, the rotation empties it by TRUNCATE';
-COMMENT ON TABLE @extschema@.outbox_log_2 IS
-	'A table of the log ring (outbox_log): outbox_enqueue appends, the rotation empties it by TRUNCATE';
-COMMENT ON TABLE @extschema@.outbox_log_3 IS
-	'A table of the log ring (outbox_log): outbox_enqueue appends, the rotation empties it by TRUNCATE';
+DO $$
+BEGIN
+	FOR t IN 0..3 LOOP
+		EXECUTE pg_catalog.format('COMMENT ON TABLE @extschema@.%I IS %L', 'outbox_log_' || t,
+			'A table of the log ring (outbox_log): outbox_enqueue appends, the rotation empties it by TRUNCATE');
+	END LOOP;
+END
+$$;
 COMMENT ON TABLE @extschema@.outbox_event_ids IS
 	'Event ids given to outbox_enqueue, unique: a duplicate fails with 23505; kept while the event is';
 COMMENT ON TABLE @extschema@.outbox_reader IS
