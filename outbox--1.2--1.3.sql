@@ -196,7 +196,7 @@ CREATE VIEW @extschema@.outbox_attachments AS
 				AND t.tgfoid OPERATOR(pg_catalog.=) '@extschema@.outbox_router()'::pg_catalog.regprocedure)
 	), parsed AS (
 		SELECT a.tgrelid,
-			   CASE a.tgname WHEN 'outbox_router' THEN 'router' ELSE 'capture' END AS kind,
+			   CASE WHEN a.tgname OPERATOR(pg_catalog.=) 'outbox_router' THEN 'router' ELSE 'capture' END AS kind,
 			   CASE WHEN a.tgname OPERATOR(pg_catalog.=) 'outbox_router' THEN 'debezium router'
 					WHEN 'format=debezium' OPERATOR(pg_catalog.=) ANY (a.args) THEN 'debezium'
 					ELSE 'outbox' END AS format,
