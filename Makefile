@@ -62,8 +62,9 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-# rebuild what includes a header when the header changes
-override CPPFLAGS += -MMD -MP
+# rebuild what includes a header when the header changes (in CFLAGS: the
+# bitcode compile takes CPPFLAGS, and would write each .d for the .bc)
+override CFLAGS += -MMD -MP
 -include $(OBJS:.o=.d)
 EXTRA_CLEAN += $(OBJS:.o=.d)
 
