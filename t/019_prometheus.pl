@@ -52,6 +52,48 @@ ok(-x $promtool, 'promtool is installed (Debian\'s prometheus, test/setup.sh ins
 	my $checked = IPC::Run::run([ $promtool, 'check', 'rules', $rules_file ], '>', \$stdout, '2>', \$stderr);
 	ok($checked, 'promtool check rules passes the alert rules') or diag("$stdout$stderr");
 	like($stdout, qr/SUCCESS: 3 rules found/, 'all three of them');
+
+	# each fires when it should, and only then: series as the exporter
+	# gives them, to promtool's unit tests
+	my $tests_file = PostgreSQL::Test::Utils::tempdir() . '/outbox_rules_test.yml';
+	PostgreSQL::Test::Utils::append_to_file($tests_file, <<"EOT");
+rule_files: ['$rules_file']
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'outbox_oldest_due_event_age_seconds{server="db1:5432",database="app",topic="orders"}'
+        values: '10 400 460 520 580'
+      - series: 'outbox_health_status{server="db1:5432",database="app",signal="failing topics"}'
+        values: '0 2 2 2 2 2 2 2'
+      - series: 'outbox_health_status{server="db1:5432",database="app",signal="worker"}'
+        values: '0 0 2 2 2 2'
+    alert_rule_test:
+      - eval_time: 1m
+        alertname: OutboxBacklogAge
+      - eval_time: 3m
+        alertname: OutboxBacklogAge
+        exp_alerts:
+          - exp_labels: {severity: critical, server: "db1:5432", database: app}
+            exp_annotations: {summary: "Events of app on db1:5432 wait for 8m 40s"}
+      - eval_time: 5m
+        alertname: OutboxTopicFailing
+      - eval_time: 6m
+        alertname: OutboxTopicFailing
+        exp_alerts:
+          - exp_labels: {severity: critical, server: "db1:5432", database: app, signal: failing topics}
+            exp_annotations: {summary: "Kafka refuses events of app on db1:5432: see outbox_health"}
+      - eval_time: 3m
+        alertname: OutboxWorkerDown
+      - eval_time: 5m
+        alertname: OutboxWorkerDown
+        exp_alerts:
+          - exp_labels: {severity: critical, server: "db1:5432", database: app, signal: worker}
+            exp_annotations: {summary: "No outbox worker publishes app on db1:5432: see outbox_health"}
+EOT
+	my $tested = IPC::Run::run([ $promtool, 'test', 'rules', $tests_file ], '>', \$stdout, '2>', \$stderr);
+	ok($tested, 'promtool test rules: a backlog, a failing topic, a worker down each fire the alert, after its delay')
+	  or diag("$stdout$stderr");
 }
 
 my $broker = start_broker(1);
