@@ -296,6 +296,44 @@ outbox_open_to_attach(Oid relid)
 	return table_open(relid, ShareRowExclusiveLock);
 }
 
+/* who attached a table, and when (outbox_attachments) */
+static OutboxPlan attached_plan = {
+	"INSERT INTO %1$s.outbox_attached AS a (relid, attached_by, attached_at)"
+	" VALUES ($1, $2, now())"
+	" ON CONFLICT (relid) DO UPDATE"
+	" SET attached_by = excluded.attached_by, attached_at = excluded.attached_at",
+	2, {OIDOID, NAMEOID}
+};
+
+static OutboxPlan detached_plan = {
+	"DELETE FROM %1$s.outbox_attached WHERE relid = $1",
+	1, {OIDOID}
+};
+
+/*
+ * Note that the current user attached relid now (attached), or that it is
+ * attached no longer; from 1.3 on.  Runs as the extension's owner: the
+ * caller needs no right on its table.
+ */
+void
+outbox_note_attachment(const OutboxExtension *ext, Oid relid, bool attached)
+{
+	Datum		values[2];
+	Oid			save_userid;
+	int			save_sec;
+
+	if (ext->version < OUTBOX_VERSION(1, 3))
+		return;
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(GetUserId(), false)));
+	SPI_connect();
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(ext->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	outbox_run(ext, attached ? &attached_plan : &detached_plan, values, -1);
+	SetUserIdAndSecContext(save_userid, save_sec);
+	SPI_finish();
+}
+
 /*
  * The arguments of the trigger of rel called name, running a function of
  * the extension, or NULL if it has none such; palloc'd.
@@ -750,6 +788,7 @@ outbox_attach(PG_FUNCTION_ARGS)
 							 relname, function, arglist.data), false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "creating the capture triggers failed");
 	SPI_finish();
+	outbox_note_attachment(ext, relid, true);
 
 	/* a snapshot asked for starts (again); one of another configuration stops */
 	if (ext->version >= OUTBOX_VERSION(1, 2))
@@ -797,6 +836,7 @@ outbox_detach(PG_FUNCTION_ARGS)
 			elog(ERROR, "dropping trigger %s failed", triggers[i]);
 	}
 	SPI_finish();
+	outbox_note_attachment(ext, relid, false);
 	outbox_snapshot_forget(ext, relid, NULL, 0);
 	PG_RETURN_VOID();
 }

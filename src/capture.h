@@ -62,6 +62,7 @@ extern char **outbox_trigger_args(const OutboxExtension *ext, Relation rel,
 extern bool outbox_has_trigger(const OutboxExtension *ext, Relation rel,
 							   const char *name);
 extern Relation outbox_open_to_attach(Oid relid);
+extern void outbox_note_attachment(const OutboxExtension *ext, Oid relid, bool attached);
 extern char **outbox_primary_key(Relation rel, int *nkeys);
 
 #endif							/* OUTBOX_CAPTURE_H */

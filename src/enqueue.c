@@ -320,11 +320,30 @@ append_event(const OutboxExtension *ext, Datum *columns, bool *nulls, Datum even
 	if (!event_id_isnull)
 	{
 		Relation	rel = open_log_relation(ext, true);
+		MemoryContext cxt = CurrentMemoryContext;
 
 		values[event_log.event_ids_attnum[0] - 1] = event_id;
 		values[event_log.event_ids_attnum[1] - 1] = Int64GetDatum(id);
 		memset(isnull, false, sizeof(isnull));
-		insert_row(rel, values, isnull);
+		/* a duplicate event_id says what to do about it */
+		PG_TRY();
+		{
+			insert_row(rel, values, isnull);
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata;
+
+			MemoryContextSwitchTo(cxt);
+			edata = CopyErrorData();
+			if (edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION)
+				PG_RE_THROW();
+			FlushErrorState();
+			edata->hint = pstrdup("An event_id names one event: enqueuing it again, or an outbox table's row that reuses the id of an earlier one, is refused. "
+								  "Give each event an id of its own, or none (NULL) for a new UUID.");
+			ReThrowError(edata);
+		}
+		PG_END_TRY();
 	}
 	else
 		event_id = OidFunctionCall0(F_GEN_RANDOM_UUID);

@@ -57,6 +57,10 @@ char	   *outbox_dead_letter_topic = NULL;
 char	   *outbox_headers = NULL;
 char	   *outbox_standby_slots = NULL;
 
+/* read by the view outbox_health only, through current_setting() */
+static int	health_backlog_warning = 60;
+static int	health_backlog_critical = 300;
+
 /* outbox.headers as a Jsonb object, NULL while it is empty (see assign hook) */
 Jsonb	   *outbox_transaction_headers = NULL;
 
@@ -510,6 +514,26 @@ outbox_define_gucs(void)
 							   PGC_USERSET,
 							   0,
 							   check_headers, assign_headers, NULL);
+
+	DefineCustomIntVariable("outbox.health_backlog_warning",
+							"Age of the oldest due event past which outbox_health says warning.",
+							NULL,
+							&health_backlog_warning,
+							60,
+							1, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("outbox.health_backlog_critical",
+							"Age of the oldest due event past which outbox_health says critical.",
+							NULL,
+							&health_backlog_critical,
+							300,
+							1, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("outbox");
 }

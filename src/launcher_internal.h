@@ -69,6 +69,7 @@ typedef struct OutboxWorkerSlot
 	TimestampTz last_batch_at;
 	int			brokers_up;
 	char		last_error[256];
+	char		refusal[256];	/* Kafka's last refusal of a topic not delivered to since */
 	OutboxLookup lookup;		/* the owner lookup's verdict */
 	Oid			owner;			/* with OUTBOX_LOOKUP_FOUND */
 	pg_atomic_uint32 current_log;	/* the log table enqueue writes to */

@@ -939,6 +939,7 @@ outbox_attach_router(PG_FUNCTION_ARGS)
 	if (SPI_execute(sql.data, false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "creating the router trigger failed");
 	SPI_finish();
+	outbox_note_attachment(ext, relid, true);
 	table_close(rel, NoLock);
 	PG_RETURN_VOID();
 }

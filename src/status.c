@@ -104,6 +104,7 @@ slot_values(OutboxWorkerSlot *slot, OutboxWorkerSlot *copy, bool see_error,
 			Datum *values, bool *nulls)
 {
 	char	   *dbname;
+	const char *error;
 
 	/* the current name: the database may have been renamed */
 	dbname = OidIsValid(copy->database) ? get_database_name(copy->database) : NULL;
@@ -122,8 +123,10 @@ slot_values(OutboxWorkerSlot *slot, OutboxWorkerSlot *copy, bool see_error,
 	values[COL_FAILED] = Int64GetDatum((int64) pg_atomic_read_u64(&slot->failed));
 	values[COL_LAST_BATCH_AT] = TimestampTzGetDatum(copy->last_batch_at);
 	nulls[COL_LAST_BATCH_AT] = copy->last_batch_at == 0;
-	values[COL_LAST_ERROR] = CStringGetTextDatum(copy->last_error);
-	nulls[COL_LAST_ERROR] = copy->last_error[0] == '\0' || !see_error;
+	/* why it is in its state, else the failing topic */
+	error = copy->last_error[0] != '\0' ? copy->last_error : copy->refusal;
+	values[COL_LAST_ERROR] = CStringGetTextDatum(error);
+	nulls[COL_LAST_ERROR] = error[0] == '\0' || !see_error;
 }
 
 /* Put the values of one row, in the order of the declared columns. */

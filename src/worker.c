@@ -191,6 +191,15 @@ static bool idle = false;
 static TimestampTz last_events_at = 0;
 /* not before then does the idle worker look whether it may park */
 static TimestampTz next_park_look = 0;
+/*
+ * The database and the version of the extension served, named in the log:
+ * every line the worker logs (librdkafka's too) says in its context which
+ * database and which cluster it is about.
+ */
+static char log_database[NAMEDATALEN];
+static char served_version[NAMEDATALEN];
+static ErrorContextCallback log_context;
+
 /* what kept the worker waiting last, said once in the log */
 static char said_waiting[256];
 /* the last failure of a snapshot chunk, said once in the log */
@@ -230,27 +239,48 @@ report_state(OutboxWorkerState state, const char *error, const char *activity)
 }
 
 /*
- * Count a recorded batch's outcomes in shared memory.
+ * Count a recorded batch's outcomes in shared memory, and keep Kafka's last
+ * refusal there until an event of its topic is delivered: a failing topic
+ * shows in outbox_worker_status() while the worker is idle.
  */
 static void
 count_outcomes(OutboxBatch *batch)
 {
+	static char refused_topic[OUTBOX_TOPIC_SIZE];
+	char		refusal[sizeof(my_slot->refusal)] = "";
+	bool		mended = false;
 	int			published = 0;
 	int			failed = 0;
 	TimestampTz now = GetCurrentTimestamp();
 
 	for (int i = 0; i < batch->count; i++)
 	{
-		if (batch->events[i].outcome == OUTBOX_DELIVERED)
+		OutboxEvent *ev = &batch->events[i];
+
+		if (ev->outcome == OUTBOX_DELIVERED)
+		{
 			published++;
-		else if (batch->events[i].outcome == OUTBOX_REFUSED)
+			mended |= strcmp(ev->topic, refused_topic) == 0;
+		}
+		else if (ev->outcome == OUTBOX_REFUSED)
+		{
 			failed++;
+			strlcpy(refused_topic, ev->topic, sizeof(refused_topic));
+			snprintf(refusal, sizeof(refusal), "topic \"%s\": %s", ev->topic, ev->error);
+			mended = false;
+		}
 	}
 	pg_atomic_fetch_add_u64(&my_slot->published, published);
 	pg_atomic_fetch_add_u64(&my_slot->failed, failed);
 	outbox_slot_lock();
 	my_slot->last_batch_at = now;
+	if (refusal[0] != '\0')
+		strlcpy(my_slot->refusal, refusal, sizeof(my_slot->refusal));
+	else if (mended)
+		my_slot->refusal[0] = '\0';
 	outbox_slot_unlock();
+	if (mended && refusal[0] == '\0')
+		refused_topic[0] = '\0';
 }
 
 static void
@@ -288,6 +318,7 @@ attach_worker(int slotno, bool publishes)
 	my_slot->pid = MyProcPid;
 	my_slot->started_at = now;
 	my_slot->last_batch_at = 0;
+	my_slot->refusal[0] = '\0';
 	my_slot->restart_requested = false;
 	outbox_slot_unlock();
 	if (publishes)
@@ -581,6 +612,7 @@ next_step(OutboxExtension *ext)
 							psprintf("process %d writes the event log by hand (a restore): publishing resumes when it ends",
 									 (int) restoring));
 	said_waiting[0] = '\0';
+	strlcpy(served_version, ext->version_name, sizeof(served_version));
 	return STEP_PUBLISH;
 }
 
@@ -628,6 +660,29 @@ run_goes_on(TimestampTz start, int64 bytes)
 	return !ShutdownRequestPending && !restart && !ConfigReloadPending &&
 		bytes < RUN_MAX_BYTES &&
 		!TimestampDifferenceExceeds(start, GetCurrentTimestamp(), RUN_MAX_MS);
+}
+
+/*
+ * Say why the worker starts again, as asked: an update of the extension,
+ * or a change of its settings or owner.
+ */
+static void
+log_restart(void)
+{
+	OutboxExtension ext;
+	bool		updated;
+
+	StartTransactionCommand();
+	updated = outbox_extension_find(&ext) && served_version[0] != '\0' &&
+		strcmp(ext.version_name, served_version) != 0;
+	CommitTransactionCommand();
+	if (updated)
+		ereport(LOG,
+				(errmsg("extension outbox was updated from version %s to %s, worker restarting to serve it",
+						served_version, ext.version_name)));
+	else
+		ereport(LOG,
+				(errmsg("the settings or the extension changed, worker restarting")));
 }
 
 /*
@@ -1078,8 +1133,7 @@ publish_loop(void)
 			break;
 		if (restart)
 		{
-			ereport(LOG,
-					(errmsg("the settings or the extension changed, worker restarting")));
+			log_restart();
 			break;
 		}
 
@@ -1154,6 +1208,19 @@ look_up_owner(void)
 }
 
 /*
+ * The context of every line the worker logs: its database and cluster.
+ */
+static void
+worker_log_context(void *arg)
+{
+	if (outbox_brokers != NULL && *outbox_brokers != '\0')
+		errcontext("outbox worker of database \"%s\", Kafka cluster %s",
+				   log_database, outbox_brokers);
+	else
+		errcontext("outbox worker of database \"%s\"", log_database);
+}
+
+/*
  * Main entry point of the worker.  main_arg is the number of its slot in
  * shared memory, bgw_extra says which database and which owner (InvalidOid:
  * look it up).
@@ -1172,6 +1239,12 @@ outbox_worker_main(Datum main_arg)
 	BackgroundWorkerInitializeConnectionByOid(args.database, args.owner, 0);
 	set_session();
 	pgstat_report_appname("outbox worker");
+	StartTransactionCommand();
+	strlcpy(log_database, get_database_name(MyDatabaseId), sizeof(log_database));
+	CommitTransactionCommand();
+	log_context.callback = worker_log_context;
+	log_context.previous = NULL;
+	error_context_stack = &log_context;
 
 	if (!OidIsValid(args.owner))
 	{
@@ -1185,15 +1258,17 @@ outbox_worker_main(Datum main_arg)
 	StartTransactionCommand();
 	ereport(LOG,
 			(errmsg("outbox worker started for database \"%s\" as role \"%s\"",
-					get_database_name(MyDatabaseId), GetUserNameFromId(args.owner, false))));
+					log_database, GetUserNameFromId(args.owner, false))));
 	CommitTransactionCommand();
 	last_events_at = GetCurrentTimestamp();
 	/* parked: the launcher starts the worker again when there is work */
-	if (publish_loop())
-		proc_exit(0);
-	ereport(LOG,
-			(errmsg("outbox worker shutting down")));
+	if (!publish_loop())
+		ereport(LOG,
+				(errmsg("outbox worker shutting down")));
 
-	/* exit code 1: the launcher starts the worker again unless the server stops */
-	proc_exit(1);
+	/*
+	 * The launcher starts the worker again unless the server stops; exit
+	 * code 0, so that the postmaster does not log the exit as a failure
+	 */
+	proc_exit(0);
 }

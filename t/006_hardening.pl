@@ -49,11 +49,16 @@ ok( wait_for_sql($node,
 		"SELECT state = 'waiting for extension' AND last_error = 'role \"outbox_owner\", which owns the extension, cannot log in' FROM outbox_worker_status()"
 	),
 	'an owner without LOGIN: the worker waits and the status says why');
+is( $node->safe_psql('postgres', "SELECT status || '|' || detail FROM outbox_health WHERE signal = 'worker'"),
+	'critical|waiting for extension: role "outbox_owner", which owns the extension, cannot log in',
+	'outbox_health: a worker that cannot start is critical, and why');
 $node->safe_psql('postgres', 'ALTER ROLE outbox_owner LOGIN');
 ok( wait_for_sql($node,
 		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'outbox worker' AND usename = 'outbox_owner'"
 	),
 	'with LOGIN back, it runs as the owner again');
+ok(wait_for_sql($node, "SELECT status = 'ok' FROM outbox_health WHERE signal = 'worker'"),
+	'and outbox_health says ok again');
 
 # --- a planted operator is never run by the worker
 $node->safe_psql(

@@ -91,6 +91,15 @@ ok( wait_for_sql($node,
 		"SELECT attempts = 2 FROM outbox_messages WHERE convert_from(payload, 'UTF8') = 'd1'", 10),
 	'the retry is refused again');
 is(row('d2'), 'pending|0|', 'the later event still waits');
+is( $node->safe_psql('postgres',
+		"SELECT state <> 'broker unreachable' AND last_error = 'topic \"denied.t\": Broker: Topic authorization failed' FROM outbox_worker_status()"
+	),
+	't',
+	'the worker\'s status names the refused topic and the cluster\'s error');
+is( $node->safe_psql('postgres',
+		"SELECT status || '|' || detail FROM outbox_health WHERE signal = 'failing topics'"),
+	'critical|topic denied.t: 1 events failing: Broker: Topic authorization failed',
+	'outbox_health: the failing topic is critical, with the error');
 
 $broker->command("topic_error denied.t 0");
 ok( wait_for_sql(
@@ -98,6 +107,11 @@ ok( wait_for_sql(
 		"SELECT bool_and(status = 'published') FROM outbox_messages WHERE topic = 'denied.t'",
 		30),
 	'once the topic is allowed, its events are published');
+ok(wait_for_sql($node, "SELECT last_error IS NULL FROM outbox_worker_status()"),
+	'the status no longer names it');
+is( $node->safe_psql('postgres',
+		"SELECT string_agg(signal || ':' || status, ' ') FROM outbox_health WHERE status <> 'ok'"),
+	'', 'and outbox_health is ok throughout');
 is_deeply([ map { $_->{payload} } @{ kafka_read($broker, 'denied.t') } ],
 	[ 'd1', 'd2' ], 'in their order, once each');
 

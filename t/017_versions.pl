@@ -313,10 +313,19 @@ my $bench = IPC::Run::start(
 sleep 4;
 ok(@{ kafka_read($broker, 'roll.t') } > 0, 'at 1.1, under load, the worker publishes');
 my $update_start = time;
+my $log_offset = -s $node->logfile;
 $node->safe_psql('roll', 'ALTER EXTENSION outbox UPDATE');
 diag(sprintf('ALTER EXTENSION outbox UPDATE under load took %.2f s', time - $update_start));
 is($node->safe_psql('roll', "SELECT extversion FROM pg_extension WHERE extname = 'outbox'"),
 	'1.3', 'updated to 1.3 while the application ran');
+ok( $node->wait_for_log(
+		qr/LOG:  extension outbox was updated from version 1\.1 to 1\.3, worker restarting to serve it\n.*CONTEXT:  outbox worker of database "roll", Kafka cluster \Q$broker->{bootstrap}\E\n/
+	),
+	'the worker says in the log that it restarts for the update, naming the database and the cluster');
+ok(wait_for_sql($node, "SELECT pid IS NOT NULL FROM outbox_worker_status() WHERE database = 'roll'"),
+	'and starts again');
+unlike(slurp_file($node->logfile, $log_offset), qr/"outbox worker" \(PID \d+\) exited with exit code/,
+	'an exit that does not read as a failure');
 ok($bench->finish, 'pgbench ended well') or diag($bench_err);
 like($bench_out, qr/number of failed transactions: 0 /, 'no transaction failed')
   or diag($bench_out);

@@ -4,8 +4,9 @@
 # databases as a role with only the grants of docs/monitoring.md.
 # The counters follow what was published; the histogram's buckets are the
 # extension's; during a broker outage pending grows, brokers up is 0 and
-# the worker is "broker unreachable", and after it the backlog drains; a
-# missing grant shows as a failed scrape.
+# the worker is "broker unreachable" and outbox_health critical, and after
+# it the backlog drains; a missing grant shows as a failed scrape; the alert
+# rules of docs/monitoring.md pass promtool.
 
 use strict;
 use warnings;
@@ -28,15 +29,71 @@ ok(-x $exporter_bin,
 	'prometheus-postgres-exporter is installed (test/setup.sh installs it)')
   or done_testing(), exit;
 
-# the SQL block of docs/monitoring.md that contains $pattern
-sub doc_sql
+# the block of docs/monitoring.md in $language that contains $pattern
+sub doc_block
 {
-	my ($pattern) = @_;
+	my ($language, $pattern) = @_;
 	my $doc = slurp_file("$root/docs/monitoring.md");
-	my @blocks = $doc =~ /^```sql\n(.*?)^```/msg;
+	my @blocks = $doc =~ /^```$language\n(.*?)^```/msg;
 	my @found = grep { /$pattern/ } @blocks;
-	die "docs/monitoring.md has no SQL block matching $pattern" unless @found == 1;
+	die "docs/monitoring.md has no $language block matching $pattern" unless @found == 1;
 	return $found[0];
+}
+
+sub doc_sql { return doc_block('sql', @_); }
+
+# --- the alert rules of docs/monitoring.md are rules Prometheus takes
+my $promtool = '/usr/bin/promtool';
+ok(-x $promtool, 'promtool is installed (Debian\'s prometheus, test/setup.sh installs it)');
+{
+	my $rules_file = PostgreSQL::Test::Utils::tempdir() . '/outbox_rules.yml';
+	PostgreSQL::Test::Utils::append_to_file($rules_file, doc_block('yaml', qr/^groups:/m));
+	my ($stdout, $stderr);
+	my $checked = IPC::Run::run([ $promtool, 'check', 'rules', $rules_file ], '>', \$stdout, '2>', \$stderr);
+	ok($checked, 'promtool check rules passes the alert rules') or diag("$stdout$stderr");
+	like($stdout, qr/SUCCESS: 3 rules found/, 'all three of them');
+
+	# each fires when it should, and only then: series as the exporter
+	# gives them, to promtool's unit tests
+	my $tests_file = PostgreSQL::Test::Utils::tempdir() . '/outbox_rules_test.yml';
+	PostgreSQL::Test::Utils::append_to_file($tests_file, <<"EOT");
+rule_files: ['$rules_file']
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'outbox_oldest_due_event_age_seconds{server="db1:5432",database="app",topic="orders"}'
+        values: '10 400 460 520 580'
+      - series: 'outbox_health_status{server="db1:5432",database="app",signal="failing topics"}'
+        values: '0 2 2 2 2 2 2 2'
+      - series: 'outbox_health_status{server="db1:5432",database="app",signal="worker"}'
+        values: '0 0 2 2 2 2'
+    alert_rule_test:
+      - eval_time: 1m
+        alertname: OutboxBacklogAge
+      - eval_time: 3m
+        alertname: OutboxBacklogAge
+        exp_alerts:
+          - exp_labels: {severity: critical, server: "db1:5432", database: app}
+            exp_annotations: {summary: "Events of app on db1:5432 wait for 8m 40s"}
+      - eval_time: 5m
+        alertname: OutboxTopicFailing
+      - eval_time: 6m
+        alertname: OutboxTopicFailing
+        exp_alerts:
+          - exp_labels: {severity: critical, server: "db1:5432", database: app, signal: failing topics}
+            exp_annotations: {summary: "Kafka refuses events of app on db1:5432: see outbox_health"}
+      - eval_time: 3m
+        alertname: OutboxWorkerDown
+      - eval_time: 5m
+        alertname: OutboxWorkerDown
+        exp_alerts:
+          - exp_labels: {severity: critical, server: "db1:5432", database: app, signal: worker}
+            exp_annotations: {summary: "No outbox worker publishes app on db1:5432: see outbox_health"}
+EOT
+	my $tested = IPC::Run::run([ $promtool, 'test', 'rules', $tests_file ], '>', \$stdout, '2>', \$stderr);
+	ok($tested, 'promtool test rules: a backlog, a failing topic, a worker down each fire the alert, after its delay')
+	  or diag("$stdout$stderr");
 }
 
 my $broker = start_broker(1);
@@ -54,8 +111,8 @@ is( $node->safe_psql(
 	  FROM pg_class c
 	 WHERE c.relname ~ '^outbox_' AND c.relkind IN ('r', 'v')
 	   AND has_table_privilege('prometheus', c.oid, 'SELECT')}),
-	'outbox_publish_stats outbox_stats',
-	'the monitoring role may read the statistics, and no table of events');
+	'outbox_health outbox_publish_stats outbox_stats',
+	'the monitoring role may read the statistics and the health, and no table of events');
 
 # --- the exporter, on a free port, leaving nothing behind
 my $port = PostgreSQL::Test::Cluster::get_free_port();
@@ -236,6 +293,9 @@ enqueue('postgres', 'orders', 400);
 		  && (metric($_[0], 'outbox_worker_brokers_up', database => 'postgres') // -1) == 0;
 	});
 ok($ok, 'during the outage the worker is "broker unreachable", with no broker up');
+($m, $ok) = wait_for_metrics(
+	sub { (metric($_[0], 'outbox_health_status', database => 'postgres', signal => 'brokers') // 0) == 2 });
+ok($ok, 'outbox_health_status of the brokers is 2, critical');
 is(metric($m, 'outbox_worker_status', database => 'postgres', state => 'idle'),
 	0, 'and no longer idle');
 is(metric($m, 'outbox_pending_events', database => 'postgres', topic => 'orders'),
@@ -267,6 +327,13 @@ is(metric($m, 'outbox_oldest_due_event_age_seconds', database => 'postgres', top
 		  == 0;
 	});
 ok($ok, 'brokers up again, and the worker no longer unreachable');
+($m, $ok) = wait_for_metrics(
+	sub {
+		!grep { $_->{name} eq 'outbox_health_status' && $_->{value} != 0 } @{ $_[0] };
+	});
+ok($ok, 'outbox_health_status is 0, ok, for every signal of every database again');
+is(scalar(matching($m, 'outbox_health_status', database => 'postgres')),
+	9, 'a series per signal');
 
 # --- a bulk enqueue in progress, which the worker reads past: its rows are
 # not counted while it runs (nor looked at: they would cost the scrape),

@@ -3,8 +3,9 @@
 # Run every test suite against the installed extension:
 #
 # 1. make installcheck (pg_regress: sql/, isolation: specs/) against a
-#    server started the way the README says: the library preloaded, its
-#    worker running, a local Kafka-protocol broker;
+#    stock server (a Debian cluster's defaults, the library preloaded, its
+#    worker running), then against a server started the way the README
+#    says, with a local Kafka-protocol broker and prepared transactions;
 # 2. the TAP tests (t/), each with servers and brokers of its own.
 #
 # The last line printed is "N passed, N failed"; the exit status is 0 only
@@ -48,6 +49,7 @@ failed=0
 # stop their servers and brokers (t/OutboxTest.pm); then any server of
 # this run still up, and the installcheck's broker.
 BROKER_PID=
+DATA_DIRS=()
 cleanup() {
 	local prove tests test running data
 	trap - EXIT
@@ -63,7 +65,7 @@ cleanup() {
 			sleep 0.1
 		done
 	done
-	for data in "$WORK"/installcheck/data "$WORK"/tap/tmp_check/*_data/pgdata; do
+	for data in "${DATA_DIRS[@]}" "$WORK"/tap/tmp_check/*_data/pgdata; do
 		[ -f "$data/postmaster.pid" ] &&
 			pg_ctl -D "$data" -m immediate -w stop >/dev/null 2>&1
 	done
@@ -86,34 +88,66 @@ count_regress() {
 	failed=$((failed + bad))
 }
 
-if [ $# -eq 0 ]; then
-	echo "=== make installcheck, against a server with the worker"
-	mkdir -p "$WORK/installcheck"
-	start_mock_broker "$ROOT" "$WORK/installcheck"
-	init_outbox_server "$WORK/installcheck/data" $PORT '*'
-	# commit_order.spec prepares transactions
-	echo "max_prepared_transactions = 10" >> "$WORK/installcheck/data/postgresql.conf"
-	pg_ctl -D "$WORK/installcheck/data" -l "$WORK/installcheck/server.log" -w start >/dev/null
-	# each suite on its own, so that one's failure does not skip the other;
-	# the TAP tests run next, with servers of their own
-	for suite in "ISOLATION=" "REGRESS="; do
-		PGHOST="$WORK" PGPORT=$PORT PGUSER=postgres \
-			make -C "$ROOT" -s installcheck TAP_TESTS= "$suite" 2>&1 | tee "$WORK/installcheck.out"
-		count_regress "$WORK/installcheck.out"
-	done
+# make installcheck against a server of its own in $WORK/$1 ($2 says
+# which), the library preloaded and its worker running, made by initdb with
+# the options that follow, and the lines of postgresql.conf on stdin; then
+# nothing of it may be left: no test database or role, no worker serving
+# a database.
+installcheck_against() {
+	local dir="$WORK/$1" name=$2 left
+	shift 2
+	echo "=== make installcheck, against $name"
+	mkdir -p "$dir"
+	initdb -D "$dir/data" "$@" >/dev/null
+	cat >> "$dir/data/postgresql.conf"
+	cat >> "$dir/data/postgresql.conf" <<CONF
+port = $PORT
+unix_socket_directories = '$WORK'
+listen_addresses = ''
+CONF
+	DATA_DIRS+=("$dir/data")
+	pg_ctl -D "$dir/data" -l "$dir/server.log" -w start >/dev/null
+	PGHOST="$WORK" PGPORT=$PORT PGUSER=postgres \
+		make -C "$ROOT" -s installcheck 2>&1 | tee "$dir/installcheck.out"
+	count_regress "$dir/installcheck.out"
 	for diffs in "$ROOT/regression.diffs" "$ROOT/output_iso/regression.diffs"; do
 		[ -f "$diffs" ] && cat "$diffs"
 	done
-	# the tests turned the worker off for their databases: none serves them
-	workers=$(psql -X -At -h "$WORK" -p $PORT -d postgres -c \
-		"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'outbox worker' AND datname <> 'postgres'")
-	if [ "$workers" = 0 ]; then
+	# kept with the server's log
+	mv "$ROOT/results" "$ROOT/output_iso" "$ROOT/regression.diffs" "$ROOT/regression.out" "$dir/" 2>/dev/null
+	left=$(psql -X -At -h "$WORK" -p $PORT -d postgres -c "
+		SELECT string_agg(datname, ' ') FROM pg_database
+		 WHERE datname NOT IN ('postgres', 'template0', 'template1')")
+	left+=$(psql -X -At -h "$WORK" -p $PORT -d postgres -c "
+		SELECT string_agg(' role ' || rolname, '') FROM pg_roles
+		 WHERE rolname !~ '^pg_' AND rolname <> 'postgres'")
+	left+=$(psql -X -At -h "$WORK" -p $PORT -d postgres -c "
+		SELECT string_agg(' an outbox worker of ' || datname, '') FROM pg_stat_activity
+		 WHERE backend_type = 'outbox worker' AND datname <> 'postgres'")
+	if [ -z "$left" ]; then
 		passed=$((passed + 1))
 	else
-		echo "not ok - $workers outbox workers serve the test databases after installcheck"
+		echo "not ok - installcheck left behind: $left"
 		failed=$((failed + 1))
 	fi
-	pg_ctl -D "$WORK/installcheck/data" -m fast -w stop >/dev/null
+	pg_ctl -D "$dir/data" -m fast -w stop >/dev/null
+}
+
+if [ $# -eq 0 ]; then
+	# the server a Debian cluster is (pg_createcluster's initdb options,
+	# nothing set but the library), the worker running without a broker:
+	# the specs that prepare transactions say they are skipped
+	installcheck_against stock "a stock server" --auth-local peer --auth-host scram-sha-256 <<CONF
+shared_preload_libraries = 'outbox'
+CONF
+	# the server the README sets up, with a broker, and prepared
+	# transactions for commit_order.spec
+	start_mock_broker "$ROOT" "$WORK"
+	installcheck_against installcheck "a server with prepared transactions" -A trust <<CONF
+shared_preload_libraries = 'outbox'
+outbox.brokers = '$BROKERS'
+max_prepared_transactions = 10
+CONF
 	kill "$BROKER_PID" 2>/dev/null
 	wait "$BROKER_PID" 2>/dev/null
 	BROKER_PID=
