@@ -147,7 +147,7 @@ CREATE VIEW @extschema@.outbox_health AS
 		UNION ALL
 		SELECT 7, 'worker slots',
 			   CASE WHEN pg_catalog.min(w.state_since) FILTER (WHERE w.state OPERATOR(pg_catalog.=) 'waiting for worker slot')
-						 OPERATOR(pg_catalog.<) pg_catalog.now() OPERATOR(pg_catalog.-) s.backlog_warning THEN 'critical'
+						 OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) s.backlog_warning) THEN 'critical'
 					WHEN pg_catalog.count(*) FILTER (WHERE w.state OPERATOR(pg_catalog.=) 'waiting for worker slot') OPERATOR(pg_catalog.>) 0 THEN 'warning'
 					WHEN pg_catalog.count(w.pid) OPERATOR(pg_catalog.>=) s.max_workers THEN 'warning'
 					ELSE 'ok' END,
