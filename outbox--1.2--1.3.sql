@@ -281,8 +281,8 @@ COMMENT ON FUNCTION @extschema@.outbox_attach(regclass, text, text[], text, bool
 	'Capture the changes of table tbl as events on topic (the prefix, format debezium), keyed by key_columns (else the primary key); format outbox or debezium; snapshot: publish its rows too; tombstones: after each delete (debezium). By grant, with the table''s TRIGGER privilege (SELECT for a snapshot)';
 COMMENT ON FUNCTION @extschema@.outbox_router() IS
 	'Trigger function of outbox_attach_router: each inserted row becomes the record Debezium''s outbox event router writes. Runs with the rights of the role that inserted';
-COMMENT ON FUNCTION @extschema@.outbox_attach_router(regclass, text, text, text, text, text, text, text[], boolean) IS
-	'Publish each row inserted into outbox table tbl as Debezium''s outbox event router does: topic_pattern with ${routedByValue} from column route_by, key_column, id_column (header id), payload_column, timestamp_column, header_columns (column:header), expand_payload. By grant, with the table''s TRIGGER privilege';
+COMMENT ON FUNCTION @extschema@.outbox_attach_router(regclass, text, text, text, text, text, text, text[], boolean, text, boolean, boolean) IS
+	'Publish each row inserted into outbox table tbl as Debezium''s outbox event router does: topic_pattern with ${routedByValue} from column route_by, key_column, id_column (header id), payload_column, timestamp_column, header_columns (column:header); the converters'' settings expand_payload, key_converter (json or string), schemas_enable, tombstone_on_empty_payload. By grant, with the table''s TRIGGER privilege';
 COMMENT ON FUNCTION @extschema@.outbox_detach(regclass) IS
 	'Drop the triggers of outbox_attach or outbox_attach_router from table tbl, and cancel its snapshot. By grant, with the table''s TRIGGER privilege';
 COMMENT ON FUNCTION @extschema@.outbox_retry(bigint) IS
