@@ -524,6 +524,7 @@ Datum
 outbox_capture(PG_FUNCTION_ARGS)
 {
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	const OutboxExtension *ext;
 	Relation	rel;
 	HeapTuple	before = NULL;
 	HeapTuple	after = NULL;
@@ -566,6 +567,7 @@ outbox_capture(PG_FUNCTION_ARGS)
 	outbox_capture_config(trigdata->tg_trigger->tgnargs, trigdata->tg_trigger->tgargs,
 						  &config);
 
+	ext = outbox_entry(fcinfo);
 	rel = trigdata->tg_relation;
 	if (op == 't')
 	{
@@ -579,7 +581,19 @@ outbox_capture(PG_FUNCTION_ARGS)
 	else
 		outbox_capture_table(&config, rel, RelationGetDescr(rel), &table);
 
-	outbox_capture_event(outbox_entry(fcinfo), &config, &table, op, before, after, "false");
+	/*
+	 * A row that a snapshot in progress will read is left to its r event
+	 * (src/snapshot.c): a change is published only for rows it has read,
+	 * and a row moved past them is deleted where it was.
+	 */
+	if (op != 't' && outbox_snapshot_ahead(ext, rel, after != NULL ? after : before))
+	{
+		if (before == NULL || after == NULL || outbox_snapshot_ahead(ext, rel, before))
+			return PointerGetDatum(NULL);
+		op = 'd';
+		after = NULL;
+	}
+	outbox_capture_event(ext, &config, &table, op, before, after, "false");
 
 	return PointerGetDatum(NULL);
 }
