@@ -552,7 +552,7 @@ give_up(const OutboxExtension *ext, Oid relid, const char *why)
 	char		nulls[6] = "   n ";
 
 	ereport(LOG,
-			(errmsg("snapshot of the table with OID %u failed: %s", relid, why)));
+			(errmsg("snapshot of table \"%s\" failed: %s", get_rel_name(relid), why)));
 	if (ext->version < OUTBOX_VERSION(1, 3))
 	{
 		values[0] = ObjectIdGetDatum(relid);
