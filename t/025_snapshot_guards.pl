@@ -120,27 +120,70 @@ is_deeply(\%state, \%table, 'the consumer applying the records in order has the 
 is(scalar(grep { $_ % 25 == 0 && ($table{$_} // 0) >= 1000 } keys %table) > 0,
 	1, 'with the changes made before the first chunk');
 
+# a partitioned table: the writers of its partitions wait for the chunks
+# of its snapshot as those of a table do
+$node->safe_psql(
+	'postgres', q{
+	CREATE TABLE parts (id int PRIMARY KEY, n int NOT NULL) PARTITION BY RANGE (id);
+	CREATE TABLE parts_low PARTITION OF parts FOR VALUES FROM (1) TO (501);
+	CREATE TABLE parts_high PARTITION OF parts FOR VALUES FROM (501) TO (1001);
+	INSERT INTO parts SELECT i, 0 FROM generate_series(1, 1000) i;
+	BEGIN;
+	SELECT outbox_attach('parts', 'parts', snapshot => true);
+	UPDATE outbox_snapshots_state SET chunk_rows = 100;
+	UPDATE parts SET n = 1 WHERE id % 10 = 0;
+	DELETE FROM parts WHERE id % 100 = 1;
+	INSERT INTO parts VALUES (1000 - 1, 2) ON CONFLICT (id) DO UPDATE SET n = 2;
+	COMMIT;
+});
+ok( wait_for_sql($node,
+		"SELECT status = 'finished' FROM outbox_snapshots WHERE \"table\" = 'parts'::regclass"),
+	'the snapshot of the partitioned table finished');
+ok( wait_for_sql($node,
+		"SELECT count(*) = 0 FROM outbox_messages WHERE status <> 'published'"),
+	'every event is published');
+is( $node->safe_psql(
+		'postgres', q{
+	SELECT string_agg(DISTINCT convert_from(payload, 'UTF8')::jsonb ->> 'op', ',')
+	  FROM outbox_messages WHERE topic = 'parts'}),
+	'r', 'its changes before the rows were read are in their r events');
+is( $node->safe_psql(
+		'postgres', q{
+	SELECT count(*) FROM outbox_messages m, parts p
+	 WHERE m.topic = 'parts' AND m.key = p.id::text
+	   AND convert_from(m.payload, 'UTF8')::jsonb -> 'after' ->> 'n' = p.n::text}),
+	$node->safe_psql('postgres', 'SELECT count(*) FROM parts'),
+	'one r event per row, with its values');
+
 #
 # Time
 #
-$node->safe_psql(
-	'postgres', q{
-	CREATE ROLE slowpoke;
-	GRANT CREATE ON SCHEMA public TO slowpoke;
-	SET ROLE slowpoke;
-	CREATE FUNCTION slow(id int) RETURNS boolean LANGUAGE plpgsql AS $$
-	BEGIN
-		PERFORM pg_sleep(0.02);
-		RETURN true;
-	END
-	$$;
-	CREATE TABLE slow_rows (id int PRIMARY KEY, v text);
-	INSERT INTO slow_rows SELECT i, 'x' FROM generate_series(1, 200) i;
-	ALTER TABLE slow_rows ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
-	CREATE POLICY everything ON slow_rows USING (slow(id));
-	RESET ROLE;
-	SELECT outbox_attach('slow_rows', 'slow', snapshot => true);
-});
+# A table $name of $rows rows owned by slowpoke, whose row-level security
+# policy, forced on its owner, runs $body for each row; snapshotted.
+$node->safe_psql('postgres', 'CREATE ROLE slowpoke; GRANT CREATE ON SCHEMA public TO slowpoke');
+sub policed_table
+{
+	my ($name, $rows, $body) = @_;
+	$node->safe_psql(
+		'postgres', qq{
+		SET ROLE slowpoke;
+		CREATE FUNCTION ${name}_policy(id int) RETURNS boolean LANGUAGE plpgsql AS \$\$
+		BEGIN
+			$body
+			RETURN true;
+		END
+		\$\$;
+		CREATE TABLE $name (id int PRIMARY KEY);
+		INSERT INTO $name SELECT generate_series(1, $rows);
+		ALTER TABLE $name ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+		CREATE POLICY everything ON $name USING (${name}_policy(id));
+		RESET ROLE;
+		SELECT outbox_attach('$name', '$name', snapshot => true);
+	});
+	return;
+}
+
+policed_table('slow_rows', 200, 'PERFORM pg_sleep(0.02);');
 ok(wait_for_activity($node, 'taking a snapshot of table "slow_rows"'),
 	'the worker reads the slow table');
 $node->safe_psql('postgres', "SELECT outbox_enqueue('other', 'meanwhile'::text)");
@@ -160,28 +203,15 @@ ok( wait_for_sql(
 	'it reads every row, in chunks that fit its time');
 
 # a policy that never ends and catches the cancel
-$node->safe_psql(
-	'postgres', q{
-	SET ROLE slowpoke;
-	CREATE FUNCTION stubborn(id int) RETURNS boolean LANGUAGE plpgsql AS $$
-	BEGIN
-		FOR i IN 1 .. 600 LOOP
-			BEGIN
-				PERFORM pg_sleep(0.1);
-			EXCEPTION WHEN query_canceled THEN
-				NULL;
-			END;
-		END LOOP;
-		RETURN true;
-	END
-	$$;
-	CREATE TABLE stubborn_rows (id int PRIMARY KEY);
-	INSERT INTO stubborn_rows SELECT generate_series(1, 3);
-	ALTER TABLE stubborn_rows ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
-	CREATE POLICY everything ON stubborn_rows USING (stubborn(id));
-	RESET ROLE;
-	SELECT outbox_attach('stubborn_rows', 'stubborn', snapshot => true);
-});
+policed_table(
+	'stubborn_rows', 3, q{
+	FOR i IN 1 .. 600 LOOP
+		BEGIN
+			PERFORM pg_sleep(0.1);
+		EXCEPTION WHEN query_canceled THEN
+			NULL;
+		END;
+	END LOOP;});
 ok(wait_for_activity($node, 'taking a snapshot of table "stubborn_rows"'),
 	'the worker reads the stubborn table');
 my $pid = $node->safe_psql('postgres',
