@@ -502,7 +502,8 @@ debezium_format_event(const OutboxExtension *ext, const CaptureConfig *config,
 /*
  * Store the events of a change of a row of table, in the current
  * transaction: op c (after), u (before and after), d (before), t (neither)
- * or r (after: read by a snapshot, which snapshot says: "true" or "last").
+ * or r (after: read by a snapshot, which snapshot says: "first", "true" or
+ * "last").
  */
 void
 outbox_capture_event(const OutboxExtension *ext, const CaptureConfig *config,

@@ -38,13 +38,15 @@
  * publishes every change.
  *
  * A chunk is bounded in time: its statements are cancelled after
- * CHUNK_MS (a statement timeout), and at 1.3 the worker stops after twice
- * that (a table owner's code may catch the cancel), losing only the
- * chunk.  A chunk that ran out of time, or that the worker did not finish
+ * CHUNK_MS (a statement timeout), and the worker stops after twice that
+ * (a table owner's code may catch the cancel), losing only the chunk.  At
+ * 1.3, a chunk that ran out of time, or that the worker did not finish
  * (it notes each chunk's start, committed, beforehand), makes the next
  * ones ten times smaller; one of a single row fails the snapshot, for
  * good, with the reason in outbox_snapshots.  Fast chunks grow again.
- * Publishing thus waits for a chunk at most CHUNK_MS, or twice that.
+ * Publishing thus waits for a chunk at most CHUNK_MS, or twice that.  A
+ * database at 1.2 has no place to note it: its chunks are tried again as
+ * they were.
  *
  * The key's types, collations and operator families are noted when the
  * snapshot is asked for; a chunk that finds them changed (ALTER TABLE ...
@@ -1277,7 +1279,7 @@ outbox_snapshot_chunk(const OutboxExtension *ext, OutboxSnapshotChunk *chunk)
 	/*
 	 * As the table's owner, restricted, waiting a bounded time for locks,
 	 * in a bounded time: the statements are cancelled after CHUNK_MS, and
-	 * at 1.3 the worker stops after twice that.
+	 * the worker stops after twice that.
 	 */
 	GetUserIdAndSecContext(&save_userid, &save_sec);
 	SetUserIdAndSecContext(rel->rd_rel->relowner,
@@ -1286,12 +1288,11 @@ outbox_snapshot_chunk(const OutboxExtension *ext, OutboxSnapshotChunk *chunk)
 	(void) set_config_option("lock_timeout",
 							 guarded ? SNAPSHOT_LOCK_TIMEOUT : SNAPSHOT_ROW_LOCK_TIMEOUT,
 							 PGC_SUSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-	if (guarded && chunk_stop_timeout == MAX_TIMEOUTS)
+	if (chunk_stop_timeout == MAX_TIMEOUTS)
 		chunk_stop_timeout = RegisterTimeout(USER_TIMEOUT, chunk_ran_too_long);
 	began = GetCurrentTimestamp();
 	enable_timeout_after(STATEMENT_TIMEOUT, CHUNK_MS);
-	if (guarded)
-		enable_timeout_after(chunk_stop_timeout, 2 * CHUNK_MS);
+	enable_timeout_after(chunk_stop_timeout, 2 * CHUNK_MS);
 	PG_TRY();
 	{
 		if (guarded)
@@ -1302,8 +1303,7 @@ outbox_snapshot_chunk(const OutboxExtension *ext, OutboxSnapshotChunk *chunk)
 	PG_FINALLY();
 	{
 		disable_timeout(STATEMENT_TIMEOUT, false);
-		if (guarded)
-			disable_timeout(chunk_stop_timeout, false);
+		disable_timeout(chunk_stop_timeout, false);
 	}
 	PG_END_TRY();
 	AtEOXact_GUC(false, save_nestlevel);
