@@ -93,7 +93,6 @@
 #include "pgstat.h"
 #include "storage/latch.h"
 #include "storage/lmgr.h"
-#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -210,6 +209,7 @@ static OutboxPlan state_plan = {
 	2, {OIDOID, INT4OID}
 };
 
+/* 1.3: and the key's types noted, and the rows of the next chunk */
 static OutboxPlan state13_plan = {
 	"SELECT s.trigger_args, s.walk_columns, s.last_key, s.key_types,"
 	"       coalesce(s.chunk_rows, $2)"
@@ -630,7 +630,7 @@ outbox_snapshot_failed(const OutboxExtension *ext, Oid relid, int sqlerrcode,
 														   SPI_tuptable->tupdesc, 1, &isnull));
 
 			ran_out_of_time(ext, relid, rows,
-							psprintf("a chunk of %d rows was cancelled (%s) after at most %d ms",
+							psprintf("a chunk of %d rows was cancelled (%s), a chunk may take %d ms",
 									 rows, error, CHUNK_MS),
 							retry_ms);
 		}
@@ -638,21 +638,21 @@ outbox_snapshot_failed(const OutboxExtension *ext, Oid relid, int sqlerrcode,
 	SPI_finish();
 }
 
-/*
- * The snapshot in progress (neither finished nor failed) of the table
- * relid, as the latest snapshot sees it: its walk columns, the last key
- * read (NULL: none yet) and the key's types when it was asked for; false
- * if there is none.
- */
+/* a snapshot in progress, as a writer sees it */
 typedef struct SnapshotInProgress
 {
-	char	  **walk;
+	char	  **walk;			/* the walk columns */
 	int			nwalk;
-	char	  **last_key;
-	char	  **types;
+	char	  **last_key;		/* the last key read; NULL: none yet */
+	char	  **types;			/* the key's types when it was asked for */
 	int			ntypes;
 } SnapshotInProgress;
 
+/*
+ * The snapshot in progress (neither finished nor failed) of the table
+ * relid, as the latest snapshot sees it, in *state; false if there is
+ * none (1.3).
+ */
 static bool
 in_progress(const OutboxExtension *ext, Oid relid, SnapshotInProgress *state)
 {
