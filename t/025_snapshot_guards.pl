@@ -299,6 +299,34 @@ ddl_fails('unkeyed', 'int', 'ALTER TABLE unkeyed DROP CONSTRAINT unkeyed_pkey',
 	qr/no longer NOT NULL and the columns of a unique index/,
 	'ALTER TABLE unkeyed ADD PRIMARY KEY (k)');
 
+# a database still at 1.2: its snapshots taken as 1.2 took them (chunks
+# FOR SHARE, every change published), each chunk bounded in time
+$node->safe_psql('postgres', 'CREATE DATABASE old');
+$node->safe_psql(
+	'old', q{
+	CREATE EXTENSION outbox VERSION '1.2';
+	CREATE TABLE kept (id int PRIMARY KEY, n int NOT NULL);
+	INSERT INTO kept SELECT i, 0 FROM generate_series(1, 3000) i;
+	BEGIN;
+	SELECT outbox_attach('kept', 'kept', snapshot => true);
+	UPDATE kept SET n = 1 WHERE id % 100 = 0;
+	COMMIT;
+});
+ok( wait_for_sql(
+		$node, 'SELECT finished IS NOT NULL AND rows_done = 3000 FROM outbox_snapshots',
+		60, 'old'),
+	'a database at 1.2 has its snapshot taken');
+ok( wait_for_sql(
+		$node, "SELECT count(*) = 0 FROM outbox_messages WHERE status <> 'published'",
+		60, 'old'),
+	'and published');
+is( $node->safe_psql(
+		'old', q{
+	SELECT string_agg(op || ' ' || n, ', ' ORDER BY op)
+	  FROM (SELECT convert_from(payload, 'UTF8')::jsonb ->> 'op' AS op, count(*) AS n
+			  FROM outbox_messages GROUP BY 1) o}),
+	'r 3000, u 30', 'a read per row, and the changes made before it');
+
 $node->stop;
 $broker->stop;
 done_testing();
