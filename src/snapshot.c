@@ -657,7 +657,6 @@ static bool
 in_progress(const OutboxExtension *ext, Oid relid, SnapshotInProgress *state)
 {
 	Oid			stateid = get_relname_relid("outbox_snapshots_state", ext->schema);
-	Oid			indexid = get_relname_relid("outbox_snapshots_state_pkey", ext->schema);
 	Relation	heap;
 	Snapshot	snapshot;
 	ScanKeyData key;
@@ -665,12 +664,13 @@ in_progress(const OutboxExtension *ext, Oid relid, SnapshotInProgress *state)
 	HeapTuple	tuple;
 	bool		found = false;
 
-	if (!OidIsValid(stateid) || !OidIsValid(indexid))
+	if (!OidIsValid(stateid))
 		return false;
 	heap = table_open(stateid, AccessShareLock);
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
-	scan = systable_beginscan(heap, indexid, true, snapshot, 1, &key);
+	ScanKeyInit(&key, get_attnum(stateid, "relid"), BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	scan = systable_beginscan(heap, RelationGetPrimaryKeyIndex(heap), true, snapshot, 1, &key);
 	tuple = systable_getnext(scan);
 	if (HeapTupleIsValid(tuple))
 	{
