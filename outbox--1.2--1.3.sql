@@ -337,6 +337,34 @@ COMMENT ON TABLE @extschema@.outbox_log IS
 COMMENT ON VIEW @extschema@.outbox_stats IS
 	'Queue and delivery health per topic, and in total (topic NULL). By grant: a monitoring role, with EXECUTE on outbox_unread_topics(), outbox_histogram_sum and outbox_histogram_quantile';
 COMMENT ON VIEW @extschema@.outbox_snapshots IS
-	'Snapshots of attached tables: rows published, rows estimated, start and finish, format, topic, last_error. By grant';
+	'Snapshots of attached tables: rows published, rows estimated, start and finish, format, topic, last_error, status (running, finished, failed). By grant';
 COMMENT ON VIEW @extschema@.outbox_messages IS
 	'Every event, one row each: id, event_id, topic, key, payload, headers, status, attempts, next_attempt_at, last_error, created_at, published_at, kafka_partition, kafka_offset. By grant';
+
+--
+-- Snapshots: bounded chunks, a key that stays as it was, a status
+-- (src/snapshot.c)
+--
+
+-- key_types: the type, collation and btree operator family of each walk
+-- column when the snapshot was asked for (a chunk that finds another
+-- fails the snapshot); failed: when the snapshot failed for good,
+-- last_error saying why; chunk_rows: the rows of the next chunk (smaller
+-- after one ran out of time; NULL: 1,000); chunk_started: noted, and
+-- committed, before a chunk runs, cleared when it ends (a worker that
+-- stopped in a chunk leaves it).
+ALTER TABLE @extschema@.outbox_snapshots_state
+	ADD COLUMN key_types text[],
+	ADD COLUMN failed timestamptz,
+	ADD COLUMN chunk_rows integer,
+	ADD COLUMN chunk_started timestamptz;
+
+-- The snapshots asked for: how far each has got, and its status: running,
+-- finished, or failed (last_error says why; asking again starts over).
+CREATE OR REPLACE VIEW @extschema@.outbox_snapshots AS
+	SELECT s.relid::pg_catalog.regclass AS "table", s.rows_done, s.rows_estimated,
+		   s.started, s.finished, s.format, s.topic, s.last_error,
+		   CASE WHEN s.failed IS NOT NULL THEN 'failed'
+				WHEN s.finished IS NOT NULL THEN 'finished'
+				ELSE 'running' END AS status
+	  FROM @extschema@.outbox_snapshots_state s;

@@ -541,7 +541,8 @@ debezium_format_event(const OutboxExtension *ext, const CaptureConfig *config,
 /*
  * Store the events of a change of a row of table, in the current
  * transaction: op c (after), u (before and after), d (before), t (neither)
- * or r (after: read by a snapshot, which snapshot says: "true" or "last").
+ * or r (after: read by a snapshot, which snapshot says: "first", "true" or
+ * "last").
  */
 void
 outbox_capture_event(const OutboxExtension *ext, const CaptureConfig *config,
@@ -563,6 +564,7 @@ Datum
 outbox_capture(PG_FUNCTION_ARGS)
 {
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	const OutboxExtension *ext;
 	Relation	rel;
 	HeapTuple	before = NULL;
 	HeapTuple	after = NULL;
@@ -605,6 +607,7 @@ outbox_capture(PG_FUNCTION_ARGS)
 	outbox_capture_config(trigdata->tg_trigger->tgnargs, trigdata->tg_trigger->tgargs,
 						  &config);
 
+	ext = outbox_entry(fcinfo);
 	rel = trigdata->tg_relation;
 	if (op == 't')
 	{
@@ -618,7 +621,19 @@ outbox_capture(PG_FUNCTION_ARGS)
 	else
 		outbox_capture_table(&config, rel, RelationGetDescr(rel), &table);
 
-	outbox_capture_event(outbox_entry(fcinfo), &config, &table, op, before, after, "false");
+	/*
+	 * A row that a snapshot in progress will read is left to its r event
+	 * (src/snapshot.c): a change is published only for rows it has read,
+	 * and a row moved past them is deleted where it was.
+	 */
+	if (op != 't' && outbox_snapshot_ahead(ext, rel, after != NULL ? after : before))
+	{
+		if (before == NULL || after == NULL || outbox_snapshot_ahead(ext, rel, before))
+			return PointerGetDatum(NULL);
+		op = 'd';
+		after = NULL;
+	}
+	outbox_capture_event(ext, &config, &table, op, before, after, "false");
 
 	return PointerGetDatum(NULL);
 }

@@ -26,7 +26,7 @@ typedef struct DebeziumSource
 	const char *prefix;			/* source.name, the topic prefix */
 	const char *schema;
 	const char *table;
-	const char *snapshot;		/* source.snapshot: "false", "true", "last" */
+	const char *snapshot;		/* source.snapshot: "false", "first", "true", "last" */
 	TimestampTz changed_at;		/* source.ts_ms */
 } DebeziumSource;
 

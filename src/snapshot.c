@@ -14,35 +14,54 @@
  *		SELECT <key> FROM t WHERE (<key>) > (<last key>) ORDER BY <key>
  *			OFFSET n - 1 LIMIT 2;							-- the bound
  *		SELECT t.* FROM t WHERE (<key>) > (<last key>) AND (<key>) <= (<bound>)
- *			ORDER BY <key> FOR SHARE;
+ *			ORDER BY <key>;
  *
  * one r event per row, and the bound saved as the last key, in the same
- * transaction.  The key is the primary key (or NOT NULL key columns).  A
- * chunk with no row after its bound (n rows or fewer left) is the last: it
- * reads to the end, its last row says so (source.snapshot "last"), and the
- * snapshot is finished.
+ * transaction.  The key is the columns of a unique index (the primary key,
+ * or key columns that are NOT NULL and unique), so that a chunk holds at
+ * most n rows whatever the data.  A chunk with no row after its bound (n
+ * rows or fewer left) is the last: it reads to the end, its last row says
+ * so (source.snapshot "last"; the first row of the first chunk says
+ * "first"), and the snapshot is finished.
  *
- * Why a consumer that applies every event in order, by key (r, c and u as
- * an upsert of the whole row, d as a delete), ends with the table's rows:
- * FOR SHARE makes the chunk wait for a transaction that changes one of its
- * rows to end, and then read the row as that transaction left it; and a
- * transaction that changes a row the chunk locked waits for the chunk to
- * commit.  So the r event of a row follows, in commit order (the order the
- * worker publishes in), every change of the row it saw, and precedes every
- * change it did not see, each of which carries the whole row.  A row that
- * a chunk misses was inserted, or changed its key, after the chunk's
- * statement began: its own events carry it.  Writers wait for a chunk for
- * as long as it takes to read n rows and write their events, never for the
- * whole snapshot; the chunk gives up on a row lock after a second
- * (lock_timeout) and is tried again, so a long transaction delays the
- * snapshot, not the publishing.
+ * The order of a row's events (docs/design.md has the argument): no change
+ * of a row is published before the row's r event.  A change whose rows are
+ * all past the last key (outbox_snapshot_ahead) is not published: the
+ * snapshot's r event will carry it.  Its transaction holds the snapshot
+ * lock of the table (a lock on the object (outbox_snapshots_state, relid),
+ * which only this code takes) in share mode until it ends; a chunk takes
+ * it in exclusive mode, so it reads the range past the last key while no
+ * transaction that changed it is in progress, and writers whose rows are
+ * past the last key wait for the chunk to commit, then see the new last
+ * key.  A change of a row the snapshot has read is published, after the
+ * r event.  A database at 1.2 reads its chunks FOR SHARE instead, and
+ * publishes every change.
+ *
+ * A chunk is bounded in time: its statements are cancelled after
+ * CHUNK_MS (a statement timeout), and the worker stops after twice that
+ * (a table owner's code may catch the cancel), losing only the chunk.  At
+ * 1.3, a chunk that ran out of time, or that the worker did not finish
+ * (it notes each chunk's start, committed, beforehand), makes the next
+ * ones ten times smaller; one of a single row fails the snapshot, for
+ * good, with the reason in outbox_snapshots.  Fast chunks grow again.
+ * Publishing thus waits for a chunk at most CHUNK_MS, or twice that.  A
+ * database at 1.2 has no place to note it: its chunks are tried again as
+ * they were.
+ *
+ * The key's types, collations and operator families are noted when the
+ * snapshot is asked for; a chunk that finds them changed (ALTER TABLE ...
+ * TYPE, COLLATE), or the key's unique index gone, fails the snapshot: the
+ * last key read means nothing in another order, and a snapshot must never
+ * finish short.
  *
  * The chunk reads the table and builds the events as the table's owner, in
  * a security-restricted context, the way maintenance commands run code of
  * a table's owner: the worker, whose role is the extension's owner, never
  * runs the table's code (operators and output functions of its types) with
- * its own rights.  The statements on the extension's table go through
- * saved plans (catalog.c), as the extension's owner.
+ * its own rights.  Who asks for a snapshot must be able to read every row
+ * (row-level security must not apply to her), or be its owner.  The
+ * statements on the extension's table go through saved plans (catalog.c),
+ * as the extension's owner.
  *
  * A snapshot ends when its table is detached (the row is deleted), when
  * the table or its capture trigger goes or changes (cancelled), or when
@@ -54,28 +73,37 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_index.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_namespace.h"
+#include "catalog/pg_opfamily.h"
 #include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
+#include "catalog/partition.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "nodes/pg_list.h"
 #include "optimizer/plancat.h"
 #include "pgstat.h"
+#include "storage/latch.h"
 #include "storage/lmgr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/rls.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
+#include "utils/timeout.h"
 #include "utils/typcache.h"
 
 #include "capture.h"
@@ -83,8 +111,21 @@
 #include "snapshot.h"
 #include "utility.h"
 
-/* how long a chunk waits for a row lock before it is tried again */
-#define SNAPSHOT_LOCK_TIMEOUT "1s"
+/* rows read by a chunk, at most */
+#define CHUNK_ROWS 1000
+/*
+ * How long a chunk may take: its statements are cancelled after CHUNK_MS,
+ * and the worker stops after twice as long.  A chunk faster than
+ * CHUNK_MS / 10 lets the next one be twice as large, up to CHUNK_ROWS.
+ */
+#define CHUNK_MS 1000
+/*
+ * How long a chunk waits for the transactions that changed rows ahead of
+ * the snapshot (1.3; writers that come meanwhile queue behind it), or
+ * for a row lock (1.2), before it is tried again.
+ */
+#define SNAPSHOT_LOCK_TIMEOUT "100ms"
+#define SNAPSHOT_ROW_LOCK_TIMEOUT "1s"
 
 /* at most this many leaf partitions are remembered per chunk */
 #define MAX_LEAVES 64
@@ -101,6 +142,21 @@ static OutboxPlan request_plan = {
 	6, {OIDOID, TEXTOID, TEXTOID, TEXTARRAYOID, TEXTARRAYOID, INT8OID}
 };
 
+/* 1.3: the key's types noted too */
+static OutboxPlan request13_plan = {
+	"INSERT INTO %1$s.outbox_snapshots_state AS s"
+	"  (relid, topic, format, trigger_args, walk_columns, rows_estimated, key_types)"
+	" VALUES ($1, $2, $3, $4, $5, $6, $7)"
+	" ON CONFLICT (relid) DO UPDATE"
+	" SET topic = excluded.topic, format = excluded.format,"
+	"     trigger_args = excluded.trigger_args, walk_columns = excluded.walk_columns,"
+	"     last_key = NULL, rows_done = 0, rows_estimated = excluded.rows_estimated,"
+	"     started = now(), finished = NULL, last_error = NULL, next_attempt_at = NULL,"
+	"     key_types = excluded.key_types, failed = NULL, chunk_rows = NULL,"
+	"     chunk_started = NULL",
+	7, {OIDOID, TEXTOID, TEXTOID, TEXTARRAYOID, TEXTARRAYOID, INT8OID, TEXTARRAYOID}
+};
+
 /* the snapshot of a table, unless it was asked for with trigger arguments $2 */
 static OutboxPlan forget_plan = {
 	"DELETE FROM %1$s.outbox_snapshots_state s"
@@ -108,9 +164,9 @@ static OutboxPlan forget_plan = {
 	2, {OIDOID, TEXTARRAYOID}
 };
 
-/* the snapshot to take a chunk of, locked */
+/* the snapshot to take a chunk of */
 static OutboxPlan pick_plan = {
-	"SELECT s.relid, s.trigger_args, s.walk_columns, s.last_key"
+	"SELECT s.relid"
 	"  FROM %1$s.outbox_snapshots_state s"
 	" WHERE s.finished IS NULL"
 	"   AND (s.next_attempt_at IS NULL OR s.next_attempt_at <= now())"
@@ -120,8 +176,57 @@ static OutboxPlan pick_plan = {
 	0, {InvalidOid}
 };
 
+/* is a snapshot not finished (at 1.3: nor failed)? */
 static OutboxPlan unfinished_plan = {
 	"SELECT FROM %1$s.outbox_snapshots_state s WHERE s.finished IS NULL LIMIT 1"
+};
+
+static OutboxPlan unfinished13_plan = {
+	"SELECT FROM %1$s.outbox_snapshots_state s"
+	" WHERE s.finished IS NULL AND s.failed IS NULL LIMIT 1"
+};
+
+/* 1.3: whether its last chunk was left unfinished, and how many rows the next reads */
+static OutboxPlan pick13_plan = {
+	"SELECT s.relid, s.chunk_started IS NOT NULL, coalesce(s.chunk_rows, $1)"
+	"  FROM %1$s.outbox_snapshots_state s"
+	" WHERE s.finished IS NULL AND s.failed IS NULL"
+	"   AND (s.next_attempt_at IS NULL OR s.next_attempt_at <= now())"
+	" ORDER BY s.started, s.relid"
+	" LIMIT 1"
+	" FOR UPDATE SKIP LOCKED",
+	1, {INT4OID}
+};
+
+/* 1.3: a chunk begins (committed before it runs) */
+static OutboxPlan begin13_plan = {
+	"UPDATE %1$s.outbox_snapshots_state s SET chunk_started = now() WHERE s.relid = $1",
+	1, {OIDOID}
+};
+
+/* 1.3: a chunk that did not run (its table was busy) */
+static OutboxPlan end13_plan = {
+	"UPDATE %1$s.outbox_snapshots_state s SET chunk_started = NULL WHERE s.relid = $1",
+	1, {OIDOID}
+};
+
+/* the snapshot of a table, locked, if it is still to be taken */
+static OutboxPlan state_plan = {
+	"SELECT s.trigger_args, s.walk_columns, s.last_key, NULL::text[], $2"
+	"  FROM %1$s.outbox_snapshots_state s"
+	" WHERE s.relid = $1 AND s.finished IS NULL"
+	" FOR UPDATE SKIP LOCKED",
+	2, {OIDOID, INT4OID}
+};
+
+/* 1.3: and the key's types noted, and the rows of the next chunk */
+static OutboxPlan state13_plan = {
+	"SELECT s.trigger_args, s.walk_columns, s.last_key, s.key_types,"
+	"       coalesce(s.chunk_rows, $2)"
+	"  FROM %1$s.outbox_snapshots_state s"
+	" WHERE s.relid = $1 AND s.finished IS NULL AND s.failed IS NULL"
+	" FOR UPDATE SKIP LOCKED",
+	2, {OIDOID, INT4OID}
 };
 
 static OutboxPlan progress_plan = {
@@ -133,12 +238,41 @@ static OutboxPlan progress_plan = {
 	4, {OIDOID, TEXTARRAYOID, INT8OID, BOOLOID}
 };
 
+static OutboxPlan progress13_plan = {
+	"UPDATE %1$s.outbox_snapshots_state s"
+	"   SET last_key = coalesce($2, s.last_key), rows_done = s.rows_done + $3,"
+	"       finished = CASE WHEN $4 THEN now() END,"
+	"       last_error = NULL, next_attempt_at = NULL,"
+	"       chunk_rows = $5, chunk_started = NULL, key_types = $6"
+	" WHERE s.relid = $1",
+	6, {OIDOID, TEXTARRAYOID, INT8OID, BOOLOID, INT4OID, TEXTARRAYOID}
+};
+
 static OutboxPlan failed_plan = {
 	"UPDATE %1$s.outbox_snapshots_state s"
 	"   SET last_error = $2, next_attempt_at = now() + $3 * interval '1 millisecond'"
 	" WHERE s.relid = $1 AND s.finished IS NULL",
 	3, {OIDOID, TEXTOID, FLOAT8OID}
 };
+
+/* 1.3: also the size of the next chunk ($4, NULL: as it was) and whether it failed for good */
+static OutboxPlan failed13_plan = {
+	"UPDATE %1$s.outbox_snapshots_state s"
+	"   SET last_error = $2, next_attempt_at = now() + $3 * interval '1 millisecond',"
+	"       chunk_rows = coalesce($4, s.chunk_rows), chunk_started = NULL,"
+	"       failed = CASE WHEN $5 THEN now() END"
+	" WHERE s.relid = $1 AND s.finished IS NULL",
+	5, {OIDOID, TEXTOID, FLOAT8OID, INT4OID, BOOLOID}
+};
+
+/* 1.3: the rows of the chunk of a snapshot */
+static OutboxPlan rows13_plan = {
+	"SELECT coalesce(s.chunk_rows, $2) FROM %1$s.outbox_snapshots_state s WHERE s.relid = $1",
+	2, {OIDOID, INT4OID}
+};
+
+/* the timeout that stops the worker when a chunk runs twice its time */
+static TimeoutId chunk_stop_timeout = MAX_TIMEOUTS;
 
 /*
  * Run a saved plan as the extension's owner (the caller may have no right
@@ -228,24 +362,171 @@ estimate_rows(Relation rel)
 }
 
 /*
+ * What orders the column name of rel in a snapshot: its type, collation
+ * and the type's btree operator family, as text; NULL if the column is
+ * gone.
+ */
+static char *
+key_type(Relation rel, const char *name)
+{
+	AttrNumber	attnum = get_attnum(RelationGetRelid(rel), name);
+	Form_pg_attribute attr;
+	TypeCacheEntry *typentry;
+	StringInfoData buf;
+
+	if (attnum <= 0)
+		return NULL;
+	attr = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
+	typentry = lookup_type_cache(attr->atttypid, TYPECACHE_BTREE_OPFAMILY);
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, format_type_be(attr->atttypid));
+	if (OidIsValid(attr->attcollation))
+		appendStringInfo(&buf, " COLLATE %s",
+						 quote_identifier(get_collation_name(attr->attcollation)));
+	if (OidIsValid(typentry->btree_opf))
+	{
+		HeapTuple	tuple = SearchSysCache1(OPFAMILYOID, ObjectIdGetDatum(typentry->btree_opf));
+
+		if (HeapTupleIsValid(tuple))
+		{
+			Form_pg_opfamily form = (Form_pg_opfamily) GETSTRUCT(tuple);
+
+			appendStringInfo(&buf, " USING %s",
+							 quote_qualified_identifier(get_namespace_name(form->opfnamespace),
+														NameStr(form->opfname)));
+			ReleaseSysCache(tuple);
+		}
+	}
+	return buf.data;
+}
+
+/*
+ * The index of the column of walk whose type, collation or order is no
+ * longer what types says (types NULL: not noted), or -1; *now is what it
+ * is now (NULL: the column is gone).
+ */
+static int
+changed_key(Relation rel, char **walk, int nwalk, char **types, int ntypes, char **now)
+{
+	*now = NULL;
+	if (types == NULL)
+		return -1;
+	for (int i = 0; i < nwalk; i++)
+	{
+		*now = key_type(rel, walk[i]);
+		if (i >= ntypes || *now == NULL || types[i] == NULL || strcmp(*now, types[i]) != 0)
+			return i;
+	}
+	return -1;
+}
+
+/*
+ * Do the columns walk of rel, NOT NULL, hold a unique index of theirs, on
+ * nothing else and without a predicate or expressions, whose order is
+ * their types' (the walk's)?  Then a chunk of n keys is n rows.
+ */
+static bool
+unique_key(Relation rel, char **walk, int nwalk)
+{
+	List	   *indexes = RelationGetIndexList(rel);
+	ListCell   *lc;
+	bool		found = false;
+
+	foreach(lc, indexes)
+	{
+		Relation	index = index_open(lfirst_oid(lc), AccessShareLock);
+		Form_pg_index form = index->rd_index;
+		bool		matches = form->indisunique && form->indisvalid &&
+			form->indnkeyatts == nwalk &&
+			heap_attisnull(index->rd_indextuple, Anum_pg_index_indexprs, NULL) &&
+			heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, NULL);
+
+		for (int i = 0; i < nwalk && matches; i++)
+		{
+			AttrNumber	attnum = get_attnum(RelationGetRelid(rel), walk[i]);
+			Form_pg_attribute attr;
+			int			j = 0;
+
+			while (j < nwalk && form->indkey.values[j] != attnum)
+				j++;
+			if (attnum <= 0 || j == nwalk)
+			{
+				matches = false;
+				break;
+			}
+			attr = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
+			matches = attr->attnotnull && index->rd_opfamily[j] ==
+				lookup_type_cache(attr->atttypid, TYPECACHE_BTREE_OPFAMILY)->btree_opf;
+		}
+		index_close(index, AccessShareLock);
+		if (matches)
+		{
+			found = true;
+			break;
+		}
+	}
+	list_free(indexes);
+	return found;
+}
+
+/*
+ * Take the snapshot lock of the table relid in mode: ShareLock for a
+ * transaction that leaves a change to the snapshot, ExclusiveLock for a
+ * chunk.  Only this code takes it: the object (outbox_snapshots_state,
+ * relid) is nothing else's.  Held to the end of the transaction.
+ */
+static void
+lock_snapshot(const OutboxExtension *ext, Oid relid, LOCKMODE mode)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_OBJECT(tag, MyDatabaseId, outbox_relation(ext, "outbox_snapshots_state"),
+					   relid, 0);
+	(void) LockAcquire(&tag, mode, false, false);
+}
+
+/*
  * Ask for a snapshot of rel, captured with trigger arguments args, read in
  * the order of columns walk; one asked for before starts over.  The worker
- * is woken when the transaction commits.
+ * is woken when the transaction commits.  The walk must be a unique key
+ * (42P10), and the caller must be able to read every row: row-level
+ * security must not apply to her, unless she owns the table, as whom the
+ * chunks read it (42501).
  */
 void
 outbox_snapshot_request(const OutboxExtension *ext, Relation rel, const char *format,
 						const char *topic, char **args, int nargs, char **walk, int nwalk)
 {
-	Datum		values[6];
+	Datum		values[7];
+	char	  **types = palloc(Max(nwalk, 1) * sizeof(char *));
 
+	if (!unique_key(rel, walk, nwalk))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_COLUMN_REFERENCE),
+				 errmsg("cannot snapshot table \"%s\": there is no unique index on its key columns",
+						RelationGetRelationName(rel)),
+				 errdetail("A snapshot reads the table in chunks of rows ordered by its primary key, or by key columns that are NOT NULL and the columns of a unique index."),
+				 errhint("Add a primary key, or a unique index on key_columns.")));
+	if (GetUserId() != rel->rd_rel->relowner &&
+		check_enable_rls(RelationGetRelid(rel), InvalidOid, true) == RLS_ENABLED)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("cannot snapshot table \"%s\": row-level security applies to role \"%s\"",
+						RelationGetRelationName(rel), GetUserNameFromId(GetUserId(), false)),
+				 errdetail("A snapshot reads the table as its owner, who may read rows that its policies hide from you."),
+				 errhint("Ask the table's owner to attach it with snapshot => true.")));
+	for (int i = 0; i < nwalk; i++)
+		types[i] = key_type(rel, walk[i]);
 	values[0] = ObjectIdGetDatum(RelationGetRelid(rel));
 	values[1] = CStringGetTextDatum(topic);
 	values[2] = CStringGetTextDatum(format);
 	values[3] = text_array(args, nargs);
 	values[4] = text_array(walk, nwalk);
 	values[5] = Int64GetDatum(estimate_rows(rel));
+	values[6] = text_array(types, nwalk);
 	SPI_connect();
-	run_plan(ext, &request_plan, values, NULL);
+	run_plan(ext, ext->version >= OUTBOX_VERSION(1, 3) ? &request13_plan : &request_plan,
+			 values, NULL);
 	SPI_finish();
 	outbox_wake_at_commit();
 }
@@ -272,20 +553,243 @@ outbox_snapshot_forget(const OutboxExtension *ext, Oid relid, char **args, int n
 }
 
 /*
- * Record that a chunk of the snapshot of relid failed: it is tried again
- * after retry_ms.  Called by the worker, in a new transaction.
+ * The snapshot of the locked state row of relid fails for good (1.3), or
+ * is cancelled (1.2, which has no word for it), saying why.  The caller
+ * is connected to SPI.
+ */
+static void
+give_up(const OutboxExtension *ext, Oid relid, const char *why)
+{
+	Datum		values[5];
+	char		nulls[6] = "   n ";
+
+	ereport(LOG,
+			(errmsg("snapshot of table \"%s\" failed: %s", get_rel_name(relid), why)));
+	if (ext->version < OUTBOX_VERSION(1, 3))
+	{
+		values[0] = ObjectIdGetDatum(relid);
+		run_plan(ext, &forget_plan, values, " n");
+		return;
+	}
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(why);
+	values[2] = Float8GetDatum(0);
+	values[3] = (Datum) 0;
+	values[4] = BoolGetDatum(true);
+	run_plan(ext, &failed13_plan, values, nulls);
+}
+
+/*
+ * A chunk of rows rows of the snapshot of relid ran out of time, for the
+ * reason why (1.3): the next ones read a tenth as many rows, after
+ * retry_ms; a chunk of one row fails the snapshot.  The caller is
+ * connected to SPI.
+ */
+static void
+ran_out_of_time(const OutboxExtension *ext, Oid relid, int rows, const char *why, int retry_ms)
+{
+	Datum		values[5];
+
+	if (rows <= 1)
+	{
+		give_up(ext, relid,
+				psprintf("%s; reading a single row takes longer than that: the table's row-level security policies, or the functions its columns' types call, are too slow for a snapshot",
+						 why));
+		return;
+	}
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(psprintf("%s; chunks of %d rows from now on",
+											 why, Max(rows / 10, 1)));
+	values[2] = Float8GetDatum(retry_ms);
+	values[3] = Int32GetDatum(Max(rows / 10, 1));
+	values[4] = BoolGetDatum(false);
+	run_plan(ext, &failed13_plan, values, NULL);
+}
+
+/*
+ * Record that a chunk of the snapshot of relid failed with error
+ * (sqlerrcode): it is tried again after retry_ms; at 1.3, a chunk that
+ * was cancelled (its time was up) makes the next ones smaller.  Called by
+ * the worker, in a new transaction.
  */
 void
-outbox_snapshot_failed(const OutboxExtension *ext, Oid relid, const char *error, int retry_ms)
+outbox_snapshot_failed(const OutboxExtension *ext, Oid relid, int sqlerrcode,
+					   const char *error, int retry_ms)
 {
-	Datum		values[3];
+	Datum		values[5];
+	char		nulls[6] = "   n ";
 
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = CStringGetTextDatum(error);
 	values[2] = Float8GetDatum(retry_ms);
+	values[3] = (Datum) 0;
+	values[4] = BoolGetDatum(false);
 	SPI_connect();
-	run_plan(ext, &failed_plan, values, NULL);
+	if (ext->version < OUTBOX_VERSION(1, 3))
+		run_plan(ext, &failed_plan, values, NULL);
+	else if (sqlerrcode != ERRCODE_QUERY_CANCELED)
+		run_plan(ext, &failed13_plan, values, nulls);
+	else
+	{
+		Datum		rows_values[2] = {ObjectIdGetDatum(relid), Int32GetDatum(CHUNK_ROWS)};
+
+		if (run_plan(ext, &rows13_plan, rows_values, NULL) == 1)
+		{
+			bool		isnull;
+			int			rows = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+														   SPI_tuptable->tupdesc, 1, &isnull));
+
+			ran_out_of_time(ext, relid, rows,
+							psprintf("a chunk of %d rows was cancelled (%s), a chunk may take %d ms",
+									 rows, error, CHUNK_MS),
+							retry_ms);
+		}
+	}
 	SPI_finish();
+}
+
+/* a snapshot in progress, as a writer sees it */
+typedef struct SnapshotInProgress
+{
+	char	  **walk;			/* the walk columns */
+	int			nwalk;
+	char	  **last_key;		/* the last key read; NULL: none yet */
+	char	  **types;			/* the key's types when it was asked for */
+	int			ntypes;
+} SnapshotInProgress;
+
+/*
+ * The snapshot in progress (neither finished nor failed) of the table
+ * relid, as the latest snapshot sees it, in *state; false if there is
+ * none (1.3).
+ */
+static bool
+in_progress(const OutboxExtension *ext, Oid relid, SnapshotInProgress *state)
+{
+	Oid			stateid = get_relname_relid("outbox_snapshots_state", ext->schema);
+	Relation	heap;
+	Snapshot	snapshot;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	bool		found = false;
+
+	if (!OidIsValid(stateid))
+		return false;
+	heap = table_open(stateid, AccessShareLock);
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	ScanKeyInit(&key, get_attnum(stateid, "relid"), BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	scan = systable_beginscan(heap, RelationGetPrimaryKeyIndex(heap), true, snapshot, 1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+	{
+		TupleDesc	desc = RelationGetDescr(heap);
+		bool		isnull;
+		Datum		value;
+
+		(void) heap_getattr(tuple, get_attnum(stateid, "finished"), desc, &isnull);
+		found = isnull;
+		(void) heap_getattr(tuple, get_attnum(stateid, "failed"), desc, &isnull);
+		found = found && isnull;
+		if (found)
+		{
+			value = heap_getattr(tuple, get_attnum(stateid, "walk_columns"), desc, &isnull);
+			state->walk = text_array_items(value, &state->nwalk);
+			value = heap_getattr(tuple, get_attnum(stateid, "last_key"), desc, &isnull);
+			state->last_key = NULL;
+			if (!isnull)
+			{
+				int			n;
+
+				state->last_key = text_array_items(value, &n);
+				found = n == state->nwalk;
+			}
+			value = heap_getattr(tuple, get_attnum(stateid, "key_types"), desc, &isnull);
+			state->types = isnull ? NULL : text_array_items(value, &state->ntypes);
+		}
+	}
+	systable_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	table_close(heap, AccessShareLock);
+	return found;
+}
+
+/*
+ * Is row (of rel) past the last key that state's snapshot read, in the
+ * order of its walk columns?  Rows are compared as the chunks compare
+ * them: column by column, with the btree comparison of each column's type
+ * and its collation.
+ */
+static bool
+row_ahead(Relation rel, HeapTuple row, const SnapshotInProgress *state)
+{
+	if (state->last_key == NULL)
+		return true;
+	for (int i = 0; i < state->nwalk; i++)
+	{
+		AttrNumber	attnum = get_attnum(RelationGetRelid(rel), state->walk[i]);
+		Form_pg_attribute attr;
+		TypeCacheEntry *typentry;
+		Oid			typinput;
+		Oid			typioparam;
+		Datum		value;
+		Datum		last;
+		bool		isnull;
+		int			cmp;
+
+		if (attnum <= 0)
+			return false;
+		attr = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
+		typentry = lookup_type_cache(attr->atttypid, TYPECACHE_CMP_PROC_FINFO);
+		value = heap_getattr(row, attnum, RelationGetDescr(rel), &isnull);
+		if (isnull || !OidIsValid(typentry->cmp_proc))
+			return false;
+		getTypeInputInfo(attr->atttypid, &typinput, &typioparam);
+		last = OidInputFunctionCall(typinput, state->last_key[i], typioparam, attr->atttypmod);
+		cmp = DatumGetInt32(FunctionCall2Coll(&typentry->cmp_proc_finfo, attr->attcollation,
+											  value, last));
+		if (cmp != 0)
+			return cmp > 0;
+	}
+	return false;
+}
+
+/*
+ * Will the snapshot in progress of rel (or of the partitioned table it is
+ * a partition of) read row, which a change of the caller's transaction
+ * left (1.3)?  Then the change is not published: the row's r event will
+ * carry it, and the transaction holds the table's snapshot lock in share
+ * mode until it ends, so that no chunk reads past the last key before it
+ * has committed.  A row the snapshot has read, or of a snapshot whose key
+ * changed (it fails at its next chunk), is not ahead.
+ */
+bool
+outbox_snapshot_ahead(const OutboxExtension *ext, Relation rel, HeapTuple row)
+{
+	List	   *tables = list_make1_oid(RelationGetRelid(rel));
+	ListCell   *lc;
+	SnapshotInProgress state;
+	char	   *now;
+
+	if (ext->version < OUTBOX_VERSION(1, 3))
+		return false;
+	if (rel->rd_rel->relispartition)
+		tables = list_concat(tables, get_partition_ancestors(RelationGetRelid(rel)));
+	foreach(lc, tables)
+	{
+		Oid			relid = lfirst_oid(lc);
+
+		if (!in_progress(ext, relid, &state) ||
+			changed_key(rel, state.walk, state.nwalk, state.types, state.ntypes, &now) >= 0)
+			continue;
+		if (!row_ahead(rel, row, &state))
+			return false;
+		lock_snapshot(ext, relid, ShareLock);
+		/* a chunk may have committed before the lock was granted */
+		return in_progress(ext, relid, &state) && row_ahead(rel, row, &state);
+	}
+	return false;
 }
 
 /* a column the snapshot walks */
@@ -417,13 +921,14 @@ leaf_table(Leaf *leaves, int *nleaves, Oid leaf, Relation rel, const CaptureConf
 
 /*
  * Read the next chunk of rows and store their events, as the table's
- * owner in a restricted context.  Returns whether it was the last; the
+ * owner in a restricted context; locked FOR SHARE unless guarded (1.3: the
+ * caller holds the snapshot lock).  Returns whether it was the last; the
  * bound (the last key read) goes in *bound, as text.
  */
 static bool
 read_chunk(const OutboxExtension *ext, Relation rel, const CaptureConfig *config,
-		   WalkColumn *walk, int nwalk, char **last_key, int rows, char ***bound,
-		   int64 *nrows)
+		   WalkColumn *walk, int nwalk, char **last_key, int rows, bool guarded,
+		   char ***bound, int64 *nrows)
 {
 	StringInfoData from;
 	StringInfoData sql;
@@ -514,7 +1019,7 @@ read_chunk(const OutboxExtension *ext, Relation rel, const CaptureConfig *config
 		appendStringInfoString(&sql, " AND ");
 		append_bound(&sql, walk, nwalk, nwalk + 1, false, builtin);
 	}
-	appendStringInfo(&sql, "%s FOR SHARE OF t", order.data);
+	appendStringInfo(&sql, "%s%s", order.data, guarded ? "" : " FOR SHARE OF t");
 	if (SPI_execute_with_args(sql.data, 2 * nwalk, argtypes, values, nulls, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "reading a snapshot chunk failed");
 	tuptable = SPI_tuptable;
@@ -541,8 +1046,10 @@ read_chunk(const OutboxExtension *ext, Relation rel, const CaptureConfig *config
 						   rowdesc);
 		oldcxt = MemoryContextSwitchTo(rowcxt);
 		row = heap_form_tuple(rowdesc, rowvalues, rownulls);
+		/* the markers of Debezium's snapshot of one table: first, true..., last */
 		outbox_capture_event(ext, config, table, 'r', NULL, row,
-							 last && r == SPI_processed - 1 ? "last" : "true");
+							 last && r == SPI_processed - 1 ? "last" :
+							 last_key == NULL && r == 0 ? "first" : "true");
 		MemoryContextSwitchTo(oldcxt);
 		MemoryContextReset(rowcxt);
 	}
@@ -589,59 +1096,129 @@ outbox_snapshot_unfinished(const OutboxExtension *ext)
 	if (ext->version < OUTBOX_VERSION(1, 2))
 		return false;
 	SPI_connect();
-	unfinished = run_plan(ext, &unfinished_plan, NULL, NULL) > 0;
+	unfinished = run_plan(ext, ext->version >= OUTBOX_VERSION(1, 3) ?
+						  &unfinished13_plan : &unfinished_plan, NULL, NULL) > 0;
 	SPI_finish();
 	return unfinished;
 }
 
 /*
- * Take the next chunk of rows of the snapshot due first, if any, in the
- * caller's transaction (the worker's).  Returns whether there may be more
- * to take right away; *chunk says what was done.  A table that is locked
- * by DDL is left for a later turn; one that is gone, or no longer captured
- * as it was when the snapshot was asked for, has its snapshot cancelled.
+ * The worker stops: a chunk ran twice its time (a table owner's code may
+ * catch the cancel).  A timeout handler, as die() is a signal handler.
+ */
+static void
+chunk_ran_too_long(void)
+{
+	InterruptPending = true;
+	ProcDiePending = true;
+	SetLatch(MyLatch);
+}
+
+/*
+ * Find the snapshot due first, if any, for a chunk in the next
+ * transaction: returns whether there is one to take, and its table in
+ * chunk->relid.  At 1.3 the chunk's start is noted, for the caller to
+ * commit before the chunk runs; a chunk noted and never finished (the
+ * worker stopped in it) is taken as one that ran out of time, and the
+ * snapshot waits its turn.
  */
 bool
-outbox_snapshot_chunk(const OutboxExtension *ext, int rows, OutboxSnapshotChunk *chunk)
+outbox_snapshot_start(const OutboxExtension *ext, OutboxSnapshotChunk *chunk)
 {
+	Datum		values[1] = {Int32GetDatum(CHUNK_ROWS)};
+	bool		isnull;
+	bool		take = true;
+
+	memset(chunk, 0, sizeof(*chunk));
+	if (ext->version < OUTBOX_VERSION(1, 2))
+		return false;
+	SPI_connect();
+	if (run_plan(ext, ext->version >= OUTBOX_VERSION(1, 3) ? &pick13_plan : &pick_plan,
+				 values, NULL) == 0)
+	{
+		SPI_finish();
+		return false;
+	}
+	chunk->relid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+												  SPI_tuptable->tupdesc, 1, &isnull));
+	if (ext->version >= OUTBOX_VERSION(1, 3))
+	{
+		Datum		relid = ObjectIdGetDatum(chunk->relid);
+		bool		unfinished = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+															SPI_tuptable->tupdesc, 2, &isnull));
+		int			rows = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+													   SPI_tuptable->tupdesc, 3, &isnull));
+
+		if (unfinished)
+			ran_out_of_time(ext, chunk->relid, rows,
+							psprintf("the worker stopped during a chunk of %d rows (it was terminated, or the chunk ran past %d ms)",
+									 rows, 2 * CHUNK_MS),
+							0);
+		else
+			run_plan(ext, &begin13_plan, &relid, NULL);
+		take = !unfinished;
+	}
+	SPI_finish();
+	return take;
+}
+
+/*
+ * Take the next chunk of rows of the snapshot of chunk->relid, which
+ * outbox_snapshot_start found, in the caller's transaction (the
+ * worker's).  Returns whether there may be more to take right away;
+ * *chunk says what was done.  A table that is locked by DDL is left for a
+ * later turn; one that is gone, or no longer captured as it was when the
+ * snapshot was asked for, has its snapshot cancelled; one whose key's
+ * type, collation or order changed, or whose key is no longer unique, has
+ * its snapshot failed.
+ */
+bool
+outbox_snapshot_chunk(const OutboxExtension *ext, OutboxSnapshotChunk *chunk)
+{
+	bool		guarded = ext->version >= OUTBOX_VERSION(1, 3);
+	Oid			relid = chunk->relid;
 	HeapTuple	state;
 	TupleDesc	statedesc;
-	Oid			relid;
 	bool		isnull;
 	char	  **state_args;
 	int			nstate_args;
 	char	  **walk_names;
 	int			nwalk;
 	char	  **last_key = NULL;
+	char	  **types = NULL;
+	int			ntypes = 0;
+	int			rows;
 	Relation	rel;
 	char	  **args;
 	int			nargs;
 	CaptureConfig config;
 	WalkColumn *walk;
+	int			changed;
+	char	   *now;
 	Oid			save_userid;
 	int			save_sec;
 	int			save_nestlevel;
 	char	  **bound;
 	bool		last;
-	Datum		values[4];
-	char		nulls[5] = "    ";
+	TimestampTz began;
+	Datum		values[6];
+	char		nulls[7] = "      ";
 
-	memset(chunk, 0, sizeof(*chunk));
-	if (ext->version < OUTBOX_VERSION(1, 2))
-		return false;
 	SPI_connect();
-	if (run_plan(ext, &pick_plan, NULL, NULL) == 0)
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = Int32GetDatum(CHUNK_ROWS);
+	if (run_plan(ext, guarded ? &state13_plan : &state_plan, values, NULL) == 0)
 	{
+		/* finished, cancelled or failed meanwhile, or asked for again */
 		SPI_finish();
 		return false;
 	}
 	state = SPI_tuptable->vals[0];
 	statedesc = SPI_tuptable->tupdesc;
-	relid = DatumGetObjectId(SPI_getbinval(state, statedesc, 1, &isnull));
-	state_args = text_array_items(SPI_getbinval(state, statedesc, 2, &isnull), &nstate_args);
-	walk_names = text_array_items(SPI_getbinval(state, statedesc, 3, &isnull), &nwalk);
+	state_args = text_array_items(SPI_getbinval(state, statedesc, 1, &isnull), &nstate_args);
+	walk_names = text_array_items(SPI_getbinval(state, statedesc, 2, &isnull), &nwalk);
 	{
-		Datum		key = SPI_getbinval(state, statedesc, 4, &isnull);
+		Datum		key = SPI_getbinval(state, statedesc, 3, &isnull);
 		int			nkey;
 
 		if (!isnull)
@@ -650,8 +1227,11 @@ outbox_snapshot_chunk(const OutboxExtension *ext, int rows, OutboxSnapshotChunk 
 			if (nkey != nwalk)
 				elog(ERROR, "the last key of a snapshot has %d columns, expected %d", nkey, nwalk);
 		}
+		key = SPI_getbinval(state, statedesc, 4, &isnull);
+		if (!isnull)
+			types = text_array_items(key, &ntypes);
 	}
-	chunk->relid = relid;
+	rows = DatumGetInt32(SPI_getbinval(state, statedesc, 5, &isnull));
 	{
 		char	   *relname = get_rel_name(relid);
 
@@ -663,6 +1243,8 @@ outbox_snapshot_chunk(const OutboxExtension *ext, int rows, OutboxSnapshotChunk 
 	/* the table: busy with DDL, gone, or no longer captured as it was? */
 	if (!ConditionalLockRelationOid(relid, RowShareLock))
 	{
+		if (guarded)
+			run_plan(ext, &end13_plan, values, NULL);
 		SPI_finish();
 		return false;
 	}
@@ -681,28 +1263,37 @@ outbox_snapshot_chunk(const OutboxExtension *ext, int rows, OutboxSnapshotChunk 
 		SPI_finish();
 		return true;
 	}
+
+	/* the key: the same order as when the snapshot was asked for, unique */
+	changed = changed_key(rel, walk_names, nwalk, types, ntypes, &now);
+	if (changed >= 0 || !unique_key(rel, walk_names, nwalk))
+	{
+		give_up(ext, relid,
+				changed < 0 ?
+				"its key columns are no longer NOT NULL and the columns of a unique index; ask for the snapshot again" :
+				now == NULL ?
+				psprintf("its key column \"%s\" is gone", walk_names[changed]) :
+				psprintf("its key column \"%s\" is now %s, it was %s: the rows read so far were read in another order; ask for the snapshot again",
+						 walk_names[changed], now,
+						 changed < ntypes && types[changed] ? types[changed] : "not noted"));
+		table_close(rel, NoLock);
+		SPI_finish();
+		return true;
+	}
 	outbox_capture_config(nargs, args, &config);
 	walk = palloc(nwalk * sizeof(WalkColumn));
+	types = palloc(nwalk * sizeof(char *));
 	for (int i = 0; i < nwalk; i++)
 	{
 		AttrNumber	attnum = get_attnum(relid, walk_names[i]);
-		Form_pg_attribute attr;
+		Form_pg_attribute attr = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
 		TypeCacheEntry *typentry;
 
-		if (attnum <= 0)
-		{
-			cancel(ext, relid, psprintf("its key column \"%s\" is gone", walk_names[i]));
-			table_close(rel, NoLock);
-			SPI_finish();
-			return true;
-		}
-		attr = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
 		walk[i].name = (char *) quote_identifier(walk_names[i]);
 		walk[i].typid = attr->atttypid;
 		walk[i].typmod = attr->atttypmod;
+		types[i] = key_type(rel, walk_names[i]);
 		typentry = lookup_type_cache(attr->atttypid, TYPECACHE_BTREE_OPFAMILY);
-		if (!OidIsValid(typentry->btree_opf))
-			elog(ERROR, "type %s has no btree operator class", format_type_be(attr->atttypid));
 		for (int s = 1; s <= BTMaxStrategyNumber; s++)
 		{
 			walk[i].ops[s] = get_opfamily_member(typentry->btree_opf, typentry->btree_opintype,
@@ -713,14 +1304,36 @@ outbox_snapshot_chunk(const OutboxExtension *ext, int rows, OutboxSnapshotChunk 
 		}
 	}
 
-	/* as the table's owner, restricted, waiting a bounded time for row locks */
+	/*
+	 * As the table's owner, restricted, waiting a bounded time for locks,
+	 * in a bounded time: the statements are cancelled after CHUNK_MS, and
+	 * the worker stops after twice that.
+	 */
 	GetUserIdAndSecContext(&save_userid, &save_sec);
 	SetUserIdAndSecContext(rel->rd_rel->relowner,
 						   save_sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
 	save_nestlevel = NewGUCNestLevel();
-	(void) set_config_option("lock_timeout", SNAPSHOT_LOCK_TIMEOUT, PGC_SUSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	last = read_chunk(ext, rel, &config, walk, nwalk, last_key, rows, &bound, &chunk->rows);
+	(void) set_config_option("lock_timeout",
+							 guarded ? SNAPSHOT_LOCK_TIMEOUT : SNAPSHOT_ROW_LOCK_TIMEOUT,
+							 PGC_SUSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	if (chunk_stop_timeout == MAX_TIMEOUTS)
+		chunk_stop_timeout = RegisterTimeout(USER_TIMEOUT, chunk_ran_too_long);
+	began = GetCurrentTimestamp();
+	enable_timeout_after(STATEMENT_TIMEOUT, CHUNK_MS);
+	enable_timeout_after(chunk_stop_timeout, 2 * CHUNK_MS);
+	PG_TRY();
+	{
+		if (guarded)
+			lock_snapshot(ext, relid, ExclusiveLock);
+		last = read_chunk(ext, rel, &config, walk, nwalk, last_key, rows, guarded, &bound,
+						  &chunk->rows);
+	}
+	PG_FINALLY();
+	{
+		disable_timeout(STATEMENT_TIMEOUT, false);
+		disable_timeout(chunk_stop_timeout, false);
+	}
+	PG_END_TRY();
 	AtEOXact_GUC(false, save_nestlevel);
 	SetUserIdAndSecContext(save_userid, save_sec);
 
@@ -730,7 +1343,11 @@ outbox_snapshot_chunk(const OutboxExtension *ext, int rows, OutboxSnapshotChunk 
 		nulls[1] = 'n';
 	values[2] = Int64GetDatum(chunk->rows);
 	values[3] = BoolGetDatum(last);
-	run_plan(ext, &progress_plan, values, nulls);
+	/* a fast chunk lets the next be twice as large */
+	values[4] = Int32GetDatum(TimestampDifferenceExceeds(began, GetCurrentTimestamp(), CHUNK_MS / 10) ?
+							  rows : Min(rows * 2, CHUNK_ROWS));
+	values[5] = text_array(types, nwalk);
+	run_plan(ext, guarded ? &progress13_plan : &progress_plan, values, nulls);
 	chunk->finished = last;
 	table_close(rel, NoLock);
 	SPI_finish();

@@ -11,6 +11,7 @@
 #ifndef OUTBOX_SNAPSHOT_H
 #define OUTBOX_SNAPSHOT_H
 
+#include "access/htup.h"
 #include "utils/relcache.h"
 
 #include "catalog.h"
@@ -28,10 +29,11 @@ extern void outbox_snapshot_request(const OutboxExtension *ext, Relation rel,
 									char **args, int nargs, char **walk, int nwalk);
 extern void outbox_snapshot_forget(const OutboxExtension *ext, Oid relid,
 								   char **args, int nargs);
-extern bool outbox_snapshot_chunk(const OutboxExtension *ext, int rows,
-								  OutboxSnapshotChunk *chunk);
+extern bool outbox_snapshot_start(const OutboxExtension *ext, OutboxSnapshotChunk *chunk);
+extern bool outbox_snapshot_chunk(const OutboxExtension *ext, OutboxSnapshotChunk *chunk);
 extern bool outbox_snapshot_unfinished(const OutboxExtension *ext);
-extern void outbox_snapshot_failed(const OutboxExtension *ext, Oid relid,
+extern void outbox_snapshot_failed(const OutboxExtension *ext, Oid relid, int sqlerrcode,
 								   const char *error, int retry_ms);
+extern bool outbox_snapshot_ahead(const OutboxExtension *ext, Relation rel, HeapTuple row);
 
 #endif							/* OUTBOX_SNAPSHOT_H */

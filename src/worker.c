@@ -134,11 +134,7 @@
 #define RUN_MAX_BYTES (2 * OUTBOX_BATCH_MAX_BYTES)
 /* how often the statistics summed in memory are written */
 #define STATS_INTERVAL_MS 1000
-/*
- * Rows read by a chunk of a snapshot (one per turn, each in a transaction
- * of its own), and how long a snapshot whose chunk failed waits.
- */
-#define SNAPSHOT_CHUNK_ROWS 1000
+/* how long a snapshot whose chunk failed waits */
 #define SNAPSHOT_RETRY_MS 1000
 /* how often a worker with no snapshot to take looks for one */
 #define SNAPSHOT_LOOK_MS 1000
@@ -861,8 +857,8 @@ run_cleanup(MemoryContext cxt, const OutboxExtension *ext)
 
 /*
  * Take the next chunk of a snapshot, if one is due, in a transaction of
- * its own; after a look that found none, the next is SNAPSHOT_LOOK_MS
- * later.  Returns true if there is more to take right away.  A chunk
+ * its own, after one that notes its start (snapshot.c); after a look that
+ * found none, the next is SNAPSHOT_LOOK_MS later.  Returns true if there is more to take right away.  A chunk
  * that fails is recorded, in a new transaction, on its snapshot, which is
  * tried again after SNAPSHOT_RETRY_MS; a failure is logged once, and a
  * row lock that a chunk waited for too long is no failure worth a log
@@ -884,7 +880,14 @@ run_snapshot(MemoryContext cxt, const OutboxExtension *ext)
 	begin_work(NULL, cxt);
 	PG_TRY();
 	{
-		more = outbox_snapshot_chunk(ext, SNAPSHOT_CHUNK_ROWS, &chunk);
+		if (outbox_snapshot_start(ext, &chunk))
+		{
+			end_work(cxt);
+			begin_work(NULL, cxt);
+			more = outbox_snapshot_chunk(ext, &chunk);
+		}
+		else
+			more = OidIsValid(chunk.relid);
 		activity_reported = OidIsValid(chunk.relid);
 	}
 	PG_CATCH();
@@ -918,7 +921,8 @@ run_snapshot(MemoryContext cxt, const OutboxExtension *ext)
 	if (OidIsValid(chunk.relid))
 	{
 		begin_work("recording a snapshot failure", cxt);
-		outbox_snapshot_failed(ext, chunk.relid, edata->message, SNAPSHOT_RETRY_MS);
+		outbox_snapshot_failed(ext, chunk.relid, edata->sqlerrcode, edata->message,
+							   SNAPSHOT_RETRY_MS);
 		end_work(cxt);
 	}
 	return false;

@@ -5,7 +5,8 @@
 # (change the key of) random rows.  The worker reads the table in chunks
 # between its batches.  A consumer that applies the records of the topic
 # in order, key by key (r, c and u as an upsert, d as a delete), ends
-# with the table's exact rows, compared row by row; outbox_snapshots shows
+# with the table's exact rows, compared row by row, and no change of a
+# row comes before the row's r record; outbox_snapshots shows
 # the progress and the finish; the writers are never held up for long
 # (the longest transaction of pgbench is measured).
 
@@ -138,7 +139,10 @@ is( scalar(grep { $_->[1] >= $offsets{ $_->[0] } } @records),
 
 my %state;
 my %ops;
-my ($snapshot_reads, $last_marks, $changes_during) = (0, 0, 0);
+my ($snapshot_reads, $first_marks, $last_marks, $changes_during) = (0, 0, 0, 0);
+# the keys that have an r record, and the changes of one before it
+my %read = map { $_->[3] =~ /"op":"r"/ ? ($_->[2] => 1) : () } @records;
+my %before_read;
 for my $r (@records)
 {
 	my ($key, $value) = ($r->[2], $r->[3]);
@@ -150,7 +154,13 @@ for my $r (@records)
 	if ($op eq 'r')
 	{
 		$snapshot_reads++;
+		$first_marks++ if $snapshot eq 'first';
 		$last_marks++ if $snapshot eq 'last';
+		delete $read{$key};
+	}
+	elsif ($read{$key})
+	{
+		$before_read{$key}++;
 	}
 	elsif ($ts >= $started && $ts <= $ended)
 	{
@@ -171,7 +181,10 @@ for my $r (@records)
 }
 note 'records: ' . join(', ', map { "$_ $ops{$_}" } sort keys %ops);
 is($snapshot_reads, $rows_done, 'one r record per row the snapshot read');
+is($first_marks, 1, 'the first of them says so');
 is($last_marks, 1, 'the last of them says so');
+is(scalar(keys %before_read), 0, 'no change of a row came before the row\'s r record');
+diag "changed before read: " . join(' ', (sort keys %before_read)[0 .. 9]) if %before_read;
 ok($changes_during > 0, "changes were captured while the snapshot ran ($changes_during)");
 
 # the consumer's rows and the table's, row by row
