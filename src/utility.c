@@ -237,10 +237,28 @@ refuse_renaming_schema(Node *stmt)
 }
 
 /*
+ * May the current role run stmt, which would drop extension ext?  What
+ * PostgreSQL checks once it has locked what it drops: the owner of the
+ * extension, of the schema, a role that has the rights of the owner whose
+ * objects DROP OWNED BY drops.
+ */
+static bool
+may_drop_extension(Node *stmt, const OutboxExtension *ext)
+{
+	if (IsA(stmt, DropOwnedStmt))
+		return has_privs_of_role(GetUserId(), ext->owner);
+	if (((DropStmt *) stmt)->removeType == OBJECT_SCHEMA)
+		return pg_namespace_ownercheck(ext->schema, GetUserId());
+	return pg_extension_ownercheck(ext->oid, GetUserId());
+}
+
+/*
  * Refuse a statement that would drop the extension while events are not
  * delivered, before it runs: dropping them is what outbox_discard() is
  * for.  Counted without the drop's locks: the object access hook counts
- * again under them.
+ * again under them.  A role that may not run the statement is left to
+ * PostgreSQL's refusal, before the lock below: a lock it waited for would
+ * queue the worker behind it, for a statement that fails anyway.
  */
 static void
 refuse_dropping_events(Node *stmt)
@@ -250,7 +268,7 @@ refuse_dropping_events(Node *stmt)
 
 	if (!(IsA(stmt, DropStmt) || IsA(stmt, DropOwnedStmt)) ||
 		!outbox_extension_find(&ext) || outbox_extension_problem(&ext) != NULL ||
-		!drops_extension(stmt, &ext))
+		!drops_extension(stmt, &ext) || !may_drop_extension(stmt, &ext))
 		return;
 	/* the worker's first lock, first: see outbox_lock_reader_table */
 	outbox_lock_reader_table(&ext, AccessExclusiveLock);

@@ -359,6 +359,27 @@ $node->safe_psql('postgres',
 is(wait_for_distinct('advisory.t', 1000, 15), 1000, 'publishing goes on: 1000 events within 15 s');
 stop_background($locker, 'locker');
 
+# --- a role with no right on the extension tries to drop it while a
+# transaction of hers holds what pg_get_viewdef locks (a pg_dump writing to
+# a slow pipe holds as much): refused at once, and the worker never queues
+# behind her.  (The lock_timeout only ends the test if she waits.)
+my $holder = background('postgres', 'locker', 'holder',
+	"BEGIN; SELECT pg_get_viewdef('outbox_messages'::regclass); SELECT pg_sleep(90);");
+ok( wait_for_sql($node,
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE application_name = 'holder' AND query LIKE 'SELECT pg_sleep%'"),
+	'a role with no right holds a transaction open on the view of the events');
+my $drop_err = "$PostgreSQL::Test::Utils::tmp_check/script$scripts.sql.err";
+my $dropper = background('postgres', 'locker', 'dropper',
+	"SET lock_timeout = '60s'; DROP EXTENSION outbox; DROP SCHEMA public CASCADE; DROP OWNED BY postgres;");
+$node->safe_psql('postgres',
+	"SELECT outbox_enqueue('dropper.t', i::text) FROM generate_series(1, 100) i");
+is(wait_for_distinct('dropper.t', 100, 30), 100, 'while she drops the extension, publishing goes on');
+$dropper->finish;
+is( join("\n", map { /ERROR:  (.*)/ ? $1 : () } split /\n/, slurp_file($drop_err)),
+	"must be owner of extension outbox\nmust be owner of schema public\npermission denied to drop objects",
+	'and DROP EXTENSION, DROP SCHEMA and DROP OWNED BY are refused for want of rights');
+stop_background($holder, 'holder');
+
 # a superuser's table lock: the worker waits for it, and SIGTERM ends it
 my $pid = pid_of('postgres');
 $locker = background('postgres', 'postgres', 'table_locker',
