@@ -48,6 +48,7 @@
 #include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/tableam.h"
+#include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/pg_database.h"
 #include "miscadmin.h"
@@ -103,6 +104,7 @@ struct OutboxShared
 	{
 		Oid			database;
 		pid_t		pid;
+		TransactionId xid;		/* its transaction that wrote it */
 	}			restoring[MAX_RESTORES];	/* backends writing the log */
 	int			nslots;
 	OutboxWorkerSlot slots[FLEXIBLE_ARRAY_MEMBER];
@@ -506,24 +508,41 @@ outbox_launcher_current_log(Oid dboid)
 
 /*
  * Backend: the calling backend writes the event log of database dboid by
- * hand (a restore): the worker there waits until this backend is gone.
+ * hand (a restore), in its current transaction: the worker there waits
+ * until this backend is gone, unless the transaction rolls back.  Once a
+ * transaction of this backend that wrote the log has committed, it is the
+ * one noted: rows restored are what only a restore leaves.
  */
 void
 outbox_launcher_note_restore(Oid dboid)
 {
+	TransactionId xid = GetTopTransactionId();
 	pid_t		pids[MAX_RESTORES];
 	bool		gone[MAX_RESTORES];
+	int			mine = -1;
+	TransactionId noted_xid = InvalidTransactionId;
 	bool		noted = false;
 
 	SpinLockAcquire(&outbox_shared->mutex);
 	for (int i = 0; i < MAX_RESTORES; i++)
 	{
 		pids[i] = outbox_shared->restoring[i].pid;
-		noted |= pids[i] == MyProcPid && outbox_shared->restoring[i].database == dboid;
+		if (pids[i] == MyProcPid && outbox_shared->restoring[i].database == dboid)
+		{
+			mine = i;
+			noted_xid = outbox_shared->restoring[i].xid;
+		}
 	}
 	SpinLockRelease(&outbox_shared->mutex);
-	if (noted)
+	if (mine >= 0)
+	{
+		if (noted_xid == xid || TransactionIdDidCommit(noted_xid))
+			return;
+		SpinLockAcquire(&outbox_shared->mutex);
+		outbox_shared->restoring[mine].xid = xid;
+		SpinLockRelease(&outbox_shared->mutex);
 		return;
+	}
 	for (int i = 0; i < MAX_RESTORES; i++)
 		gone[i] = pids[i] == 0 || BackendPidGetProc(pids[i]) == NULL;
 
@@ -533,6 +552,7 @@ outbox_launcher_note_restore(Oid dboid)
 		{
 			outbox_shared->restoring[i].database = dboid;
 			outbox_shared->restoring[i].pid = MyProcPid;
+			outbox_shared->restoring[i].xid = xid;
 			noted = true;
 		}
 	SpinLockRelease(&outbox_shared->mutex);
@@ -544,22 +564,27 @@ outbox_launcher_note_restore(Oid dboid)
 
 /*
  * Worker: a live backend that writes the event log of database dboid by
- * hand, or 0 if there is none.
+ * hand, in a transaction in progress or committed, or 0 if there is none.
+ * A transaction rolled back restored nothing.
  */
 pid_t
 outbox_restoring_backend(Oid dboid)
 {
 	pid_t		pids[MAX_RESTORES];
+	TransactionId xids[MAX_RESTORES];
 	int			n = 0;
 
 	SpinLockAcquire(&outbox_shared->mutex);
 	for (int i = 0; i < MAX_RESTORES; i++)
 		if (outbox_shared->restoring[i].database == dboid &&
 			outbox_shared->restoring[i].pid != 0)
-			pids[n++] = outbox_shared->restoring[i].pid;
+		{
+			pids[n] = outbox_shared->restoring[i].pid;
+			xids[n++] = outbox_shared->restoring[i].xid;
+		}
 	SpinLockRelease(&outbox_shared->mutex);
 	for (int i = 0; i < n; i++)
-		if (BackendPidGetProc(pids[i]) != NULL)
+		if (BackendPidGetProc(pids[i]) != NULL && !TransactionIdDidAbort(xids[i]))
 			return pids[i];
 	return 0;
 }

@@ -395,6 +395,23 @@ ok( wait_for_sql($node,
 stop_background($locker, 'table_locker');
 is(wait_for_distinct('blocked.t', 1, 20), 1, 'its successor publishes once the lock is gone');
 
+# a superuser's INSERT into the log by hand, rolled back, in a session she
+# leaves open: it restored nothing, and the worker does not wait for it
+my $by_hand = $node->background_psql('postgres');
+$by_hand->query_safe('BEGIN');
+$by_hand->query_safe('INSERT INTO outbox_log_0 SELECT * FROM outbox_log_0 WHERE false');
+ok( wait_for_sql($node,
+		"SELECT state = 'waiting for restore' FROM outbox_worker_status() WHERE database = 'postgres'"),
+	'while a transaction writes the log by hand, the worker waits for the restore');
+$by_hand->query_safe('ROLLBACK');
+$node->safe_psql('postgres', "SELECT outbox_enqueue('by_hand.t', 'x'::text)");
+is(wait_for_distinct('by_hand.t', 1, 30), 1,
+	'once it rolls back, the worker publishes, its session still open');
+isnt( $node->safe_psql('postgres',
+		"SELECT state FROM outbox_worker_status() WHERE database = 'postgres'"),
+	'waiting for restore', 'and no longer waits for a restore');
+$by_hand->quit;
+
 # --- any role may ALTER ROLE itself and run CREATE EXTENSION IF NOT
 # EXISTS; a refused ALTER ROLE counts for nothing: no worker restarts, and
 # a drain is not slowed
