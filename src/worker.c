@@ -197,20 +197,30 @@ static char said_snapshot_failure[256];
 /*
  * Record the worker's state and why, if there is a reason to say: error
  * NULL clears the previous one when the state changes, and keeps it
- * otherwise.
+ * otherwise; while the producer keeps settings other than the current
+ * ones, that is said instead of nothing.
  */
 static void
 set_state(OutboxWorkerState state, const char *error)
 {
+	static bool said_refused = false;
 	TimestampTz now = GetCurrentTimestamp();
+	const char *refused = outbox_kafka_settings_refused();
+	bool		clear = said_refused && refused == NULL;
+
+	if (error == NULL)
+		error = refused;
+	said_refused = refused != NULL;
 
 	outbox_slot_lock();
 	if (my_slot->state != state)
 	{
 		my_slot->state = state;
 		my_slot->state_since = now;
-		my_slot->last_error[0] = '\0';
+		clear = true;
 	}
+	if (clear)
+		my_slot->last_error[0] = '\0';
 	if (error != NULL)
 		strlcpy(my_slot->last_error, error, sizeof(my_slot->last_error));
 	my_slot->brokers_up = outbox_kafka_brokers_up();
