@@ -156,6 +156,12 @@ static OutboxPlan retries_due_plan = {
 	"               AND (m.next_attempt_at IS NULL OR m.next_attempt_at <= now()))"
 };
 
+/* any event the retry table has still to deliver */
+static OutboxPlan retries_undelivered_plan = {
+	"SELECT EXISTS (SELECT FROM %1$s.outbox_retries m"
+	"               WHERE m.status IN ('pending', 'failed'))"
+};
+
 /*
  * Take version 1.1's advisory lock on the reader, which its functions
  * take: waiting for it, or not.  Returns whether it is held.
@@ -702,6 +708,29 @@ outbox_events_due(const OutboxExtension *ext)
 	due = DatumGetBool(outbox_run_value(ext, &retries_due_plan, NULL, &isnull));
 	SPI_finish();
 	return due || outbox_log_has_after(ext, row.reader.last_id);
+}
+
+/*
+ * May any event be undelivered: due or not, in the log or the retry
+ * table?  As cheap as outbox_events_due, and true where it cannot tell
+ * (transactions the reader waits for, which may hold events).  Takes a
+ * connection to SPI.
+ */
+bool
+outbox_events_undelivered(const OutboxExtension *ext)
+{
+	OutboxReaderRow row;
+	bool		isnull;
+	bool		some;
+
+	outbox_lock_reader_table(ext, AccessShareLock);
+	read_reader(ext, outbox_relation(ext, "outbox_reader"), GetActiveSnapshot(), &row);
+	if (row.reader.ndraining > 0 || row.reader.nrunning > 0)
+		return true;
+	SPI_connect();
+	some = DatumGetBool(outbox_run_value(ext, &retries_undelivered_plan, NULL, &isnull));
+	SPI_finish();
+	return some || outbox_log_has_after(ext, row.reader.last_id);
 }
 
 PG_FUNCTION_INFO_V1(outbox_claim);

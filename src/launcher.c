@@ -226,6 +226,7 @@ claim_slot(Oid dboid, const char *dbname)
 		slot->lookup = OUTBOX_LOOKUP_NONE;
 		slot->owner = InvalidOid;
 		slot->restart_requested = false;
+		slot->undelivered = 0;
 		slotno = i;
 		break;
 	}
@@ -359,11 +360,72 @@ outbox_launcher_wake_worker(Oid dboid)
 
 		if (slot->database != dboid)
 			continue;
+		(void) outbox_launcher_some_undelivered(dboid, true);
 		latch = slot->latch;
 		if (latch != NULL)
 			SetLatch(latch);
 		break;
 	}
+}
+
+/*
+ * Does database dboid hold events that are not delivered, as its worker
+ * last looked (1), or may it since (-1)?  0 if not, or if it has no
+ * worker slot (no extension, or not served).
+ */
+int
+outbox_launcher_undelivered(Oid dboid)
+{
+	int			undelivered = 0;
+
+	SpinLockAcquire(&outbox_shared->mutex);
+	for (int i = 0; i < outbox_shared->nslots; i++)
+		if (outbox_shared->slots[i].in_use && outbox_shared->slots[i].database == dboid)
+			undelivered = outbox_shared->slots[i].undelivered;
+	SpinLockRelease(&outbox_shared->mutex);
+	return undelivered;
+}
+
+/*
+ * Backend: say that database dboid may hold events that are not delivered
+ * (a commit that enqueued, a restore); see outbox_launcher_undelivered.
+ * Returns how many times that was said, for outbox_launcher_none_undelivered.
+ */
+uint32
+outbox_launcher_some_undelivered(Oid dboid, bool say)
+{
+	uint32		changes = 0;
+
+	SpinLockAcquire(&outbox_shared->mutex);
+	for (int i = 0; i < outbox_shared->nslots; i++)
+		if (outbox_shared->slots[i].in_use && outbox_shared->slots[i].database == dboid)
+		{
+			if (say)
+			{
+				outbox_shared->slots[i].undelivered = -1;
+				outbox_shared->slots[i].undelivered_changes++;
+			}
+			changes = outbox_shared->slots[i].undelivered_changes;
+		}
+	SpinLockRelease(&outbox_shared->mutex);
+	return changes;
+}
+
+/*
+ * Backend: database dboid holds no event that is not delivered (the
+ * extension was dropped, or its events discarded, with none left), unless
+ * some may have come since the caller saw changes (from
+ * outbox_launcher_some_undelivered).
+ */
+void
+outbox_launcher_none_undelivered(Oid dboid, uint32 changes)
+{
+	SpinLockAcquire(&outbox_shared->mutex);
+	for (int i = 0; i < outbox_shared->nslots; i++)
+		if (outbox_shared->slots[i].in_use && outbox_shared->slots[i].database == dboid &&
+			outbox_shared->slots[i].undelivered_changes == changes)
+			outbox_shared->slots[i].undelivered = 0;
+	SpinLockRelease(&outbox_shared->mutex);
 }
 
 /* Ask the launcher to look at database dboid again, and wake it. */
@@ -556,6 +618,7 @@ outbox_launcher_note_restore(Oid dboid)
 			noted = true;
 		}
 	SpinLockRelease(&outbox_shared->mutex);
+	(void) outbox_launcher_some_undelivered(dboid, true);
 	if (!noted)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),

@@ -26,5 +26,8 @@ extern void outbox_launcher_extension_created(Oid dboid);
 extern void outbox_launcher_hold_database(Oid dboid, bool hold);
 extern int	outbox_launcher_current_log(Oid dboid);
 extern void outbox_launcher_note_restore(Oid dboid);
+extern int	outbox_launcher_undelivered(Oid dboid);
+extern uint32 outbox_launcher_some_undelivered(Oid dboid, bool say);
+extern void outbox_launcher_none_undelivered(Oid dboid, uint32 changes);
 
 #endif							/* OUTBOX_LAUNCHER_H */

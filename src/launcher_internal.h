@@ -73,6 +73,11 @@ typedef struct OutboxWorkerSlot
 	pg_atomic_uint32 current_log;	/* the log table enqueue writes to */
 	/* set by backends */
 	bool		restart_requested;
+	/* set by the worker and backends, under the lock: see utility.c */
+	int			undelivered;	/* 1: some events are not delivered, 0:
+								 * none, -1: some may have come since the
+								 * worker last looked */
+	uint32		undelivered_changes;	/* times backends set it */
 } OutboxWorkerSlot;
 
 /* the launcher's shared memory, NULL where the library is not preloaded */

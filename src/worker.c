@@ -293,6 +293,9 @@ attach_worker(int slotno, bool publishes)
 	my_slot->started_at = now;
 	my_slot->last_batch_at = 0;
 	my_slot->restart_requested = false;
+	/* what the database holds is not known until it looks */
+	if (publishes)
+		my_slot->undelivered = -1;
 	outbox_slot_unlock();
 	if (publishes)
 		my_slot->latch = MyLatch;
@@ -558,6 +561,35 @@ wait_because(OutboxWorkerState state, const char *why)
 }
 
 /*
+ * Say in shared memory whether the database holds events that are not
+ * delivered, for DROP DATABASE (utility.c), unless it said there were
+ * none and no commit has said otherwise since: looked at with a snapshot
+ * taken after, and said unless a backend said something in between.
+ * Cheap: a few index probes.  The caller holds a transaction.
+ */
+static void
+note_undelivered(const OutboxExtension *ext)
+{
+	int			undelivered;
+	uint32		changes;
+	bool		some;
+
+	outbox_slot_lock();
+	undelivered = my_slot->undelivered;
+	changes = my_slot->undelivered_changes;
+	outbox_slot_unlock();
+	if (undelivered == 0)
+		return;
+	PushActiveSnapshot(GetLatestSnapshot());
+	some = outbox_events_undelivered(ext);
+	PopActiveSnapshot();
+	outbox_slot_lock();
+	if (my_slot->undelivered_changes == changes)
+		my_slot->undelivered = some ? 1 : 0;
+	outbox_slot_unlock();
+}
+
+/*
  * May the worker publish now?  Looks up the extension into *ext; the
  * caller holds a transaction.
  */
@@ -572,8 +604,11 @@ next_step(OutboxExtension *ext)
 	if ((problem = outbox_extension_problem(ext)) != NULL)
 		return wait_because(OUTBOX_WORKER_WAITING_FOR_EXTENSION, problem);
 	if (!outbox_enabled)
+	{
+		note_undelivered(ext);
 		return wait_because(OUTBOX_WORKER_DISABLED,
 							"outbox.enabled is off for this database");
+	}
 	if ((restoring = outbox_restoring_backend(MyDatabaseId)) != 0)
 		return wait_because(OUTBOX_WORKER_WAITING_FOR_RESTORE,
 							psprintf("process %d writes the event log by hand (a restore): publishing resumes when it ends",
@@ -655,6 +690,7 @@ run_batches_of(const OutboxExtension *ext, bool *undo)
 		return ERROR_PAUSE_MS;
 	if (nothing_due)
 	{
+		note_undelivered(ext);
 		set_state(OUTBOX_WORKER_IDLE, NULL);
 		return outbox_poll_interval;
 	}
@@ -686,6 +722,7 @@ run_batches_of(const OutboxExtension *ext, bool *undo)
 		idle = sending == NULL && next == NULL;
 		if (idle)
 		{
+			note_undelivered(ext);
 			set_state(OUTBOX_WORKER_IDLE, NULL);
 			return outbox_poll_interval;
 		}
@@ -728,6 +765,9 @@ run_batches_of(const OutboxExtension *ext, bool *undo)
 	}
 	if (!complete)
 		return Min(delay, 0);	/* a standby lags, or no broker answers */
+	/* the last claim found nothing: what was sent is delivered, unrecorded */
+	if (delay > 0)
+		note_undelivered(ext);
 	set_state(OUTBOX_WORKER_IDLE, NULL);
 	return delay;
 }
