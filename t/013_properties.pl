@@ -175,6 +175,20 @@ my ($ret, $out, $notice) = $node->psql('postgres',
 is($ret, 0, 'a file that does not exist yet is taken');
 like($notice, qr/NOTICE:  could not open Kafka properties file ".*missing.properties"/,
 	'with a notice');
+# by ALTER SYSTEM and SET too, where a mistyped path or a file open to
+# other users is refused at once
+($state, $err) = error_of(
+	"ALTER SYSTEM SET outbox.kafka_properties_file = '$dir/typo.properties'");
+is($state, '22023', 'ALTER SYSTEM with a file that does not exist is refused');
+like($err, qr/could not open Kafka properties file ".*typo.properties"/, 'naming the file');
+($state, $err) = error_of(
+	"ALTER SYSTEM SET outbox.kafka_properties_file = '$dir/open.properties'");
+like($err, qr/Kafka properties file ".*open.properties" is accessible by other users/,
+	'ALTER SYSTEM with a file other users can read is refused');
+($state, $err) = error_of("SET outbox.kafka_properties_file = '$dir/typo.properties'");
+is($state, '22023', 'so is SET');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM pg_file_settings WHERE name ~ \'^outbox\.kafka_properties_file\''),
+	'0', 'and nothing reached postgresql.auto.conf');
 
 $node->safe_psql('postgres',
 	"ALTER DATABASE shop SET outbox.brokers = '$shop_broker->{bootstrap}'");
@@ -243,20 +257,6 @@ ok( wait_for_sql(
 		"SELECT last_error IS NULL FROM outbox_worker_status() WHERE database = 'shop'"),
 	'closed again, it is taken');
 
-# --- the setting is checked when set, by ALTER SYSTEM and SET too: a
-# mistyped path or a file open to other users is refused at once
-($state, $err) = error_of(
-	"ALTER SYSTEM SET outbox.kafka_properties_file = '$dir/typo.properties'");
-is($state, '22023', 'ALTER SYSTEM with a file that does not exist is refused');
-like($err, qr/could not open Kafka properties file ".*typo.properties"/, 'naming the file');
-($state, $err) = error_of(
-	"ALTER SYSTEM SET outbox.kafka_properties_file = '$dir/open.properties'");
-like($err, qr/Kafka properties file ".*open.properties" is accessible by other users/,
-	'ALTER SYSTEM with a file other users can read is refused');
-($state, $err) = error_of("SET outbox.kafka_properties_file = '$dir/typo.properties'");
-is($state, '22023', 'so is SET');
-is($node->safe_psql('postgres', 'SELECT count(*) FROM pg_file_settings WHERE name ~ \'^outbox\.kafka_properties_file\''),
-	'0', 'and nothing reached postgresql.auto.conf');
 # postgresql.conf edited by hand with a mistyped path, then a reload: the
 # worker keeps its producer, and says why
 $node->safe_psql('postgres', "SELECT outbox_enqueue('main2.t', 'a'::text)");
