@@ -20,7 +20,9 @@
  * number nothing else uses: only code of the extension can take it, where
  * an advisory lock could be taken by any role, and it writes nothing, where
  * a row lock writes the row.  Version 1.1's functions take an advisory
- * lock instead; in a database still at 1.1 the claim takes both.
+ * lock instead; in a database still at 1.1 the claim takes both, and
+ * passes over the advisory lock while only roles that cannot run those
+ * functions hold it.
  *
  * The reader row is updated once per batch that moves it, and found where
  * this backend's last update put it (reader_row.c says why).
@@ -47,7 +49,11 @@
 #include "executor/tuptable.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "parser/parse_func.h"
+#include "storage/latch.h"
 #include "storage/lmgr.h"
+#include "storage/proc.h"
+#include "storage/sinvaladt.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -57,6 +63,7 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/wait_event.h"
 
 #include "claim.h"
 #include "reader.h"
@@ -156,14 +163,39 @@ static OutboxPlan retries_due_plan = {
 	"               AND (m.next_attempt_at IS NULL OR m.next_attempt_at <= now()))"
 };
 
-static OutboxPlan retries_unfinished_plan = {
+/* any event the retry table has still to deliver */
+static OutboxPlan retries_undelivered_plan = {
 	"SELECT EXISTS (SELECT FROM %1$s.outbox_retries m"
 	"               WHERE m.status IN ('pending', 'failed'))"
 };
 
 /*
+ * May a backend of role roleid hold version 1.1's advisory lock on the
+ * reader for the extension: a superuser, or a role that may run the
+ * function of 1.1 that takes it (outbox_lock_reader(boolean), which 1.1's
+ * outbox_abandon() and outbox_rotate() call)?  Any other role that holds
+ * it took it to stop the claim.
+ */
+static bool
+may_hold_reader_1_1(const OutboxExtension *ext, Oid roleid)
+{
+	Oid			argtypes[1] = {BOOLOID};
+	Oid			fn;
+
+	if (superuser_arg(roleid))
+		return true;
+	fn = LookupFuncName(list_make2(makeString(get_namespace_name(ext->schema)),
+								   makeString("outbox_lock_reader")),
+						1, argtypes, true);
+	return OidIsValid(fn) && pg_proc_aclcheck(fn, roleid, ACL_EXECUTE) == ACLCHECK_OK;
+}
+
+/*
  * Take version 1.1's advisory lock on the reader, which its functions
- * take: waiting for it, or not.  Returns whether it is held.
+ * take: waiting for it, or not.  Returns whether the claim may go on: with
+ * the lock, or without it while only backends that could not have taken
+ * it for the extension hold it (may_hold_reader_1_1), for any role can
+ * take an advisory lock, and none may stop publishing with it.
  */
 static bool
 lock_reader_1_1(const OutboxExtension *ext, bool wait)
@@ -171,13 +203,34 @@ lock_reader_1_1(const OutboxExtension *ext, bool wait)
 	Datum		key1 = DirectFunctionCall1Coll(hashtext, DEFAULT_COLLATION_OID,
 											   CStringGetTextDatum("outbox_claim"));
 	Datum		key2 = Int32GetDatum((int32) outbox_relation(ext, "outbox_reader"));
+	LOCKTAG		tag;
 
-	if (wait)
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) DatumGetInt32(key1),
+						 (uint32) DatumGetInt32(key2), 2);
+	for (;;)
 	{
-		DirectFunctionCall2(pg_advisory_xact_lock_int4, key1, key2);
-		return true;
+		VirtualTransactionId *holders;
+		int			nholders;
+		bool		held_for_extension = false;
+
+		if (DatumGetBool(DirectFunctionCall2(pg_try_advisory_xact_lock_int4, key1, key2)))
+			return true;
+		holders = GetLockConflicts(&tag, ExclusiveLock, &nholders);
+		for (int i = 0; i < nholders && !held_for_extension; i++)
+		{
+			PGPROC	   *proc = BackendIdGetProc(holders[i].backendId);
+
+			held_for_extension = proc != NULL && may_hold_reader_1_1(ext, proc->roleId);
+		}
+		if (!held_for_extension)
+			return true;
+		if (!wait)
+			return false;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 10, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
 	}
-	return DatumGetBool(DirectFunctionCall2(pg_try_advisory_xact_lock_int4, key1, key2));
 }
 
 /*
@@ -710,20 +763,26 @@ outbox_events_due(const OutboxExtension *ext)
 }
 
 /*
- * Is any event of the retry table unfinished, due now or later?  With
- * outbox_events_due, what an idle worker asks before it gives its slot
- * back: a backoff that ends has no commit to wake anybody.
+ * May any event be undelivered: due or not, in the log or the retry
+ * table?  As cheap as outbox_events_due, and true where it cannot tell
+ * (transactions the reader waits for, which may hold events).  Takes a
+ * connection to SPI.
  */
 bool
-outbox_retries_unfinished(const OutboxExtension *ext)
+outbox_events_undelivered(const OutboxExtension *ext)
 {
+	OutboxReaderRow row;
 	bool		isnull;
-	bool		unfinished;
+	bool		some;
 
+	outbox_lock_reader_table(ext, AccessShareLock);
+	read_reader(ext, outbox_relation(ext, "outbox_reader"), GetActiveSnapshot(), &row);
+	if (row.reader.ndraining > 0 || row.reader.nrunning > 0)
+		return true;
 	SPI_connect();
-	unfinished = DatumGetBool(outbox_run_value(ext, &retries_unfinished_plan, NULL, &isnull));
+	some = DatumGetBool(outbox_run_value(ext, &retries_undelivered_plan, NULL, &isnull));
 	SPI_finish();
-	return unfinished;
+	return some || outbox_log_has_after(ext, row.reader.last_id);
 }
 
 PG_FUNCTION_INFO_V1(outbox_claim);

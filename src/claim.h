@@ -36,6 +36,6 @@ extern OutboxBatch *outbox_claim_batch(const OutboxExtension *ext,
 extern int	outbox_copy_to_retries(const OutboxExtension *ext,
 								   OutboxEvent **events, int n);
 extern bool outbox_events_due(const OutboxExtension *ext);
-extern bool outbox_retries_unfinished(const OutboxExtension *ext);
+extern bool outbox_events_undelivered(const OutboxExtension *ext);
 
 #endif							/* OUTBOX_CLAIM_H */

@@ -23,6 +23,7 @@
 #include <float.h>
 #include <limits.h>
 
+#include "access/xact.h"
 #include "common/jsonapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
@@ -168,20 +169,25 @@ check_kafka_properties(char **newval, void **extra, GucSource source)
 
 /*
  * outbox.kafka_properties_file: the file is read when a statement sets the
- * setting (ALTER DATABASE ... SET, say), and refused if it cannot be used;
- * a file that does not exist yet only earns a notice, as PGC_S_TEST asks.
- * Not when the setting is applied, in every session and at every reload:
- * the worker reads the file itself when it builds its producer.
+ * setting (ALTER SYSTEM, ALTER DATABASE ... SET, SET; pg_file_settings
+ * too), and refused if it cannot be used; for ALTER DATABASE or ALTER
+ * ROLE ... SET, a file that does not exist yet only earns a notice, as
+ * PGC_S_TEST asks.  Not when the setting is applied, at server start, in
+ * every session and at every reload (PGC_S_FILE outside a transaction is
+ * postgresql.conf read): the worker reads the file itself when it builds
+ * its producer, and keeps the producer it has if it cannot (kafka.c).
  */
 static bool
 check_kafka_properties_file(char **newval, void **extra, GucSource source)
 {
 	OutboxPropertyError error;
+	bool		statement = source == PGC_S_TEST || source == PGC_S_SESSION ||
+		(source == PGC_S_FILE && IsTransactionState());
 
-	if (*newval == NULL || **newval == '\0' || source != PGC_S_TEST ||
+	if (*newval == NULL || **newval == '\0' || !statement ||
 		outbox_kafka_check_properties_file(*newval, &error))
 		return true;
-	if (error.missing)
+	if (error.missing && source == PGC_S_TEST)
 	{
 		ereport(NOTICE,
 				(errcode(ERRCODE_UNDEFINED_FILE),

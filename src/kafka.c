@@ -91,10 +91,14 @@ static char *producer_properties_file = NULL;
 static int	producer_delivery_timeout = 0;
 static int	producer_max_message_bytes = 0;
 
-/* the properties file the producer read, and the last one it could not use */
+/*
+ * The properties file the producer read, and the last one it could not
+ * use (path and version), with why, for the worker's status: "" if none.
+ */
 static FileVersion producer_file_version;
 static FileVersion refused_file_version;
-static bool file_refused = false;
+static char refused_file_path[MAXPGPATH];
+static char settings_refused[256];
 
 /* outage tracking, from ALL_BROKERS_DOWN errors and successful deliveries */
 static bool brokers_down = false;
@@ -852,37 +856,57 @@ malloc_strdup(const char *s)
 	return copy;
 }
 
-/*
- * Has the properties file changed since the producer read it, and can what
- * it says now be used?  A file that cannot is reported once per version,
- * and the producer keeps the properties it was built with, as the server
- * keeps a setting whose new value in postgresql.conf is refused.
- */
-static bool
-properties_file_changed(void)
+/* The version of the file outbox.kafka_properties_file names now. */
+static void
+properties_file_version(FileVersion *version)
 {
 	struct stat st;
-	FileVersion version;
+
+	memset(version, 0, sizeof(*version));
+	if (stat(outbox_kafka_properties_file, &st) == 0)
+		file_version_of(&st, version);
+}
+
+/*
+ * Can the file outbox.kafka_properties_file names be used, as it is now
+ * (version)?  One that cannot (missing, open to other users, a property
+ * refused) is reported once per path and version, in the log and in the
+ * worker's status, and the producer keeps the settings it was built with,
+ * as the server keeps a setting whose new value in postgresql.conf is
+ * refused: a file changed under it and a setting changed to a file that
+ * cannot be used alike.
+ */
+static bool
+properties_file_usable(const FileVersion *version)
+{
 	OutboxPropertyError error;
 
-	memset(&version, 0, sizeof(version));
-	if (stat(outbox_kafka_properties_file, &st) == 0)
-		file_version_of(&st, &version);
-	if (same_file_version(&version, &producer_file_version) ||
-		(file_refused && same_file_version(&version, &refused_file_version)))
+	if (settings_refused[0] != '\0' &&
+		strcmp(refused_file_path, outbox_kafka_properties_file) == 0 &&
+		same_file_version(version, &refused_file_version))
 		return false;
-	if (!outbox_kafka_check_properties_file(outbox_kafka_properties_file, &error))
-	{
-		ereport(LOG,
-				(errmsg("Kafka properties file \"%s\" changed but cannot be used, the producer keeps its properties",
-						outbox_kafka_properties_file),
-				 errdetail_internal("%s%s%s", error.message,
-									error.detail[0] ? ": " : "", error.detail)));
-		refused_file_version = version;
-		file_refused = true;
-		return false;
-	}
-	return true;
+	if (outbox_kafka_check_properties_file(outbox_kafka_properties_file, &error))
+		return true;
+	ereport(LOG,
+			(errmsg("Kafka properties file \"%s\" cannot be used, the producer keeps its settings",
+					outbox_kafka_properties_file),
+			 errdetail_internal("%s%s%s", error.message,
+								error.detail[0] ? ": " : "", error.detail)));
+	snprintf(settings_refused, sizeof(settings_refused),
+			 "%s; the producer keeps its settings", error.message);
+	strlcpy(refused_file_path, outbox_kafka_properties_file, sizeof(refused_file_path));
+	refused_file_version = *version;
+	return false;
+}
+
+/*
+ * Why the producer keeps settings other than the current ones (the
+ * properties file cannot be used), or NULL.
+ */
+const char *
+outbox_kafka_settings_refused(void)
+{
+	return settings_refused[0] != '\0' ? settings_refused : NULL;
 }
 
 /*
@@ -896,20 +920,29 @@ outbox_kafka_configure(void)
 	rd_kafka_conf_t *conf;
 	FileVersion file_version;
 	char		errbuf[512];
+	bool		same_settings;
 
-	if (producer != NULL &&
+	properties_file_version(&file_version);
+	same_settings = producer != NULL &&
 		strcmp(producer_brokers, outbox_brokers) == 0 &&
 		strcmp(producer_properties, outbox_kafka_properties) == 0 &&
 		strcmp(producer_properties_file, outbox_kafka_properties_file) == 0 &&
 		producer_delivery_timeout == outbox_delivery_timeout &&
-		producer_max_message_bytes == outbox_max_message_bytes)
+		producer_max_message_bytes == outbox_max_message_bytes;
+	if (same_settings && (*outbox_kafka_properties_file == '\0' ||
+						  same_file_version(&file_version, &producer_file_version)))
 	{
-		if (*outbox_kafka_properties_file == '\0' || !properties_file_changed())
-			return;
+		settings_refused[0] = '\0';
+		return;
+	}
+	/* a producer keeps its settings rather than take a file it cannot use */
+	if (producer != NULL && *outbox_kafka_properties_file != '\0' &&
+		!properties_file_usable(&file_version))
+		return;
+	if (same_settings)
 		ereport(LOG,
 				(errmsg("Kafka properties file \"%s\" changed, rebuilding the producer",
 						outbox_kafka_properties_file)));
-	}
 	else if (producer != NULL)
 		ereport(LOG,
 				(errmsg("Kafka settings changed, rebuilding the producer")));
@@ -935,7 +968,7 @@ outbox_kafka_configure(void)
 	producer_delivery_timeout = outbox_delivery_timeout;
 	producer_max_message_bytes = outbox_max_message_bytes;
 	producer_file_version = file_version;
-	file_refused = false;
+	settings_refused[0] = '\0';
 	brokers_down = false;
 }
 
@@ -959,6 +992,7 @@ outbox_kafka_shutdown(void)
 	free(producer_properties);
 	free(producer_properties_file);
 	producer_brokers = producer_properties = producer_properties_file = NULL;
+	settings_refused[0] = '\0';
 	brokers_up = -1;
 }
 

@@ -30,6 +30,7 @@ extern bool outbox_kafka_check_properties(const char *properties,
 extern bool outbox_kafka_check_properties_file(const char *path,
 											   OutboxPropertyError *error);
 extern void outbox_kafka_configure(void);
+extern const char *outbox_kafka_settings_refused(void);
 extern void outbox_kafka_shutdown(void);
 extern void outbox_kafka_serve(void);
 extern bool outbox_kafka_reachable(void);

@@ -51,6 +51,7 @@
 #include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/tableam.h"
+#include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/pg_database.h"
 #include "miscadmin.h"
@@ -107,6 +108,7 @@ struct OutboxShared
 	{
 		Oid			database;
 		pid_t		pid;
+		TransactionId xid;		/* its transaction that wrote it */
 	}			restoring[MAX_RESTORES];	/* backends writing the log */
 	int			waiting;		/* databases due that wait for a worker */
 	int			nslots;
@@ -154,6 +156,7 @@ shmem_startup(void)
 			pg_atomic_init_u64(&outbox_shared->slots[i].published, 0);
 			pg_atomic_init_u64(&outbox_shared->slots[i].failed, 0);
 			pg_atomic_init_u32(&outbox_shared->slots[i].current_log, 0);
+			pg_atomic_init_u64(&outbox_shared->slots[i].undelivered, 0);
 		}
 	}
 	LWLockRelease(AddinShmemInitLock);
@@ -229,6 +232,7 @@ claim_slot(Oid dboid, const char *dbname)
 		slot->lookup = OUTBOX_LOOKUP_NONE;
 		slot->owner = InvalidOid;
 		slot->restart_requested = false;
+		pg_atomic_write_u64(&slot->undelivered, OUTBOX_UNDELIVERED_NONE);
 		slotno = i;
 		break;
 	}
@@ -347,6 +351,98 @@ attach_launcher(void)
 	SpinLockRelease(&outbox_shared->mutex);
 }
 
+/*
+ * The slot of database dboid, or NULL.  No lock: a slot's database is read
+ * as a single word, and what the caller does with a slot a database has
+ * just left is harmless (a latch set, a "maybe" said).
+ */
+static OutboxWorkerSlot *
+find_slot(Oid dboid)
+{
+	for (int i = 0; i < outbox_shared->nslots; i++)
+		if (outbox_shared->slots[i].database == dboid)
+			return &outbox_shared->slots[i];
+	return NULL;
+}
+
+/*
+ * Does database dboid hold events that are not delivered, as its worker
+ * last looked (1), or may it since (-1)?  0 if not, or if it has no
+ * worker slot (no extension, or not served).
+ */
+int
+outbox_launcher_undelivered(Oid dboid)
+{
+	OutboxWorkerSlot *slot = find_slot(dboid);
+	uint64		word;
+
+	if (slot == NULL)
+		return 0;
+	word = pg_atomic_read_u64(&slot->undelivered) & PG_UINT32_MAX;
+	return word == OUTBOX_UNDELIVERED_MAYBE ? -1 : (int) word;
+}
+
+/*
+ * Say in slot that its database may hold events that are not delivered:
+ * one more "maybe".  Returns the slot's word as it is then.
+ */
+uint64
+outbox_slot_say_maybe(OutboxWorkerSlot *slot)
+{
+	uint64		old = pg_atomic_read_u64(&slot->undelivered);
+	uint64		new;
+
+	do
+		new = ((old >> 32) + 1) << 32 | OUTBOX_UNDELIVERED_MAYBE;
+	while (!pg_atomic_compare_exchange_u64(&slot->undelivered, &old, new));
+	return new;
+}
+
+/*
+ * Backend: say that database dboid may hold events that are not delivered
+ * (a commit that enqueued, a restore), if say; see
+ * outbox_launcher_undelivered.  Returns the slot's word, for
+ * outbox_launcher_none_undelivered; 0 if the database has no slot.
+ */
+uint64
+outbox_launcher_some_undelivered(Oid dboid, bool say)
+{
+	OutboxWorkerSlot *slot = find_slot(dboid);
+
+	if (slot == NULL)
+		return 0;
+	return say ? outbox_slot_say_maybe(slot) : pg_atomic_read_u64(&slot->undelivered);
+}
+
+/*
+ * Say in slot whether its database holds events that are not delivered,
+ * as a look that started when the slot's word was seen found, unless a
+ * backend has said "maybe" since.
+ */
+void
+outbox_slot_note_undelivered(OutboxWorkerSlot *slot, uint64 seen, bool some)
+{
+	uint64		new = (seen & ~(uint64) PG_UINT32_MAX) |
+		(some ? OUTBOX_UNDELIVERED_SOME : OUTBOX_UNDELIVERED_NONE);
+
+	(void) pg_atomic_compare_exchange_u64(&slot->undelivered, &seen, new);
+}
+
+/*
+ * Backend: database dboid holds no event that is not delivered (the
+ * extension was dropped, or its events discarded, with none left), unless
+ * some may have come since the caller saw its slot's word seen (from
+ * outbox_launcher_some_undelivered).
+ */
+void
+outbox_launcher_none_undelivered(Oid dboid, uint64 seen)
+{
+	OutboxWorkerSlot *slot = find_slot(dboid);
+
+	if (slot != NULL)
+		outbox_slot_note_undelivered(slot, seen, false);
+}
+
 /* Ask the launcher to look at database dboid again, and wake it. */
 static void
 look_again(Oid dboid)
@@ -375,23 +471,20 @@ look_again(Oid dboid)
 void
 outbox_launcher_wake_worker(Oid dboid)
 {
-	for (int i = 0; i < outbox_shared->nslots; i++)
-	{
-		OutboxWorkerSlot *slot = &outbox_shared->slots[i];
-		Latch	   *latch;
+	OutboxWorkerSlot *slot = find_slot(dboid);
+	Latch	   *latch;
 
-		if (slot->database != dboid)
-			continue;
-		latch = slot->latch;
-		if (latch != NULL)
-			SetLatch(latch);
-		else
-		{
-			pg_read_barrier();
-			if (slot->state == OUTBOX_WORKER_PARKED)
-				look_again(dboid);
-		}
-		break;
+	if (slot == NULL)
+		return;
+	(void) outbox_slot_say_maybe(slot);
+	latch = slot->latch;
+	if (latch != NULL)
+		SetLatch(latch);
+	else
+	{
+		pg_read_barrier();
+		if (slot->state == OUTBOX_WORKER_PARKED)
+			look_again(dboid);
 	}
 }
 
@@ -554,38 +647,50 @@ being_dropped(Oid dboid)
 int
 outbox_launcher_current_log(Oid dboid)
 {
-	if (outbox_shared == NULL)
-		return 0;
-	for (int i = 0; i < outbox_shared->nslots; i++)
-	{
-		OutboxWorkerSlot *slot = &outbox_shared->slots[i];
+	OutboxWorkerSlot *slot;
 
-		if (slot->database == dboid)
-			return pg_atomic_read_u32(&slot->current_log) % OUTBOX_LOG_TABLES;
-	}
-	return 0;
+	if (outbox_shared == NULL || (slot = find_slot(dboid)) == NULL)
+		return 0;
+	return pg_atomic_read_u32(&slot->current_log) % OUTBOX_LOG_TABLES;
 }
 
 /*
  * Backend: the calling backend writes the event log of database dboid by
- * hand (a restore): the worker there waits until this backend is gone.
+ * hand (a restore), in its current transaction: the worker there waits
+ * until this backend is gone, unless the transaction rolls back.  Once a
+ * transaction of this backend that wrote the log has committed, it is the
+ * one noted: rows restored are what only a restore leaves.
  */
 void
 outbox_launcher_note_restore(Oid dboid)
 {
+	TransactionId xid = GetTopTransactionId();
 	pid_t		pids[MAX_RESTORES];
 	bool		gone[MAX_RESTORES];
+	int			mine = -1;
+	TransactionId noted_xid = InvalidTransactionId;
 	bool		noted = false;
 
 	SpinLockAcquire(&outbox_shared->mutex);
 	for (int i = 0; i < MAX_RESTORES; i++)
 	{
 		pids[i] = outbox_shared->restoring[i].pid;
-		noted |= pids[i] == MyProcPid && outbox_shared->restoring[i].database == dboid;
+		if (pids[i] == MyProcPid && outbox_shared->restoring[i].database == dboid)
+		{
+			mine = i;
+			noted_xid = outbox_shared->restoring[i].xid;
+		}
 	}
 	SpinLockRelease(&outbox_shared->mutex);
-	if (noted)
+	if (mine >= 0)
+	{
+		if (noted_xid == xid || TransactionIdDidCommit(noted_xid))
+			return;
+		SpinLockAcquire(&outbox_shared->mutex);
+		outbox_shared->restoring[mine].xid = xid;
+		SpinLockRelease(&outbox_shared->mutex);
 		return;
+	}
 	for (int i = 0; i < MAX_RESTORES; i++)
 		gone[i] = pids[i] == 0 || BackendPidGetProc(pids[i]) == NULL;
 
@@ -595,9 +700,11 @@ outbox_launcher_note_restore(Oid dboid)
 		{
 			outbox_shared->restoring[i].database = dboid;
 			outbox_shared->restoring[i].pid = MyProcPid;
+			outbox_shared->restoring[i].xid = xid;
 			noted = true;
 		}
 	SpinLockRelease(&outbox_shared->mutex);
+	(void) outbox_launcher_some_undelivered(dboid, true);
 	if (!noted)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
@@ -606,22 +713,27 @@ outbox_launcher_note_restore(Oid dboid)
 
 /*
  * Worker: a live backend that writes the event log of database dboid by
- * hand, or 0 if there is none.
+ * hand, in a transaction in progress or committed, or 0 if there is none.
+ * A transaction rolled back restored nothing.
  */
 pid_t
 outbox_restoring_backend(Oid dboid)
 {
 	pid_t		pids[MAX_RESTORES];
+	TransactionId xids[MAX_RESTORES];
 	int			n = 0;
 
 	SpinLockAcquire(&outbox_shared->mutex);
 	for (int i = 0; i < MAX_RESTORES; i++)
 		if (outbox_shared->restoring[i].database == dboid &&
 			outbox_shared->restoring[i].pid != 0)
-			pids[n++] = outbox_shared->restoring[i].pid;
+		{
+			pids[n] = outbox_shared->restoring[i].pid;
+			xids[n++] = outbox_shared->restoring[i].xid;
+		}
 	SpinLockRelease(&outbox_shared->mutex);
 	for (int i = 0; i < n; i++)
-		if (BackendPidGetProc(pids[i]) != NULL)
+		if (BackendPidGetProc(pids[i]) != NULL && !TransactionIdDidAbort(xids[i]))
 			return pids[i];
 	return 0;
 }

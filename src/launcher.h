@@ -27,5 +27,8 @@ extern void outbox_launcher_check_room(void);
 extern void outbox_launcher_hold_database(Oid dboid, bool hold);
 extern int	outbox_launcher_current_log(Oid dboid);
 extern void outbox_launcher_note_restore(Oid dboid);
+extern int	outbox_launcher_undelivered(Oid dboid);
+extern uint64 outbox_launcher_some_undelivered(Oid dboid, bool say);
+extern void outbox_launcher_none_undelivered(Oid dboid, uint64 seen);
 
 #endif							/* OUTBOX_LAUNCHER_H */

@@ -75,7 +75,19 @@ typedef struct OutboxWorkerSlot
 	pg_atomic_uint32 current_log;	/* the log table enqueue writes to */
 	/* set by backends */
 	bool		restart_requested;
+	/*
+	 * Whether the database holds events that are not delivered (for DROP
+	 * DATABASE, utility.c): in the low half OUTBOX_UNDELIVERED_*, in the
+	 * high half how many times backends said "maybe", so that the worker's
+	 * or a drop's "none" does not undo a "maybe" said since it looked.
+	 * Set by the worker and backends without the lock.
+	 */
+	pg_atomic_uint64 undelivered;
 } OutboxWorkerSlot;
+
+#define OUTBOX_UNDELIVERED_NONE 0
+#define OUTBOX_UNDELIVERED_SOME 1
+#define OUTBOX_UNDELIVERED_MAYBE 2	/* some may have come since a look */
 
 /* the launcher's shared memory, NULL where the library is not preloaded */
 typedef struct OutboxShared OutboxShared;
@@ -86,6 +98,8 @@ extern OutboxWorkerSlot *outbox_slot(int slotno);
 extern void outbox_slot_lock(void);
 extern void outbox_slot_unlock(void);
 extern pid_t outbox_restoring_backend(Oid dboid);
+extern uint64 outbox_slot_say_maybe(OutboxWorkerSlot *slot);
+extern void outbox_slot_note_undelivered(OutboxWorkerSlot *slot, uint64 seen, bool some);
 extern bool outbox_take_waiting_database(void);
 
 #endif							/* OUTBOX_LAUNCHER_INTERNAL_H */

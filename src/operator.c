@@ -294,6 +294,8 @@ outbox_discard(PG_FUNCTION_ARGS)
 	int64		discarded;
 
 	outbox_require_read_committed("outbox_discard()");
+	/* before any snapshot that finds what to discard */
+	outbox_none_undelivered_at_commit();
 	SPI_connect();
 	outbox_lock_reader(ext, true, &row);
 	copy_unread(ext, &row);

@@ -9,8 +9,9 @@
  * published when it was taken (the scripts mark the log tables for
  * pg_dump with that filter), and a restore must publish them all, in key
  * order, with the retry table's events restored after them: so the worker
- * of the database waits while a session writes the log by hand
- * (launcher.c), and each row restored takes the restoring transaction as
+ * of the database waits while a session that writes the log by hand is
+ * connected (launcher.c), unless what it wrote was rolled back, which is
+ * no restore; and each row restored takes the restoring transaction as
  * its txid, which the claim reads like that of any transaction that
  * committed late (reader.c) instead of an xid of another server.
  *

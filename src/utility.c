@@ -12,7 +12,12 @@
  *   as they are then) when the transaction commits, once it has done them:
  *   a statement that fails, or that a role may not make, asks nothing.
  * - DROP EXTENSION outbox, and DROP SCHEMA ... CASCADE or DROP OWNED BY
- *   that would drop it, refuse while events are not delivered.
+ *   that would drop it, refuse while events are not delivered; so does
+ *   DROP DATABASE of a database whose worker said it holds some, or may
+ *   since (a commit that enqueued, a restore), which it keeps in shared
+ *   memory (launcher.c): the statement runs in another database.  Rights
+ *   are checked first: a statement that PostgreSQL refuses takes no lock
+ *   here and is refused as usual.
  * - ALTER SCHEMA ... RENAME of the extension's schema is refused: the
  *   filters that make pg_dump keep the queue name the schema.
  * - DROP DATABASE, ALTER DATABASE ... RENAME and CREATE DATABASE ...
@@ -105,6 +110,13 @@ static int	nrestarts = 0;
 static Oid	held_database = InvalidOid;
 /* the extension whose drop the current statement has counted events for */
 static Oid	drop_counted = InvalidOid;
+/*
+ * The current transaction dropped the extension or discarded its events,
+ * leaving none undelivered, once backends had said undelivered_changes
+ * times that some may be (launcher.c)
+ */
+static bool none_undelivered = false;
+static uint64 undelivered_changes = 0;
 
 /*
  * Ask for the worker of this database to be woken when the current
@@ -114,6 +126,20 @@ void
 outbox_wake_at_commit(void)
 {
 	wake_at_commit = true;
+}
+
+/*
+ * Say, when the current transaction commits, that this database holds no
+ * event that is not delivered (it drops the extension, or discards them),
+ * unless a commit since now may have added some: for DROP DATABASE.
+ */
+void
+outbox_none_undelivered_at_commit(void)
+{
+	if (none_undelivered || !outbox_launcher_exists())
+		return;
+	none_undelivered = true;
+	undelivered_changes = outbox_launcher_some_undelivered(MyDatabaseId, false);
 }
 
 /*
@@ -237,10 +263,28 @@ refuse_renaming_schema(Node *stmt)
 }
 
 /*
+ * May the current role run stmt, which would drop extension ext?  What
+ * PostgreSQL checks once it has locked what it drops: the owner of the
+ * extension, of the schema, a role that has the rights of the owner whose
+ * objects DROP OWNED BY drops.
+ */
+static bool
+may_drop_extension(Node *stmt, const OutboxExtension *ext)
+{
+	if (IsA(stmt, DropOwnedStmt))
+		return has_privs_of_role(GetUserId(), ext->owner);
+	if (((DropStmt *) stmt)->removeType == OBJECT_SCHEMA)
+		return pg_namespace_ownercheck(ext->schema, GetUserId());
+	return pg_extension_ownercheck(ext->oid, GetUserId());
+}
+
+/*
  * Refuse a statement that would drop the extension while events are not
  * delivered, before it runs: dropping them is what outbox_discard() is
  * for.  Counted without the drop's locks: the object access hook counts
- * again under them.
+ * again under them.  A role that may not run the statement is left to
+ * PostgreSQL's refusal, before the lock below: a lock it waited for would
+ * queue the worker behind it, for a statement that fails anyway.
  */
 static void
 refuse_dropping_events(Node *stmt)
@@ -250,7 +294,7 @@ refuse_dropping_events(Node *stmt)
 
 	if (!(IsA(stmt, DropStmt) || IsA(stmt, DropOwnedStmt)) ||
 		!outbox_extension_find(&ext) || outbox_extension_problem(&ext) != NULL ||
-		!drops_extension(stmt, &ext))
+		!drops_extension(stmt, &ext) || !may_drop_extension(stmt, &ext))
 		return;
 	/* the worker's first lock, first: see outbox_lock_reader_table */
 	outbox_lock_reader_table(&ext, AccessExclusiveLock);
@@ -297,6 +341,36 @@ refuse_dropping_relation(Oid relid)
 	if (undelivered > 0)
 		report_undelivered(&ext, undelivered);
 	drop_counted = ext.oid;
+	outbox_none_undelivered_at_commit();
+}
+
+/*
+ * Refuse DROP DATABASE of database dbname, that the role may drop, while
+ * its worker says it holds events that are not delivered: see the file
+ * header.  A database without the extension has no say there, and costs
+ * a look at the workers' slots.
+ */
+static void
+refuse_dropping_database(const char *dbname)
+{
+	Oid			dboid = get_database_oid(dbname, true);
+	int			undelivered;
+
+	if (!OidIsValid(dboid) || !outbox_launcher_exists() ||
+		!pg_database_ownercheck(dboid, GetUserId()) ||
+		(undelivered = outbox_launcher_undelivered(dboid)) == 0)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+			 undelivered > 0 ?
+			 errmsg("database \"%s\" holds events of extension outbox that are not delivered",
+					dbname) :
+			 errmsg("database \"%s\" may hold events of extension outbox that are not delivered",
+					dbname),
+			 undelivered > 0 ?
+			 errdetail("Dropping the database would drop them without publishing them.") :
+			 errdetail("Events were enqueued or restored there since its worker last looked."),
+			 errhint("Let the worker publish them (outbox_stats there shows what is pending), or discard them on purpose there with SELECT outbox_discard(), then drop the database.")));
 }
 
 /*
@@ -333,6 +407,7 @@ note_database_statement(Node *stmt, ProcessUtilityContext context)
 
 		foreach(lc, drop->options)
 			force |= strcmp(((DefElem *) lfirst(lc))->defname, "force") == 0;
+		refuse_dropping_database(drop->dbname);
 		release_database(drop->dbname, force, context);
 	}
 	else if (IsA(stmt, RenameStmt) &&
@@ -623,6 +698,8 @@ outbox_xact_callback(XactEvent event, void *arg)
 			outbox_launcher_restart_workers(restarts[i].database, restarts[i].role);
 		if (extension_created)
 			outbox_launcher_extension_created(MyDatabaseId);
+		if (none_undelivered)
+			outbox_launcher_none_undelivered(MyDatabaseId, undelivered_changes);
 	}
 	if (event == XACT_EVENT_ABORT && OidIsValid(held_database))
 		outbox_launcher_hold_database(held_database, false);
@@ -635,6 +712,7 @@ outbox_xact_callback(XactEvent event, void *arg)
 		nrestarts = 0;
 		held_database = InvalidOid;
 		drop_counted = InvalidOid;
+		none_undelivered = false;
 	}
 }
 

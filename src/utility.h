@@ -15,5 +15,6 @@
 
 extern void outbox_utility_init(bool preloaded);
 extern void outbox_wake_at_commit(void);
+extern void outbox_none_undelivered_at_commit(void);
 
 #endif							/* OUTBOX_UTILITY_H */

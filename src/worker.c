@@ -204,20 +204,30 @@ static char said_snapshot_failure[256];
 /*
  * Record the worker's state and why, if there is a reason to say: error
  * NULL clears the previous one when the state changes, and keeps it
- * otherwise.
+ * otherwise; while the producer keeps settings other than the current
+ * ones, that is said instead of nothing.
  */
 static void
 set_state(OutboxWorkerState state, const char *error)
 {
+	static bool said_refused = false;
 	TimestampTz now = GetCurrentTimestamp();
+	const char *refused = outbox_kafka_settings_refused();
+	bool		clear = said_refused && refused == NULL;
+
+	if (error == NULL)
+		error = refused;
+	said_refused = refused != NULL;
 
 	outbox_slot_lock();
 	if (my_slot->state != state)
 	{
 		my_slot->state = state;
 		my_slot->state_since = now;
-		my_slot->last_error[0] = '\0';
+		clear = true;
 	}
+	if (clear)
+		my_slot->last_error[0] = '\0';
 	if (error != NULL)
 		strlcpy(my_slot->last_error, error, sizeof(my_slot->last_error));
 	my_slot->brokers_up = outbox_kafka_brokers_up();
@@ -317,6 +327,9 @@ attach_worker(int slotno, bool publishes)
 	my_slot->refusal[0] = '\0';
 	my_slot->restart_requested = false;
 	outbox_slot_unlock();
+	/* what the database holds is not known until it looks */
+	if (publishes)
+		(void) outbox_slot_say_maybe(my_slot);
 	if (publishes)
 		my_slot->latch = MyLatch;
 	before_shmem_exit(detach_worker, BoolGetDatum(publishes));
@@ -587,6 +600,27 @@ wait_because(OutboxWorkerState state, const char *why)
 }
 
 /*
+ * Say in shared memory whether the database holds events that are not
+ * delivered, for DROP DATABASE (utility.c), unless it said there were
+ * none and no commit has said otherwise since: looked at with a snapshot
+ * taken after, and said unless a backend said something in between.
+ * Cheap: a few index probes.  The caller holds a transaction.
+ */
+static void
+note_undelivered(const OutboxExtension *ext)
+{
+	uint64		seen = pg_atomic_read_u64(&my_slot->undelivered);
+	bool		some;
+
+	if ((seen & PG_UINT32_MAX) == OUTBOX_UNDELIVERED_NONE)
+		return;
+	PushActiveSnapshot(GetLatestSnapshot());
+	some = outbox_events_undelivered(ext);
+	PopActiveSnapshot();
+	outbox_slot_note_undelivered(my_slot, seen, some);
+}
+
+/*
  * May the worker publish now?  Looks up the extension into *ext; the
  * caller holds a transaction.
  */
@@ -601,8 +635,11 @@ next_step(OutboxExtension *ext)
 	if ((problem = outbox_extension_problem(ext)) != NULL)
 		return wait_because(OUTBOX_WORKER_WAITING_FOR_EXTENSION, problem);
 	if (!outbox_enabled)
+	{
+		note_undelivered(ext);
 		return wait_because(OUTBOX_WORKER_DISABLED,
 							"outbox.enabled is off for this database");
+	}
 	if ((restoring = outbox_restoring_backend(MyDatabaseId)) != 0)
 		return wait_because(OUTBOX_WORKER_WAITING_FOR_RESTORE,
 							psprintf("process %d writes the event log by hand (a restore): publishing resumes when it ends",
@@ -708,6 +745,7 @@ run_batches_of(const OutboxExtension *ext, bool *undo)
 		return ERROR_PAUSE_MS;
 	if (nothing_due)
 	{
+		note_undelivered(ext);
 		set_state(OUTBOX_WORKER_IDLE, NULL);
 		return outbox_poll_interval;
 	}
@@ -739,6 +777,7 @@ run_batches_of(const OutboxExtension *ext, bool *undo)
 		idle = sending == NULL && next == NULL;
 		if (idle)
 		{
+			note_undelivered(ext);
 			set_state(OUTBOX_WORKER_IDLE, NULL);
 			return outbox_poll_interval;
 		}
@@ -781,6 +820,9 @@ run_batches_of(const OutboxExtension *ext, bool *undo)
 	}
 	if (!complete)
 		return Min(delay, 0);	/* a standby lags, or no broker answers */
+	/* the last claim found nothing: what was sent is delivered, unrecorded */
+	if (delay > 0)
+		note_undelivered(ext);
 	set_state(OUTBOX_WORKER_IDLE, NULL);
 	return delay;
 }
@@ -1058,8 +1100,8 @@ run_turn(MemoryContext cxt, bool *exit)
 /*
  * Park: give the worker's slot back if it has been idle for
  * outbox.worker_idle_timeout while another database waits for one, and
- * nothing is left to do, now or later: no due event, no unfinished retry,
- * no unfinished snapshot.  The latch is cleared before that last look, so
+ * nothing is left to do, now or later: no event undelivered (due or
+ * backing off), no unfinished snapshot.  The latch is cleared before that last look, so
  * that a commit it does not see wakes the launcher instead (launcher.c).
  * Returns true if the worker is to exit.
  */
@@ -1080,8 +1122,8 @@ park(MemoryContext cxt)
 	my_slot->latch = NULL;
 	pg_memory_barrier();
 	begin_work("looking for work before giving the slot back", cxt);
-	nothing_left = next_step(&ext) == STEP_PUBLISH && !outbox_events_due(&ext) &&
-		!outbox_retries_unfinished(&ext) && !outbox_snapshot_unfinished(&ext);
+	nothing_left = next_step(&ext) == STEP_PUBLISH &&
+		!outbox_events_undelivered(&ext) && !outbox_snapshot_unfinished(&ext);
 	end_work(cxt);
 	if (nothing_left)
 	{

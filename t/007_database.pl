@@ -76,6 +76,25 @@ is( $node->safe_psql('app',
 is_deeply([ map { $_->{payload} } @{ kafka_read($broker, 'enc.t') } ],
 	[ 'before', 'after' ], 'Kafka has the good ones');
 
+# --- DROP DATABASE of a database whose events are not delivered is
+# refused, as DROP EXTENSION is, until they are published or discarded;
+# here its worker is off (outbox.enabled), the event waits
+$node->safe_psql('postgres', 'ALTER DATABASE app SET outbox.enabled = off');
+ok(wait_for_sql($node, "SELECT state = 'disabled' FROM outbox_worker_status()"),
+	'the worker of app is off');
+$node->safe_psql('app', "SELECT outbox_enqueue('held.t', 'x'::text)");
+($ret, $out, $err) = $node->psql('postgres', 'DROP DATABASE app');
+like($err,
+	qr/ERROR:  database "app" (may hold|holds) events of extension outbox that are not delivered/,
+	'DROP DATABASE of a database holding an event not delivered is refused');
+like($err, qr/HINT:  .*SELECT outbox_discard\(\)/, 'the hint says how to give it up');
+($ret, $out, $err) = $node->psql('postgres', 'CREATE DATABASE plain; DROP DATABASE plain');
+is($err, '', 'DROP DATABASE of a database without the extension is not refused');
+$node->safe_psql('app', 'SELECT outbox_discard()');
+$node->safe_psql('postgres', 'ALTER DATABASE app RESET outbox.enabled');
+ok(wait_for_sql($node, "SELECT state = 'idle' FROM outbox_worker_status()", 20),
+	'its event discarded, the worker serves the database again');
+
 # --- DROP DATABASE of the served database succeeds without FORCE, and
 # the worker is not started into it again
 my $start = time;

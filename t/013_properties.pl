@@ -57,6 +57,16 @@ sub write_file
 	return $path;
 }
 
+# Wait until last_error of the worker of $db is like $pattern (SQL LIKE),
+# or NULL if $pattern is undef.
+sub wait_for_last_error
+{
+	my ($db, $pattern) = @_;
+	my $test = defined $pattern ? "LIKE '$pattern'" : 'IS NULL';
+	return wait_for_sql($node,
+		"SELECT last_error $test FROM outbox_worker_status() WHERE database = '$db'");
+}
+
 # --- an allow-list: what is not known to be safe is refused, with why
 my @refused = (
 	[ 'sasl.kerberos.kinit.cmd', 'touch /tmp/outbox-kinit-ran', qr/runs a shell command/ ],
@@ -175,6 +185,20 @@ my ($ret, $out, $notice) = $node->psql('postgres',
 is($ret, 0, 'a file that does not exist yet is taken');
 like($notice, qr/NOTICE:  could not open Kafka properties file ".*missing.properties"/,
 	'with a notice');
+# by ALTER SYSTEM and SET too, where a mistyped path or a file open to
+# other users is refused at once
+($state, $err) = error_of(
+	"ALTER SYSTEM SET outbox.kafka_properties_file = '$dir/typo.properties'");
+is($state, '22023', 'ALTER SYSTEM with a file that does not exist is refused');
+like($err, qr/could not open Kafka properties file ".*typo.properties"/, 'naming the file');
+($state, $err) = error_of(
+	"ALTER SYSTEM SET outbox.kafka_properties_file = '$dir/open.properties'");
+like($err, qr/Kafka properties file ".*open.properties" is accessible by other users/,
+	'ALTER SYSTEM with a file other users can read is refused');
+($state, $err) = error_of("SET outbox.kafka_properties_file = '$dir/typo.properties'");
+is($state, '22023', 'so is SET');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM pg_file_settings WHERE name ~ \'^outbox\.kafka_properties_file\''),
+	'0', 'and nothing reached postgresql.auto.conf');
 
 $node->safe_psql('postgres',
 	"ALTER DATABASE shop SET outbox.brokers = '$shop_broker->{bootstrap}'");
@@ -211,21 +235,55 @@ ok($node->wait_for_log(qr/Kafka property "sasl.kerberos.kinit.cmd" is not allowe
 $node->safe_psql('shop', "SELECT outbox_enqueue('shop.t', 's4'::text, key => 'k')");
 is(scalar @{ wait_for_records($shop_broker, 'shop.t', 4, 30) },
 	4, 'and the shop keeps publishing with what the file said before');
+ok(wait_for_last_error('shop', q{Kafka property "sasl.kerberos.kinit.cmd" is not allowed in file "%shop.properties", line 2; the producer keeps its settings}),
+	'and outbox_worker_status() says so while it publishes');
 write_file($shop_file, 0600, "client.id = shop-outbox-2\nssl.key.password = Secret-shop\n");
 ok($node->wait_for_log(qr/Kafka properties file ".*shop.properties" changed, rebuilding the producer/),
 	'a good edit rebuilds the producer');
 $node->safe_psql('shop', "SELECT outbox_enqueue('shop.t', 's5'::text, key => 'k')");
 is(scalar @{ wait_for_records($shop_broker, 'shop.t', 5, 30) }, 5, 'which publishes');
+ok(wait_for_last_error('shop', undef),
+	'and the status no longer says the file is refused');
+
+# a file whose permissions are widened is the same mistake: the producer
+# keeps its settings, and the status says why
+chmod 0644, $shop_file;
+ok(wait_for_last_error('shop', q{Kafka properties file "%shop.properties" is accessible by other users; the producer keeps its settings}),
+	'a file opened to other users is refused, in outbox_worker_status()');
+$node->safe_psql('shop', "SELECT outbox_enqueue('shop.t', 's6'::text, key => 'k')");
+is(scalar @{ wait_for_records($shop_broker, 'shop.t', 6, 30) },
+	6, 'and the shop keeps publishing');
+chmod 0600, $shop_file;
+ok(wait_for_last_error('shop', undef),
+	'closed again, it is taken');
+
+# postgresql.conf edited by hand with a mistyped path, then a reload: the
+# worker keeps its producer, and says why
+$node->safe_psql('postgres', "SELECT outbox_enqueue('main2.t', 'a'::text)");
+wait_for_records($broker, 'main2.t', 1, 30);
+my $main_pid = $node->safe_psql('postgres',
+	"SELECT pid FROM outbox_worker_status() WHERE database = 'postgres'");
+$node->append_conf('postgresql.conf', "outbox.kafka_properties_file = '$dir/typo.properties'");
+$node->reload;
+ok(wait_for_last_error('postgres', q{could not open Kafka properties file "%typo.properties"%; the producer keeps its settings}),
+	'a mistyped path in postgresql.conf: outbox_worker_status() says the file cannot be used');
+$node->safe_psql('postgres', "SELECT outbox_enqueue('main2.t', 'b'::text)");
+is(scalar @{ wait_for_records($broker, 'main2.t', 2, 30) },
+	2, 'and the worker keeps publishing with the settings it had');
+is( $node->safe_psql('postgres',
+		"SELECT pid FROM outbox_worker_status() WHERE database = 'postgres'"),
+	$main_pid, 'the same worker');
+$node->append_conf('postgresql.conf', "outbox.kafka_properties_file = ''");
+$node->reload;
+ok(wait_for_last_error('postgres', undef),
+	'mended, the status says nothing more');
 ok(!-e '/tmp/outbox-kinit-ran' && !-e '/tmp/outbox-principal', 'no command ever ran');
 
 # a worker that starts with a bad file says why, naming file and line
 write_file($vault_file, 0600, "client.id=vault\nssl.key.password\n");
 $node->safe_psql('postgres',
 	"SELECT pg_terminate_backend(pid) FROM outbox_worker_status() WHERE database = 'vault'");
-ok( wait_for_sql(
-		$node,
-		"SELECT last_error LIKE 'invalid Kafka property in file \"%vault.properties\", line 2' FROM outbox_worker_status() WHERE database = 'vault'"
-	),
+ok(wait_for_last_error('vault', q{invalid Kafka property in file "%vault.properties", line 2}),
 	'a worker that cannot use its file says why in outbox_worker_status()');
 
 # --- what a plain role can read holds no secret

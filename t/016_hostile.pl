@@ -10,6 +10,7 @@
 use strict;
 use warnings;
 
+use File::Basename qw(dirname);
 use IPC::Run;
 use OutboxTest;
 use PostgreSQL::Test::Utils;
@@ -359,6 +360,45 @@ $node->safe_psql('postgres',
 is(wait_for_distinct('advisory.t', 1000, 15), 1000, 'publishing goes on: 1000 events within 15 s');
 stop_background($locker, 'locker');
 
+# --- a role with no right on the extension tries to drop it while a
+# transaction of hers holds what pg_get_viewdef locks (a pg_dump writing to
+# a slow pipe holds as much): refused at once, and the worker never queues
+# behind her.  (The lock_timeout only ends the test if she waits.)
+my $holder = background('postgres', 'locker', 'holder',
+	"BEGIN; SELECT pg_get_viewdef('outbox_messages'::regclass); SELECT pg_sleep(90);");
+ok( wait_for_sql($node,
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE application_name = 'holder' AND query LIKE 'SELECT pg_sleep%'"),
+	'a role with no right holds a transaction open on the view of the events');
+my $drop_err = "$PostgreSQL::Test::Utils::tmp_check/script$scripts.sql.err";
+my $dropper = background('postgres', 'locker', 'dropper',
+	"SET lock_timeout = '60s'; DROP EXTENSION outbox; DROP SCHEMA public CASCADE; DROP OWNED BY postgres;");
+$node->safe_psql('postgres',
+	"SELECT outbox_enqueue('dropper.t', i::text) FROM generate_series(1, 100) i");
+is(wait_for_distinct('dropper.t', 100, 30), 100, 'while she drops the extension, publishing goes on');
+$dropper->finish;
+is( join("\n", map { /ERROR:  (.*)/ ? $1 : () } split /\n/, slurp_file($drop_err)),
+	"must be owner of extension outbox\nmust be owner of schema public\npermission denied to drop objects",
+	'and DROP EXTENSION, DROP SCHEMA and DROP OWNED BY are refused for want of rights');
+stop_background($holder, 'holder');
+
+# --- a role with no right on the extension makes a temporary view on one
+# of its functions, which would hold an update back: the README's query
+# finds it, and a superuser drops it by that name
+my $viewer = background('postgres', 'locker', 'temp_viewer',
+	"CREATE TEMP VIEW v AS SELECT outbox_histogram_quantile('{1}'::bigint[], 0.5::float8) AS q; SELECT pg_sleep(90);");
+ok( wait_for_sql($node,
+		"SELECT count(*) = 1 FROM pg_class WHERE relname = 'v' AND relpersistence = 't' AND relowner = 'locker'::regrole"),
+	'a role with no right has a temporary view on a function of the extension');
+my ($dependents_sql) = grep { /dependent_view/ }
+  slurp_file(dirname(__FILE__) . '/../README.md') =~ /^```sql\n(.*?)^```/msg;
+my $dependents = $node->safe_psql('postgres', $dependents_sql);
+like($dependents, qr/^(pg_temp_\d+)\.v\|function outbox_histogram_quantile\(.*\)$/,
+	'the query of the README\'s upgrade section lists it');
+my ($temp_schema) = $dependents =~ /^(pg_temp_\d+)/;
+$node->safe_psql('postgres', "DROP VIEW $temp_schema.v");
+is($node->safe_psql('postgres', $dependents_sql), '', 'dropped by that name, it is gone');
+stop_background($viewer, 'temp_viewer');
+
 # a superuser's table lock: the worker waits for it, and SIGTERM ends it
 my $pid = pid_of('postgres');
 $locker = background('postgres', 'postgres', 'table_locker',
@@ -373,6 +413,23 @@ ok( wait_for_sql($node,
 	'pg_terminate_backend ends it at once');
 stop_background($locker, 'table_locker');
 is(wait_for_distinct('blocked.t', 1, 20), 1, 'its successor publishes once the lock is gone');
+
+# a superuser's INSERT into the log by hand, rolled back, in a session she
+# leaves open: it restored nothing, and the worker does not wait for it
+my $by_hand = $node->background_psql('postgres');
+$by_hand->query_safe('BEGIN');
+$by_hand->query_safe('INSERT INTO outbox_log_0 SELECT * FROM outbox_log_0 WHERE false');
+ok( wait_for_sql($node,
+		"SELECT state = 'waiting for restore' FROM outbox_worker_status() WHERE database = 'postgres'"),
+	'while a transaction writes the log by hand, the worker waits for the restore');
+$by_hand->query_safe('ROLLBACK');
+$node->safe_psql('postgres', "SELECT outbox_enqueue('by_hand.t', 'x'::text)");
+is(wait_for_distinct('by_hand.t', 1, 30), 1,
+	'once it rolls back, the worker publishes, its session still open');
+isnt( $node->safe_psql('postgres',
+		"SELECT state FROM outbox_worker_status() WHERE database = 'postgres'"),
+	'waiting for restore', 'and no longer waits for a restore');
+$by_hand->quit;
 
 # --- any role may ALTER ROLE itself and run CREATE EXTENSION IF NOT
 # EXISTS; a refused ALTER ROLE counts for nothing: no worker restarts, and

@@ -292,6 +292,25 @@ ok( wait_for_sql(
 		"SELECT state IN ('idle', 'publishing') FROM outbox_worker_status() WHERE database = 'roll'"),
 	'the worker serves the database at 1.1');
 
+# 1.1's functions take an advisory lock that any role can take too: one
+# with no right on the extension holds it, and publishing goes on
+$node->safe_psql('postgres', 'CREATE ROLE locker LOGIN');
+my $locker = IPC::Run::start(
+	[
+		'psql', '-X', '-q', '-d', $node->connstr('roll') . ' user=locker', '-c',
+		"SELECT pg_advisory_lock(hashtext('outbox_claim'), 'outbox_reader'::regclass::oid::integer), pg_sleep(120)"
+	],
+	'<', '/dev/null', '>', '/dev/null', '2>', '/dev/null');
+ok( wait_for_sql($node,
+		"SELECT count(*) = 1 FROM pg_locks l JOIN pg_stat_activity a USING (pid) WHERE l.locktype = 'advisory' AND l.granted AND a.usename = 'locker'"),
+	'at 1.1, a role with no right holds the advisory lock of the claim');
+$node->safe_psql('roll', "SELECT outbox_enqueue('roll.locked', i::text) FROM generate_series(1, 100) i");
+is(scalar @{ wait_for_records($broker, 'roll.locked', 100, 30) },
+	100, 'and the worker publishes all the same');
+$node->safe_psql('postgres',
+	"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'locker'");
+$locker->finish;
+
 # each client's events have the client's key, and numbers that grow with
 # its commits: a key's numbers must arrive in order
 my $dir = PostgreSQL::Test::Utils::tempdir;

@@ -200,6 +200,40 @@ is(metric($m, 'pg_exporter_user_queries_load_error', filename => $queries),
 is(metric($m, 'pg_exporter_last_scrape_error'),
 	0, 'and every query ran with the documented grants');
 
+# --- a role with CREATE on the database makes a schema named like the
+# exporter's role, first on its search path ("$user"), with look-alikes of
+# what the queries read: the queries name their schemas, and never run them
+$node->safe_psql('postgres', q{
+	CREATE ROLE mallory;
+	GRANT CREATE ON DATABASE postgres TO mallory;
+	SET ROLE mallory;
+	CREATE SCHEMA prometheus;
+	CREATE VIEW prometheus.outbox_stats AS
+		SELECT 'planted'::text AS topic, 1::bigint AS pending, 1::bigint AS failed,
+			   1::bigint AS abandoned, interval '1 hour' AS oldest_due_age;
+	CREATE VIEW prometheus.outbox_publish_stats AS
+		SELECT 'planted'::text AS topic, 1::bigint AS published, 1::bigint AS failed,
+			   1::bigint AS abandoned, 1::float8 AS latency_ms_sum,
+			   '{1}'::bigint[] AS latency_histogram;
+	CREATE FUNCTION prometheus.outbox_unread_topics(OUT topic text, OUT unread bigint,
+			OUT oldest_created_at timestamptz)
+		RETURNS SETOF record LANGUAGE sql AS $$ SELECT 'planted', 4242::bigint, now() $$;
+	CREATE FUNCTION prometheus.outbox_worker_status(OUT database name, OUT state text,
+			OUT brokers_up integer)
+		RETURNS SETOF record LANGUAGE sql AS $$ SELECT current_database(), 'planted', 4242 $$;
+	GRANT USAGE ON SCHEMA prometheus TO prometheus;
+	GRANT SELECT ON prometheus.outbox_stats, prometheus.outbox_publish_stats TO prometheus;
+	RESET ROLE});
+is($node->safe_psql('postgres', q{
+	SET ROLE prometheus;
+	SELECT count(*) FROM outbox_stats WHERE topic = 'planted'}),
+	'1', "unqualified, the exporter's role reads the look-alikes");
+$m = scrape();
+is(metric($m, 'pg_exporter_last_scrape_error'), 0, 'with them in place every query runs');
+ok(!grep({ ($_->{labels}{topic} // '') eq 'planted' || ($_->{labels}{state} // '') eq 'planted' } @$m),
+	'and reads what the extension has, not the look-alikes');
+is(metric($m, 'outbox_unread_events', database => 'postgres'), 0, 'nor their unread count');
+
 # --- counters and the histogram follow what was published
 sub enqueue
 {
