@@ -247,6 +247,36 @@ SELECT evj(payload) -> 'after' ->> 'n' AS n, evj(payload) ->> 'before' IS NOT NU
 	   left(evj(payload) -> 'after' ->> 'spec', 30) AS spec
   FROM outbox_messages ORDER BY id;
 
+--
+-- schemas_enable => true: key and value as the JSON converter writes them
+-- with schemas.enable=true, {"schema":...,"payload":...}, the schema as
+-- its asJsonSchema writes the connector's (TableSchemaBuilder: <topic>.Key,
+-- <topic>.Value, <topic>.Envelope version 2; PostgresSourceInfoStructMaker;
+-- SchemaFactory: the transaction block, the Enum of source.snapshot;
+-- PostgresValueConverter.schemaBuilder: each column's type, optional
+-- unless NOT NULL, and semantic names, versions, parameters)
+--
+CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy');
+CREATE TABLE typed (id int PRIMARY KEY, price numeric(10,2) NOT NULL, free numeric,
+					cash money, at timestamp, at_ms timestamp(3), t_ms time(3), tz timestamptz,
+					d date, span interval, u uuid, j jsonb, b bytea, bits bit(3), flag bit(1),
+					pt point, tags text[], m mood, small smallint, f real);
+SELECT outbox_attach('typed', 'sch', format => 'debezium', schemas_enable => true);
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+INSERT INTO typed VALUES (1, 12.30, 1.5, 12345678.90, '2024-02-29 13:14:15.123456',
+	'2024-02-29 13:14:15.123', '13:14:15.123', '2024-02-29 13:14:15.5+00', '2024-02-29',
+	'1 day', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '{"a": 1}', '\x00ff', B'101', B'1',
+	'(1,2)', '{x}', 'ok', 3, 0.5);
+DELETE FROM typed;
+SELECT outbox_attach('typed', 'sch', format => 'debezium', schemas_enable => true,
+					 decimal_handling => 'string');
+INSERT INTO typed (id, price) VALUES (2, 1);
+\pset format unaligned
+SELECT key, payload IS NULL AS tombstone, ev(payload) AS value FROM outbox_messages ORDER BY id;
+\pset format aligned
+DROP TABLE typed;
+DROP TYPE mood;
+
 -- source: the changing transaction's id (32 bits, as the connector says
 -- it), the time it started; the WAL position grows; ts_us and ts_ns agree
 TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;

@@ -212,7 +212,7 @@ outbox_capture_config(int nargs, char **args, CaptureConfig *config)
 				 parse_skipped(value, config->skipped))
 			;
 		else if (keyword_arg(args[i], "schemas_enable", &value))
-			config->schemas_enable = strcmp(value, "true") == 0;
+			config->options.schemas = strcmp(value, "true") == 0;
 		else if (keyword_arg(args[i], "key", &value))
 			config->keys[config->nkeys++] = (char *) value;
 		else
@@ -261,7 +261,7 @@ outbox_capture_args(const CaptureConfig *config, int *nargs)
 			args[n++] = psprintf("decimal_handling=%s", decimals[config->options.decimals]);
 			args[n++] = config->tombstones ? "tombstones=true" : "tombstones=false";
 			args[n++] = psprintf("skipped_operations=%s", skipped.len > 0 ? skipped.data : "none");
-			args[n++] = config->schemas_enable ? "schemas_enable=true" : "schemas_enable=false";
+			args[n++] = config->options.schemas ? "schemas_enable=true" : "schemas_enable=false";
 		}
 		else if (config->tombstones)
 			args[n++] = "tombstones=true";
@@ -612,8 +612,8 @@ debezium_format_event(const OutboxExtension *ext, const CaptureConfig *config,
 					  const CaptureTable *table, char op, HeapTuple before, HeapTuple after,
 					  const char *snapshot)
 {
-	text	   *topic = cstring_to_text(outbox_debezium_topic(config->topic, table->schema,
-															  table->table));
+	char	   *topic_name = outbox_debezium_topic(config->topic, table->schema, table->table);
+	text	   *topic = cstring_to_text(topic_name);
 	DebeziumSource source;
 	int			nestlevel;
 	char	   *old_key = NULL;
@@ -645,14 +645,16 @@ debezium_format_event(const OutboxExtension *ext, const CaptureConfig *config,
 		if (before != NULL)
 		{
 			initStringInfo(&buf);
-			outbox_debezium_key(&buf, &config->options, table->tupdesc, before,
+			outbox_debezium_key(&buf, &config->options, topic_name,
+								table->tupdesc, before,
 								table->nkeys, table->key_attnums);
 			old_key = buf.data;
 		}
 		if (after != NULL)
 		{
 			initStringInfo(&buf);
-			outbox_debezium_key(&buf, &config->options, table->tupdesc, after,
+			outbox_debezium_key(&buf, &config->options, topic_name,
+								table->tupdesc, after,
 								table->nkeys, table->key_attnums);
 			new_key = buf.data;
 		}
@@ -847,7 +849,7 @@ debezium_settings(FunctionCallInfo fcinfo, CaptureConfig *config)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid skipped_operations \"%s\"", text_to_cstring(PG_GETARG_TEXT_PP(7))),
 				 errdetail("It is \"none\" or a list of c, u, d and t separated by commas, as the connector's skipped.operations.")));
-	config->schemas_enable = !PG_ARGISNULL(8) && PG_GETARG_BOOL(8);
+	config->options.schemas = !PG_ARGISNULL(8) && PG_GETARG_BOOL(8);
 }
 
 /*

@@ -39,7 +39,6 @@ typedef struct CaptureConfig
 	/* debezium: the connector's settings */
 	bool		tombstones;		/* tombstones.on.delete */
 	char		skipped[5];		/* skipped.operations: of c, u, d, t */
-	bool		schemas_enable; /* the converter's schemas.enable */
 	DebeziumOptions options;	/* decimal.handling.mode and the like */
 	bool		by_identity;	/* before and TOASTed values as REPLICA IDENTITY
 								 * has them; false for a 1.2 trigger: whole rows */

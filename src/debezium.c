@@ -47,6 +47,7 @@
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/pg_enum.h"
 #include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
 #include "common/base64.h"
@@ -57,6 +58,7 @@
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/catcache.h"
 #include "utils/cash.h"
 #include "utils/date.h"
 #include "utils/geo_decls.h"
@@ -92,7 +94,7 @@
 #define MONEY_FRACTION_DIGITS 2
 
 /* how outbox_debezium_text writes: as a 1.2 trigger did */
-static const DebeziumOptions text_options = {DEBEZIUM_DECIMALS_STRING, false};
+static const DebeziumOptions text_options = {DEBEZIUM_DECIMALS_STRING, false, false};
 
 /* how a value is written */
 typedef enum Encoding
@@ -1116,6 +1118,300 @@ outbox_debezium_text(Datum value, Oid typid, int32 typmod)
 }
 
 /*
+ * A Kafka Connect schema as the JSON converter writes it (asJsonSchema):
+ * type, then inner (the "fields" or "items" member, if not NULL),
+ * optional, and name, version, doc and parameters where given; then
+ * "field" for the field of a struct it is.
+ */
+static void
+append_schema(StringInfo buf, const char *type, const char *inner, bool optional,
+			  const char *name, int version, const char *doc, const char *parameters,
+			  const char *field)
+{
+	appendStringInfo(buf, "{\"type\":\"%s\"", type);
+	if (inner)
+		appendStringInfo(buf, ",%s", inner);
+	appendStringInfo(buf, ",\"optional\":%s", optional ? "true" : "false");
+	if (name)
+	{
+		appendStringInfoString(buf, ",\"name\":");
+		escape_json(buf, name);
+	}
+	if (version > 0)
+		appendStringInfo(buf, ",\"version\":%d", version);
+	if (doc)
+		appendStringInfo(buf, ",\"doc\":\"%s\"", doc);
+	if (parameters)
+		appendStringInfo(buf, ",\"parameters\":%s", parameters);
+	if (field)
+	{
+		appendStringInfoString(buf, ",\"field\":");
+		escape_json(buf, field);
+	}
+	appendStringInfoChar(buf, '}');
+}
+
+/*
+ * The allowed values of an enum, in order, separated by commas, as the
+ * connector's io.debezium.data.Enum names them.
+ */
+static char *
+enum_values(Oid typid)
+{
+	CatCList   *list = SearchSysCacheList1(ENUMTYPOIDNAME, ObjectIdGetDatum(typid));
+	HeapTuple  *members = palloc(Max(list->n_members, 1) * sizeof(HeapTuple));
+	StringInfoData values;
+
+	for (int i = 0; i < list->n_members; i++)
+	{
+		HeapTuple	tuple = &list->members[i]->tuple;
+		int			j = i;
+
+		/* insertion sort by enumsortorder: enums are short */
+		while (j > 0 &&
+			   ((Form_pg_enum) GETSTRUCT(members[j - 1]))->enumsortorder >
+			   ((Form_pg_enum) GETSTRUCT(tuple))->enumsortorder)
+		{
+			members[j] = members[j - 1];
+			j--;
+		}
+		members[j] = tuple;
+	}
+	initStringInfo(&values);
+	for (int i = 0; i < list->n_members; i++)
+		appendStringInfo(&values, "%s%s", i > 0 ? "," : "",
+						 NameStr(((Form_pg_enum) GETSTRUCT(members[i]))->enumlabel));
+	ReleaseCatCacheList(list);
+	return values.data;
+}
+
+/*
+ * The schema of a column of type typid (typmod: the column's), as the
+ * connector gives it (PostgresValueConverter.schemaBuilder, with its
+ * default settings but decimal.handling.mode), field being its name in
+ * the struct (NULL for an array's items).
+ */
+static void
+append_type_schema(StringInfo buf, Oid typid, int32 typmod, bool optional,
+				   const char *field, const DebeziumOptions *options)
+{
+	Encoding	enc = encoding_of(&typid, &typmod);
+	const char *type = "string";
+	const char *name = NULL;
+	const char *doc = NULL;
+	char	   *inner = NULL;
+	char	   *parameters = NULL;
+
+	switch (enc)
+	{
+		case ENC_BOOL:
+			type = "boolean";
+			break;
+		case ENC_INTEGER:
+			type = typid == INT2OID ? "int16" : typid == INT4OID ? "int32" : "int64";
+			break;
+		case ENC_FLOAT4:
+			type = "float";
+			break;
+		case ENC_FLOAT8:
+			type = "double";
+			break;
+		case ENC_NUMERIC:
+		case ENC_MONEY:
+			if (options->decimals == DEBEZIUM_DECIMALS_DOUBLE)
+				type = "double";
+			else if (options->decimals == DEBEZIUM_DECIMALS_PRECISE && enc == ENC_MONEY)
+			{
+				type = "bytes";
+				name = "org.apache.kafka.connect.data.Decimal";
+				parameters = psprintf("{\"scale\":\"%d\"}", MONEY_FRACTION_DIGITS);
+			}
+			else if (options->decimals == DEBEZIUM_DECIMALS_PRECISE && typmod < 0)
+			{
+				type = "struct";
+				name = "io.debezium.data.VariableScaleDecimal";
+				doc = "Variable scaled decimal";
+				inner = "\"fields\":[{\"type\":\"int32\",\"optional\":false,\"field\":\"scale\"},"
+					"{\"type\":\"bytes\",\"optional\":false,\"field\":\"value\"}]";
+			}
+			else if (options->decimals == DEBEZIUM_DECIMALS_PRECISE)
+			{
+				type = "bytes";
+				name = "org.apache.kafka.connect.data.Decimal";
+				parameters = psprintf("{\"scale\":\"%d\",\"connect.decimal.precision\":\"%d\"}",
+									  (typmod - VARHDRSZ) & 0x7ff,
+									  ((typmod - VARHDRSZ) >> 16) & 0xffff);
+			}
+			break;
+		case ENC_HSTORE:
+			if (options->hstore_json)
+				name = "io.debezium.data.Json";
+			break;
+		case ENC_STRING:
+			if (typid == UUIDOID)
+				name = "io.debezium.data.Uuid";
+			else if (typid == JSONOID || typid == JSONBOID)
+				name = "io.debezium.data.Json";
+			else if (typid == XMLOID)
+				name = "io.debezium.data.Xml";
+			else if (type_is_enum(typid))
+			{
+				StringInfoData p;
+
+				name = "io.debezium.data.Enum";
+				initStringInfo(&p);
+				appendStringInfoString(&p, "{\"allowed\":");
+				escape_json(&p, enum_values(typid));
+				appendStringInfoChar(&p, '}');
+				parameters = p.data;
+			}
+			break;
+		case ENC_TEXT:
+		case ENC_TIMETZ:
+		case ENC_TIMESTAMPTZ:
+			if (enc == ENC_TIMETZ)
+				name = "io.debezium.time.ZonedTime";
+			else if (enc == ENC_TIMESTAMPTZ)
+				name = "io.debezium.time.ZonedTimestamp";
+			break;
+		case ENC_BYTES:
+			type = "bytes";
+			break;
+		case ENC_DATE:
+			type = "int32";
+			name = "io.debezium.time.Date";
+			break;
+		case ENC_TIME:
+			type = typmod >= 0 && typmod <= 3 ? "int32" : "int64";
+			name = typmod >= 0 && typmod <= 3 ? "io.debezium.time.Time" : "io.debezium.time.MicroTime";
+			break;
+		case ENC_TIMESTAMP:
+			type = "int64";
+			name = typmod >= 0 && typmod <= 3 ? "io.debezium.time.Timestamp" :
+				"io.debezium.time.MicroTimestamp";
+			break;
+		case ENC_INTERVAL:
+			type = "int64";
+			name = "io.debezium.time.MicroDuration";
+			break;
+		case ENC_BIT:
+			if (typmod == 1)
+				type = "boolean";
+			else
+			{
+				type = "bytes";
+				name = "io.debezium.data.Bits";
+				parameters = psprintf("{\"length\":\"%d\"}", typmod < 0 ? PG_INT32_MAX : typmod);
+			}
+			break;
+		case ENC_POINT:
+			type = "struct";
+			name = "io.debezium.data.geometry.Point";
+			doc = "Geometry (POINT)";
+			inner = "\"fields\":[{\"type\":\"double\",\"optional\":false,\"field\":\"x\"},"
+				"{\"type\":\"double\",\"optional\":false,\"field\":\"y\"},"
+				"{\"type\":\"bytes\",\"optional\":true,\"field\":\"wkb\"},"
+				"{\"type\":\"int32\",\"optional\":true,\"field\":\"srid\"}]";
+			break;
+		case ENC_ARRAY:
+			{
+				StringInfoData items;
+
+				initStringInfo(&items);
+				appendStringInfoString(&items, "\"items\":");
+				append_type_schema(&items, get_element_type(typid), typmod, true, NULL, options);
+				type = "array";
+				inner = items.data;
+			}
+			break;
+	}
+	append_schema(buf, type, inner, optional, name, name ? 1 : 0, doc, parameters, field);
+}
+
+/*
+ * The schema of a row of tupdesc (the columns attnums say, or all of
+ * them), a struct called name.
+ */
+static void
+append_row_schema(StringInfo buf, TupleDesc tupdesc, int nkeys, const AttrNumber *attnums,
+				  const char *name, bool optional, const char *field,
+				  const DebeziumOptions *options)
+{
+	StringInfoData fields;
+	bool		first = true;
+
+	initStringInfo(&fields);
+	appendStringInfoString(&fields, "\"fields\":[");
+	for (int i = 0; i < (attnums ? nkeys : tupdesc->natts); i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, attnums ? attnums[i] - 1 : i);
+
+		if (attr->attisdropped)
+			continue;
+		if (!first)
+			appendStringInfoChar(&fields, ',');
+		first = false;
+		append_type_schema(&fields, attr->atttypid, attr->atttypmod, !attr->attnotnull,
+						   NameStr(attr->attname), options);
+	}
+	appendStringInfoChar(&fields, ']');
+	append_schema(buf, "struct", fields.data, optional, name, 0, NULL, NULL, field);
+}
+
+/*
+ * The schema of a change event's value, the connector's envelope
+ * (Envelope, TableSchemaBuilder, PostgresSourceInfoStructMaker,
+ * SchemaFactory): before and after, source, transaction, op and the times.
+ */
+static void
+append_envelope_schema(StringInfo buf, const char *topic, TupleDesc tupdesc,
+					   const DebeziumOptions *options)
+{
+	char	   *value = psprintf("%s.Value", topic);
+	StringInfoData fields;
+
+	initStringInfo(&fields);
+	appendStringInfoString(&fields, "\"fields\":[");
+	append_row_schema(&fields, tupdesc, 0, NULL, value, true, "before", options);
+	appendStringInfoChar(&fields, ',');
+	append_row_schema(&fields, tupdesc, 0, NULL, value, true, "after", options);
+	appendStringInfoString(&fields,
+						   ",{\"type\":\"struct\",\"fields\":["
+						   "{\"type\":\"string\",\"optional\":false,\"field\":\"version\"},"
+						   "{\"type\":\"string\",\"optional\":false,\"field\":\"connector\"},"
+						   "{\"type\":\"string\",\"optional\":false,\"field\":\"name\"},"
+						   "{\"type\":\"int64\",\"optional\":false,\"field\":\"ts_ms\"},"
+						   "{\"type\":\"string\",\"optional\":true,\"name\":\"io.debezium.data.Enum\","
+						   "\"version\":1,\"parameters\":{\"allowed\":"
+						   "\"true,first,first_in_data_collection,last_in_data_collection,last,false,incremental\"},"
+						   "\"default\":\"false\",\"field\":\"snapshot\"},"
+						   "{\"type\":\"string\",\"optional\":false,\"field\":\"db\"},"
+						   "{\"type\":\"string\",\"optional\":true,\"field\":\"sequence\"},"
+						   "{\"type\":\"int64\",\"optional\":true,\"field\":\"ts_us\"},"
+						   "{\"type\":\"int64\",\"optional\":true,\"field\":\"ts_ns\"},"
+						   "{\"type\":\"string\",\"optional\":false,\"field\":\"schema\"},"
+						   "{\"type\":\"string\",\"optional\":false,\"field\":\"table\"},"
+						   "{\"type\":\"int64\",\"optional\":true,\"field\":\"txId\"},"
+						   "{\"type\":\"int64\",\"optional\":true,\"field\":\"lsn\"},"
+						   "{\"type\":\"int64\",\"optional\":true,\"field\":\"xmin\"},"
+						   "{\"type\":\"string\",\"optional\":true,\"field\":\"origin\"},"
+						   "{\"type\":\"int64\",\"optional\":true,\"field\":\"origin_lsn\"}],"
+						   "\"optional\":false,\"name\":\"io.debezium.connector.postgresql.Source\","
+						   "\"version\":1,\"field\":\"source\"},"
+						   "{\"type\":\"struct\",\"fields\":["
+						   "{\"type\":\"string\",\"optional\":false,\"field\":\"id\"},"
+						   "{\"type\":\"int64\",\"optional\":false,\"field\":\"total_order\"},"
+						   "{\"type\":\"int64\",\"optional\":false,\"field\":\"data_collection_order\"}],"
+						   "\"optional\":true,\"name\":\"event.block\",\"version\":1,\"field\":\"transaction\"},"
+						   "{\"type\":\"string\",\"optional\":false,\"field\":\"op\"},"
+						   "{\"type\":\"int64\",\"optional\":true,\"field\":\"ts_ms\"},"
+						   "{\"type\":\"int64\",\"optional\":true,\"field\":\"ts_us\"},"
+						   "{\"type\":\"int64\",\"optional\":true,\"field\":\"ts_ns\"}]");
+	append_schema(buf, "struct", fields.data, false, psprintf("%s.Envelope", topic), 2,
+				  NULL, NULL, NULL);
+}
+
+/*
  * A row as a JSON object of its columns, or null; the columns that
  * unavailable says (if not NULL) as the placeholder of an unchanged
  * TOASTed value.
@@ -1157,12 +1453,20 @@ append_row(StringInfo buf, const DebeziumOptions *options, TupleDesc tupdesc,
 }
 
 /*
- * The key of a row: a JSON object of its key columns, in key order.
+ * The key of a row: a JSON object of its key columns, in key order; with
+ * schemas, {"schema":...,"payload":...}, the schema <topic>.Key.
  */
 void
-outbox_debezium_key(StringInfo buf, const DebeziumOptions *options, TupleDesc tupdesc,
-					HeapTuple tuple, int nkeys, const AttrNumber *attnums)
+outbox_debezium_key(StringInfo buf, const DebeziumOptions *options, const char *topic,
+					TupleDesc tupdesc, HeapTuple tuple, int nkeys, const AttrNumber *attnums)
 {
+	if (options->schemas)
+	{
+		appendStringInfoString(buf, "{\"schema\":");
+		append_row_schema(buf, tupdesc, nkeys, attnums, psprintf("%s.Key", topic), false,
+						  NULL, options);
+		appendStringInfoString(buf, ",\"payload\":");
+	}
 	appendStringInfoChar(buf, '{');
 	for (int i = 0; i < nkeys; i++)
 	{
@@ -1178,6 +1482,8 @@ outbox_debezium_key(StringInfo buf, const DebeziumOptions *options, TupleDesc tu
 		append_value(buf, value, isnull, attr->atttypid, attr->atttypmod, options);
 	}
 	appendStringInfoChar(buf, '}');
+	if (options->schemas)
+		appendStringInfoChar(buf, '}');
 }
 
 /*
@@ -1201,7 +1507,8 @@ append_times(StringInfo buf, TimestampTz t, bool ms, bool us_ns)
 /*
  * The value of a change event: op c, u, d, r or t; before and after as
  * the op has them (both NULL for a truncate); the columns of after that
- * unavailable says (if not NULL) as unchanged TOASTed values.  source.txId is the current
+ * unavailable says (if not NULL) as unchanged TOASTed values; with
+ * schemas, {"schema":...,"payload":...}.  source.txId is the current
  * transaction's id, as 32-bit, as the connector reports it; source.lsn the
  * end of the WAL written so far, which for each row grows with each change
  * (a later change of a row waits for the earlier one to commit), but is
@@ -1214,6 +1521,14 @@ outbox_debezium_envelope(StringInfo buf, const DebeziumOptions *options,
 {
 	TimestampTz now = GetCurrentTimestamp();
 
+	if (options->schemas)
+	{
+		appendStringInfoString(buf, "{\"schema\":");
+		append_envelope_schema(buf, outbox_debezium_topic(source->prefix, source->schema,
+														  source->table),
+							   tupdesc, options);
+		appendStringInfoString(buf, ",\"payload\":");
+	}
 	appendStringInfoString(buf, "{\"before\":");
 	append_row(buf, options, tupdesc, before, NULL);
 	appendStringInfoString(buf, ",\"after\":");
@@ -1240,6 +1555,8 @@ outbox_debezium_envelope(StringInfo buf, const DebeziumOptions *options,
 	appendStringInfo(buf, ",\"transaction\":null,\"op\":\"%c\",", op);
 	append_times(buf, now, true, true);
 	appendStringInfoChar(buf, '}');
+	if (options->schemas)
+		appendStringInfoChar(buf, '}');
 }
 
 /*

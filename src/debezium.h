@@ -33,6 +33,7 @@ typedef struct DebeziumOptions
 {
 	DebeziumDecimals decimals;
 	bool		hstore_json;	/* hstore.handling.mode=json; else its text (1.2) */
+	bool		schemas;		/* the JSON converter's schemas.enable */
 } DebeziumOptions;
 
 /* what a change event says of where it comes from */
@@ -47,7 +48,7 @@ typedef struct DebeziumSource
 
 extern char *outbox_debezium_text(Datum value, Oid typid, int32 typmod);
 extern void outbox_debezium_key(StringInfo buf, const DebeziumOptions *options,
-								TupleDesc tupdesc, HeapTuple tuple,
+								const char *topic, TupleDesc tupdesc, HeapTuple tuple,
 								int nkeys, const AttrNumber *attnums);
 extern void outbox_debezium_envelope(StringInfo buf, const DebeziumOptions *options,
 									 const DebeziumSource *source, char op,
