@@ -1267,12 +1267,12 @@ append_type_schema(StringInfo buf, Oid typid, int32 typmod, bool optional,
 			}
 			break;
 		case ENC_TEXT:
+			break;
 		case ENC_TIMETZ:
+			name = "io.debezium.time.ZonedTime";
+			break;
 		case ENC_TIMESTAMPTZ:
-			if (enc == ENC_TIMETZ)
-				name = "io.debezium.time.ZonedTime";
-			else if (enc == ENC_TIMESTAMPTZ)
-				name = "io.debezium.time.ZonedTimestamp";
+			name = "io.debezium.time.ZonedTimestamp";
 			break;
 		case ENC_BYTES:
 			type = "bytes";
