@@ -147,8 +147,10 @@ SELECT outbox_attach('items', 'shop1', format => 'debezium');
 -- and convertMoney, Kafka's Decimal (the unscaled value's
 -- BigInteger.toByteArray) and Debezium's VariableScaleDecimal (scale, then
 -- value, trailing zeros stripped); AbstractRecordsProducerTest
--- schemasAndValuesForNumericTypes... ("NAN", "POSITIVE_INFINITY" in string
--- mode); the issue's money example, 12345678.90 -> "SZYC0g==".
+-- schemasAndValuesForBigDecimalEncodedNumericTypes,
+-- schemasAndValuesForStringEncodedNumericTypes ("NAN", "POSITIVE_INFINITY"),
+-- schemasAndValuesForDoubleEncodedNumericTypes; 12345678.90 as money ->
+-- "SZYC0g==" (Decimal with scale 2).
 --
 CREATE TABLE amounts (id int PRIMARY KEY, fixed numeric(10,2), whole numeric(12),
 					  free numeric, cash money, many numeric[]);
