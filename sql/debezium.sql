@@ -85,22 +85,47 @@ RESET bytea_output;
 SELECT topic, key, ev(payload) AS value FROM outbox_messages ORDER BY id;
 \pset format aligned
 
--- update, delete, an update of the key, truncate
+-- update, delete, an update of the key, truncate, as the connector has
+-- them under REPLICA IDENTITY DEFAULT (RecordsStreamProducerIT
+-- shouldReceiveChangesForUpdates, shouldReceiveChangesForDeletes): no
+-- before for an update, the key columns alone for a delete, each delete
+-- followed by a tombstone (tombstones.on.delete=true); the truncate is
+-- skipped (skipped.operations=t)
 TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
 UPDATE items SET qty = 8 WHERE shop = 'north' AND id = 1;
 DELETE FROM items WHERE shop = 'north' AND id = 2;
 UPDATE items SET id = 3 WHERE shop = 'south' AND id = 1;
 TRUNCATE items;
 SELECT topic, key, headers, evj(payload) ->> 'op' AS op,
-	   evj(payload) -> 'before' ->> 'qty' AS qty_before,
+	   payload IS NULL AS tombstone,
+	   jsonb_strip_nulls(evj(payload) -> 'before') AS before,
 	   evj(payload) -> 'after' ->> 'qty' AS qty_after
   FROM outbox_messages ORDER BY id;
 \pset format unaligned
 SELECT ev(payload) AS truncate FROM outbox_messages WHERE key IS NULL;
 \pset format aligned
 
--- tombstones when asked: after each delete, and after the delete of an
--- update of the key
+-- REPLICA IDENTITY FULL: the whole row before; truncates published with
+-- skipped_operations => 'none'
+ALTER TABLE items REPLICA IDENTITY FULL;
+SELECT outbox_attach('items', 'shop1', format => 'debezium', skipped_operations => 'none');
+INSERT INTO items (shop, id, qty) VALUES ('north', 1, 7);
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+UPDATE items SET qty = 8;
+DELETE FROM items;
+INSERT INTO items (shop, id, qty) VALUES ('north', 1, 9);
+TRUNCATE items;
+SELECT key, evj(payload) ->> 'op' AS op, payload IS NULL AS tombstone,
+	   evj(payload) -> 'before' ->> 'qty' AS qty_before,
+	   evj(payload) -> 'after' ->> 'qty' AS qty_after
+  FROM outbox_messages ORDER BY id;
+\pset format unaligned
+SELECT ev(payload) AS truncate FROM outbox_messages WHERE key IS NULL;
+\pset format aligned
+ALTER TABLE items REPLICA IDENTITY DEFAULT;
+
+-- tombstones: after each delete, and after the delete of an update of the
+-- key; none with tombstones => false
 SELECT outbox_attach('items', 'shop1', format => 'debezium', tombstones => true);
 INSERT INTO items (shop, id) VALUES ('east', 1), ('east', 2);
 TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
@@ -108,6 +133,151 @@ DELETE FROM items WHERE id = 1;
 UPDATE items SET id = 5;
 SELECT key, headers, payload IS NULL AS tombstone, evj(payload) ->> 'op' AS op
   FROM outbox_messages ORDER BY id;
+SELECT outbox_attach('items', 'shop1', format => 'debezium', tombstones => false);
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+UPDATE items SET id = 6;
+DELETE FROM items;
+SELECT key, headers, payload IS NULL AS tombstone, evj(payload) ->> 'op' AS op
+  FROM outbox_messages ORDER BY id;
+SELECT outbox_attach('items', 'shop1', format => 'debezium');
+
+--
+-- Decimals as decimal.handling.mode writes them: precise (the default),
+-- string, double.  Expected bytes: PostgresValueConverter.convertDecimal
+-- and convertMoney, Kafka's Decimal (the unscaled value's
+-- BigInteger.toByteArray) and Debezium's VariableScaleDecimal (scale, then
+-- value, trailing zeros stripped); AbstractRecordsProducerTest
+-- schemasAndValuesForBigDecimalEncodedNumericTypes,
+-- schemasAndValuesForStringEncodedNumericTypes ("NAN", "POSITIVE_INFINITY"),
+-- schemasAndValuesForDoubleEncodedNumericTypes; 12345678.90 as money ->
+-- "SZYC0g==" (Decimal with scale 2).
+--
+CREATE TABLE amounts (id int PRIMARY KEY, fixed numeric(10,2), whole numeric(12),
+					  free numeric, cash money, many numeric[]);
+INSERT INTO amounts VALUES
+	(1, 12.30, 100, 1.50, 12345678.90, '{1.2,3.40,-5}'),
+	(2, -1.28, -128, -129, -1.28, '{0,100.00}'),
+	(3, 0, 0, 0.000, 0, '{}'),
+	(4, 99999999.99, 999999999999, 123456789012345678901234567890.123456789, -92233720368547758.08, NULL);
+SELECT outbox_attach('amounts', 'm', format => 'debezium');
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+UPDATE amounts SET id = id;
+SELECT outbox_attach('amounts', 'm', format => 'debezium', decimal_handling => 'string');
+UPDATE amounts SET id = id;
+SELECT outbox_attach('amounts', 'm', format => 'debezium', decimal_handling => 'double');
+UPDATE amounts SET id = id;
+CREATE FUNCTION after_text(payload bytea) RETURNS text LANGUAGE sql AS $$
+	SELECT substring(convert_from(payload, 'UTF8') FROM '"after":(.*),"source":')
+$$;
+\pset format unaligned
+SELECT key, after_text(payload) AS after FROM outbox_messages ORDER BY id;
+\pset format aligned
+-- NaN and the infinities: strings as the connector names them, numbers in
+-- double mode; precise cannot write them (the connector stops), the change
+-- fails
+INSERT INTO amounts (id, free, fixed) VALUES (5, 'NaN', 'NaN'), (6, '-Infinity', NULL);
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+UPDATE amounts SET id = id WHERE id > 4;
+SELECT outbox_attach('amounts', 'm', format => 'debezium', decimal_handling => 'string');
+UPDATE amounts SET id = id WHERE id > 4;
+\pset format unaligned
+SELECT key, after_text(payload) AS after FROM outbox_messages ORDER BY id;
+\pset format aligned
+SELECT outbox_attach('amounts', 'm', format => 'debezium');
+UPDATE amounts SET id = id WHERE id = 5;
+\echo :LAST_ERROR_SQLSTATE
+UPDATE amounts SET id = id WHERE id = 6;
+\echo :LAST_ERROR_SQLSTATE
+-- the events that 1.2's money encoding got wrong: digits past 2^53 cents
+SELECT outbox_attach('amounts', 'm', format => 'debezium', decimal_handling => 'string');
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+UPDATE amounts SET id = id WHERE id = 4;
+SELECT evj(payload) -> 'after' ->> 'cash' AS cash FROM outbox_messages;
+
+--
+-- skipped_operations: the connector's skipped.operations ("none", or c,
+-- u, d, t); an update of the key is an update
+--
+SELECT outbox_attach('amounts', 'm', format => 'debezium', skipped_operations => 'c, d');
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+INSERT INTO amounts (id) VALUES (17);
+UPDATE amounts SET id = 18 WHERE id = 17;
+UPDATE amounts SET fixed = 1 WHERE id = 18;
+DELETE FROM amounts WHERE id = 18;
+TRUNCATE amounts;
+SELECT key, evj(payload) ->> 'op' AS op, payload IS NULL AS tombstone FROM outbox_messages ORDER BY id;
+SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE tgname = 'outbox_capture' AND tgrelid = 'amounts'::regclass;
+SELECT outbox_attach('amounts', 'm', format => 'debezium', skipped_operations => 'u,x');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach('amounts', 'm', format => 'debezium', decimal_handling => 'exact');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach('amounts', 'm', decimal_handling => 'string');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach('amounts', 'm', skipped_operations => 'none');
+\echo :LAST_ERROR_SQLSTATE
+
+--
+-- TOASTed values an update leaves unchanged: under REPLICA IDENTITY
+-- DEFAULT, the connector's placeholder as each type's converter takes it
+-- (UnchangedToastedPlaceholder, UnchangedToastedReplicationMessageColumn:
+-- a string, its bytes, one element of text, bytes or UUID arrays, its
+-- bytes as the numbers of int and bigint arrays); under FULL, the value
+-- (RecordsStreamProducerIT shouldHandleToastedArrayColumnForReplicaIdentityFullTable)
+--
+CREATE TABLE docs (id int PRIMARY KEY, n int, body text, raw bytea, tags text[],
+				   nums int[], ids uuid[], spec jsonb);
+ALTER TABLE docs ALTER body SET STORAGE EXTERNAL, ALTER raw SET STORAGE EXTERNAL,
+	ALTER tags SET STORAGE EXTERNAL, ALTER nums SET STORAGE EXTERNAL,
+	ALTER ids SET STORAGE EXTERNAL, ALTER spec SET STORAGE EXTERNAL;
+INSERT INTO docs SELECT 1, 0, repeat('x', 3000), convert_to(repeat('y', 3000), 'UTF8'),
+	array_fill('t'::text, ARRAY[1000]), array_fill(7, ARRAY[1000]),
+	array_fill('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid, ARRAY[200]),
+	jsonb_build_object('k', repeat('z', 3000));
+SELECT outbox_attach('docs', 'd', format => 'debezium');
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+UPDATE docs SET n = 1;
+UPDATE docs SET n = 2, body = 'short', tags = '{a}';
+ALTER TABLE docs REPLICA IDENTITY FULL;
+UPDATE docs SET n = 3, body = repeat('x', 3000);
+UPDATE docs SET n = 4;
+SELECT evj(payload) -> 'after' ->> 'n' AS n, evj(payload) ->> 'before' IS NOT NULL AS has_before,
+	   left(evj(payload) -> 'after' ->> 'body', 30) AS body,
+	   left(evj(payload) -> 'after' ->> 'raw', 40) AS raw,
+	   left(evj(payload) -> 'after' ->> 'tags', 40) AS tags,
+	   left(evj(payload) -> 'after' ->> 'nums', 90) AS nums,
+	   left(evj(payload) -> 'after' ->> 'ids', 42) AS ids,
+	   left(evj(payload) -> 'after' ->> 'spec', 30) AS spec
+  FROM outbox_messages ORDER BY id;
+
+--
+-- schemas_enable => true: key and value as the JSON converter writes them
+-- with schemas.enable=true, {"schema":...,"payload":...}, the schema as
+-- its asJsonSchema writes the connector's (TableSchemaBuilder: <topic>.Key,
+-- <topic>.Value, <topic>.Envelope version 2; PostgresSourceInfoStructMaker;
+-- SchemaFactory: the transaction block, the Enum of source.snapshot;
+-- PostgresValueConverter.schemaBuilder: each column's type, optional
+-- unless NOT NULL, and semantic names, versions, parameters)
+--
+CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy');
+CREATE TABLE typed (id int PRIMARY KEY, price numeric(10,2) NOT NULL, free numeric,
+					cash money, at timestamp, at_ms timestamp(3), t_ms time(3), tz timestamptz,
+					d date, span interval, u uuid, j jsonb, b bytea, bits bit(3), flag bit(1),
+					pt point, tags text[], m mood, small smallint, f real);
+SELECT outbox_attach('typed', 'sch', format => 'debezium', schemas_enable => true);
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+INSERT INTO typed VALUES (1, 12.30, 1.5, 12345678.90, '2024-02-29 13:14:15.123456',
+	'2024-02-29 13:14:15.123', '13:14:15.123', '2024-02-29 13:14:15.5+00', '2024-02-29',
+	'1 day', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '{"a": 1}', '\x00ff', B'101', B'1',
+	'(1,2)', '{x}', 'ok', 3, 0.5);
+DELETE FROM typed;
+SELECT outbox_attach('typed', 'sch', format => 'debezium', schemas_enable => true,
+					 decimal_handling => 'string');
+INSERT INTO typed (id, price) VALUES (2, 1);
+\pset format unaligned
+SELECT key, payload IS NULL AS tombstone, ev(payload) AS value FROM outbox_messages ORDER BY id;
+\pset format aligned
+DROP TABLE typed;
+DROP TYPE mood;
 
 -- source: the changing transaction's id (32 bits, as the connector says
 -- it), the time it started; the WAL position grows; ts_us and ts_ns agree
@@ -437,7 +607,7 @@ SELECT outbox_attach_router('outbox_view');
 -- a snapshot publishes what the table holds: it needs the right to read it
 CREATE ROLE outbox_trigger_only;
 GRANT TRIGGER ON stock TO outbox_trigger_only;
-GRANT EXECUTE ON FUNCTION outbox_attach(regclass, text, text[], text, boolean, boolean),
+GRANT EXECUTE ON FUNCTION outbox_attach(regclass, text, text[], text, boolean, boolean, text, text, boolean),
 	outbox_capture() TO outbox_trigger_only;
 SET ROLE outbox_trigger_only;
 SELECT outbox_attach('stock', 'inv', format => 'debezium', snapshot => true);
@@ -467,12 +637,17 @@ SELECT fire('AFTER INSERT ON wrong FOR EACH ROW EXECUTE FUNCTION outbox_capture(
 SELECT outbox_router();
 \echo :LAST_ERROR_SQLSTATE
 
-DROP TABLE items, notes, loose, "order lines", outboxevent, events, stock, nullable_key, wrong CASCADE;
+DROP TABLE items, notes, loose, "order lines", outboxevent, events, stock, nullable_key, wrong,
+	amounts, docs CASCADE;
+DROP FUNCTION after_text(bytea);
 DROP FUNCTION fire(text);
 
 --
 -- outbox_attach as 1.1 declares it (three arguments), served by this
--- library, and its triggers after the update to 1.2
+-- library, and its triggers after the update to 1.2; at 1.2 (six
+-- arguments), the debezium format as 1.2 wrote it (decimals as strings,
+-- whole rows, truncates, tombstones when asked), which its triggers keep
+-- after the update to 1.3
 --
 SELECT outbox_discard() >= 0 AS discarded;
 DROP EXTENSION outbox;
@@ -483,10 +658,42 @@ SELECT outbox_attach('kept', 'kept.changes', ARRAY['v']);
 SELECT outbox_attach('kept', 'kept.changes');
 INSERT INTO kept VALUES (1, 'a');
 SELECT topic, key, ev(payload) AS payload FROM outbox_messages;
-ALTER EXTENSION outbox UPDATE;
+ALTER EXTENSION outbox UPDATE TO '1.2';
 SELECT pg_get_function_arguments('outbox_attach'::regproc) AS arguments_at_1_2;
 UPDATE kept SET v = 'b';
 SELECT topic, key, evj(payload) ->> 'op' AS op FROM outbox_messages ORDER BY id;
+CREATE TABLE kept12 (id int PRIMARY KEY, price numeric(6,2), free numeric);
+SELECT outbox_attach('kept12', 'k12', format => 'debezium');
+SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE tgname = 'outbox_capture' AND tgrelid = 'kept12'::regclass;
+CREATE FUNCTION at_1_2() RETURNS TABLE (op text, tombstone boolean, before jsonb, after jsonb)
+LANGUAGE sql AS $$
+	SELECT evj(payload) ->> 'op', payload IS NULL, evj(payload) -> 'before', evj(payload) -> 'after'
+	  FROM outbox_messages WHERE topic = 'k12.public.kept12' ORDER BY id
+$$;
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+INSERT INTO kept12 VALUES (1, 12.30, 1.50);
+UPDATE kept12 SET free = 2;
+DELETE FROM kept12;
+TRUNCATE kept12;
+SELECT * FROM at_1_2();
+ALTER EXTENSION outbox UPDATE;
+SELECT pg_get_function_arguments('outbox_attach'::regproc) AS arguments_at_1_3;
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+INSERT INTO kept12 VALUES (1, 12.30, 1.50);
+UPDATE kept12 SET free = 2;
+DELETE FROM kept12;
+TRUNCATE kept12;
+SELECT * FROM at_1_2();
+-- attached again at 1.3: the connector's defaults
+SELECT outbox_attach('kept12', 'k12', format => 'debezium');
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+INSERT INTO kept12 VALUES (1, 12.30, 1.50);
+UPDATE kept12 SET free = 2;
+DELETE FROM kept12;
+TRUNCATE kept12;
+SELECT * FROM at_1_2();
+DROP TABLE kept12;
+DROP FUNCTION at_1_2();
 SELECT outbox_detach('kept');
 SELECT count(*) AS triggers FROM pg_trigger WHERE tgrelid = 'kept'::regclass;
 DROP TABLE kept;

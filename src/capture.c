@@ -19,13 +19,18 @@
  *   read by a snapshot).  The key is the text of the key column; with
  *   several key columns, a JSON array of their texts.
  *
- * - debezium (arguments: format=debezium, topic=<prefix>, [tombstones=true,]
- *   key=<column> ...): the change events of Debezium's PostgreSQL
- *   connector (src/debezium.c) on <prefix>.<schema>.<table>, keyed by a
- *   JSON object of the key columns.  An update that changes the key is a
- *   delete of the old key and a create of the new one, with the headers
- *   __debezium.newkey and __debezium.oldkey, as the connector writes it;
- *   with tombstones, each delete is followed by a tombstone of its key.
+ * - debezium (arguments: format=debezium, topic=<prefix>, the connector's
+ *   settings, key=<column> ...): the change events of Debezium's
+ *   PostgreSQL connector (src/debezium.c) on <prefix>.<schema>.<table>,
+ *   keyed by a JSON object of the key columns.  An update that changes the
+ *   key is a delete of the old key and a create of the new one, with the
+ *   headers __debezium.newkey and __debezium.oldkey, as the connector
+ *   writes it; with tombstones, each delete is followed by a tombstone of
+ *   its key; the operations of skipped_operations are not published.
+ *   Unless the table's REPLICA IDENTITY is FULL, before is what logical
+ *   decoding gives the connector: nothing for an update that keeps the
+ *   identity, the identity's columns for a delete, and TOASTed values that
+ *   an update left alone are the connector's placeholder.
  *
  * The key columns are the named ones, else the primary key.  Snapshots
  * (src/snapshot.c) build their events with outbox_capture_event too, from
@@ -60,6 +65,7 @@
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
@@ -94,11 +100,65 @@ keyword_arg(const char *arg, const char *name, const char **value)
 }
 
 /*
+ * The operations of skipped.operations: "none", or a list of c, u, d and
+ * t, separated by commas; into skipped, as letters.  False if value is
+ * not such a list.
+ */
+static bool
+parse_skipped(const char *value, char *skipped)
+{
+	int			n = 0;
+
+	skipped[0] = '\0';
+	if (strcmp(value, "none") == 0)
+		return true;
+	for (const char *c = value;; c++)
+	{
+		while (*c == ' ')
+			c++;
+		if (*c == '\0' || strchr("cudt", *c) == NULL)
+			return false;
+		if (strchr(skipped, *c) == NULL)
+		{
+			skipped[n++] = *c;
+			skipped[n] = '\0';
+		}
+		c++;
+		while (*c == ' ')
+			c++;
+		if (*c == '\0')
+			return true;
+		if (*c != ',')
+			return false;
+	}
+}
+
+/*
+ * decimal.handling.mode's value, into *decimals; false if unknown.
+ */
+static bool
+parse_decimals(const char *value, DebeziumDecimals *decimals)
+{
+	if (strcmp(value, "precise") == 0)
+		*decimals = DEBEZIUM_DECIMALS_PRECISE;
+	else if (strcmp(value, "string") == 0)
+		*decimals = DEBEZIUM_DECIMALS_STRING;
+	else if (strcmp(value, "double") == 0)
+		*decimals = DEBEZIUM_DECIMALS_DOUBLE;
+	else
+		return false;
+	return true;
+}
+
+/*
  * The configuration of a captured table from its trigger's arguments:
  * (topic [, key_column ...]) for the outbox format, keywords
- * (format=debezium, topic=..., tombstones=true, key=... ...) otherwise;
- * "=" cannot be in a topic name, so the two do not mix.  Bad arguments are
- * an error.
+ * (format=debezium, topic=..., decimal_handling=..., tombstones=...,
+ * skipped_operations=..., schemas_enable=..., key=... ...) otherwise;
+ * "=" cannot be in a topic name, so the two do not mix.  A 1.2 trigger
+ * has no decimal_handling: it keeps what 1.2 wrote (decimals as strings,
+ * whole rows, hstore as its text, truncates, tombstones if it says so).
+ * Bad arguments are an error.
  */
 void
 outbox_capture_config(int nargs, char **args, CaptureConfig *config)
@@ -122,6 +182,7 @@ outbox_capture_config(int nargs, char **args, CaptureConfig *config)
 	}
 
 	config->keys = palloc(nargs * sizeof(char *));
+	config->options.decimals = DEBEZIUM_DECIMALS_STRING;
 	for (int i = 0; i < nargs; i++)
 	{
 		if (keyword_arg(args[i], "format", &value))
@@ -140,6 +201,18 @@ outbox_capture_config(int nargs, char **args, CaptureConfig *config)
 			config->topic = (char *) value;
 		else if (keyword_arg(args[i], "tombstones", &value))
 			config->tombstones = strcmp(value, "true") == 0;
+		else if (keyword_arg(args[i], "decimal_handling", &value) &&
+				 parse_decimals(value, &config->options.decimals))
+		{
+			/* a 1.3 trigger: the connector's rows */
+			config->by_identity = true;
+			config->options.hstore_json = true;
+		}
+		else if (keyword_arg(args[i], "skipped_operations", &value) &&
+				 parse_skipped(value, config->skipped))
+			;
+		else if (keyword_arg(args[i], "schemas_enable", &value))
+			config->options.schemas = strcmp(value, "true") == 0;
 		else if (keyword_arg(args[i], "key", &value))
 			config->keys[config->nkeys++] = (char *) value;
 		else
@@ -163,7 +236,7 @@ outbox_capture_config(int nargs, char **args, CaptureConfig *config)
 char	  **
 outbox_capture_args(const CaptureConfig *config, int *nargs)
 {
-	char	  **args = palloc((config->nkeys + 3) * sizeof(char *));
+	char	  **args = palloc((config->nkeys + 6) * sizeof(char *));
 	int			n = 0;
 
 	if (config->format == CAPTURE_FORMAT_OUTBOX)
@@ -176,7 +249,21 @@ outbox_capture_args(const CaptureConfig *config, int *nargs)
 	{
 		args[n++] = "format=debezium";
 		args[n++] = psprintf("topic=%s", config->topic);
-		if (config->tombstones)
+		if (config->by_identity)
+		{
+			static const char *const decimals[] = {"precise", "string", "double"};
+
+			StringInfoData skipped;
+
+			initStringInfo(&skipped);
+			for (const char *c = config->skipped; *c; c++)
+				appendStringInfo(&skipped, "%s%c", c > config->skipped ? "," : "", *c);
+			args[n++] = psprintf("decimal_handling=%s", decimals[config->options.decimals]);
+			args[n++] = config->tombstones ? "tombstones=true" : "tombstones=false";
+			args[n++] = psprintf("skipped_operations=%s", skipped.len > 0 ? skipped.data : "none");
+			args[n++] = config->options.schemas ? "schemas_enable=true" : "schemas_enable=false";
+		}
+		else if (config->tombstones)
 			args[n++] = "tombstones=true";
 		for (int i = 0; i < config->nkeys; i++)
 			args[n++] = psprintf("key=%s", config->keys[i]);
@@ -227,6 +314,8 @@ outbox_capture_table(const CaptureConfig *config, Relation rel, TupleDesc tupdes
 	table->schema = get_namespace_name(RelationGetNamespace(rel));
 	table->table = pstrdup(RelationGetRelationName(rel));
 	table->tupdesc = tupdesc;
+	table->identity = rel->rd_rel->relreplident;
+	table->identity_attrs = RelationGetIndexAttrBitmap(rel, INDEX_ATTR_BITMAP_IDENTITY_KEY);
 	if (nkeys == 0)
 		names = outbox_primary_key(rel, &nkeys);
 	table->nkeys = nkeys;
@@ -460,17 +549,98 @@ one_header(const char *name, const char *value)
  * Store one change event of the debezium format.
  */
 static void
-store_debezium_event(const OutboxExtension *ext, text *topic, const DebeziumSource *source,
-					 const CaptureTable *table, char op, HeapTuple before, HeapTuple after,
+store_debezium_event(const OutboxExtension *ext, const CaptureConfig *config, text *topic,
+					 const DebeziumSource *source, const CaptureTable *table, char op,
+					 HeapTuple before, HeapTuple after, const bool *unavailable,
 					 text *key, Jsonb *headers)
 {
 	StringInfoData value;
 
 	initStringInfo(&value);
-	outbox_debezium_envelope(&value, source, op, table->tupdesc, before, after);
+	outbox_debezium_envelope(&value, &config->options, source, op, table->tupdesc,
+							 before, after, unavailable);
 	outbox_store_event(ext, topic, key,
 					   outbox_utf8_payload(cstring_to_text_with_len(value.data, value.len)),
 					   headers, (Datum) 0, true, NULL);
+}
+
+/*
+ * The old row of an update or a delete as logical decoding has it when the
+ * table's REPLICA IDENTITY is not FULL: the identity's columns, the others
+ * null; NULL without identity, or for an update that changes none of them
+ * (and has none stored out of line, which PostgreSQL logs then too).
+ */
+static HeapTuple
+identity_before(const CaptureTable *table, char op, HeapTuple before, HeapTuple after)
+{
+	TupleDesc	tupdesc = table->tupdesc;
+	Datum	   *values;
+	bool	   *nulls;
+	bool		logged = op == 'd';
+	int			attnum = -1;
+
+	if (bms_is_empty(table->identity_attrs))
+		return NULL;
+	while (!logged &&
+		   (attnum = bms_next_member(table->identity_attrs, attnum)) >= 0)
+	{
+		AttrNumber	attno = attnum + FirstLowInvalidHeapAttributeNumber;
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, attno - 1);
+		bool		oldnull;
+		bool		newnull;
+		Datum		old = heap_getattr(before, attno, tupdesc, &oldnull);
+		Datum		new = heap_getattr(after, attno, tupdesc, &newnull);
+
+		logged = oldnull != newnull ||
+			(!oldnull && !datumIsEqual(old, new, attr->attbyval, attr->attlen)) ||
+			(!oldnull && attr->attlen == -1 && VARATT_IS_EXTERNAL(DatumGetPointer(old)));
+	}
+	if (!logged)
+		return NULL;
+	values = palloc(tupdesc->natts * sizeof(Datum));
+	nulls = palloc(tupdesc->natts * sizeof(bool));
+	heap_deform_tuple(before, tupdesc, values, nulls);
+	for (int i = 0; i < tupdesc->natts; i++)
+		if (!bms_is_member(i + 1 - FirstLowInvalidHeapAttributeNumber, table->identity_attrs))
+			nulls[i] = true;
+	return heap_form_tuple(tupdesc, values, nulls);
+}
+
+/*
+ * The columns of an update's new row that are TOASTed values it left
+ * unchanged (the old row points to the same stored value), which logical
+ * decoding does not have when the REPLICA IDENTITY is not FULL; NULL if
+ * there are none.
+ */
+static bool *
+unchanged_toasted(const CaptureTable *table, HeapTuple before, HeapTuple after)
+{
+	TupleDesc	tupdesc = table->tupdesc;
+	bool	   *unchanged = NULL;
+
+	for (int i = 0; i < tupdesc->natts; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
+		bool		oldnull;
+		bool		newnull;
+		Datum		old;
+		Datum		new;
+
+		if (attr->attisdropped || attr->attlen != -1)
+			continue;
+		old = heap_getattr(before, i + 1, tupdesc, &oldnull);
+		new = heap_getattr(after, i + 1, tupdesc, &newnull);
+		if (oldnull || newnull ||
+			!VARATT_IS_EXTERNAL_ONDISK(DatumGetPointer(new)) ||
+			!VARATT_IS_EXTERNAL_ONDISK(DatumGetPointer(old)) ||
+			memcmp(DatumGetPointer(old), DatumGetPointer(new),
+				   VARSIZE_EXTERNAL(DatumGetPointer(new))) != 0)
+			continue;
+		if (unchanged == NULL)
+			unchanged = palloc0(tupdesc->natts * sizeof(bool));
+		unchanged[i] = true;
+	}
+	return unchanged;
 }
 
 /*
@@ -481,12 +651,25 @@ debezium_format_event(const OutboxExtension *ext, const CaptureConfig *config,
 					  const CaptureTable *table, char op, HeapTuple before, HeapTuple after,
 					  const char *snapshot)
 {
-	text	   *topic = cstring_to_text(outbox_debezium_topic(config->topic, table->schema,
-															  table->table));
+	char	   *topic_name = outbox_debezium_topic(config->topic, table->schema, table->table);
+	text	   *topic = cstring_to_text(topic_name);
 	DebeziumSource source;
-	int			nestlevel = outbox_debezium_pin_settings(table->tupdesc);
+	int			nestlevel;
 	char	   *old_key = NULL;
 	char	   *new_key = NULL;
+	HeapTuple	old_row = before;	/* the before that the events show */
+	bool	   *unavailable = NULL;
+
+	/* skipped.operations: an update of the key too, as one update */
+	if (strchr(config->skipped, op) != NULL)
+		return;
+	nestlevel = outbox_debezium_pin_settings(table->tupdesc);
+	if (config->by_identity && table->identity != REPLICA_IDENTITY_FULL && before != NULL)
+	{
+		old_row = identity_before(table, op, before, after);
+		if (after != NULL)
+			unavailable = unchanged_toasted(table, before, after);
+	}
 
 	source.prefix = config->topic;
 	source.schema = table->schema;
@@ -501,13 +684,17 @@ debezium_format_event(const OutboxExtension *ext, const CaptureConfig *config,
 		if (before != NULL)
 		{
 			initStringInfo(&buf);
-			outbox_debezium_key(&buf, table->tupdesc, before, table->nkeys, table->key_attnums);
+			outbox_debezium_key(&buf, &config->options, topic_name,
+								table->tupdesc, before,
+								table->nkeys, table->key_attnums);
 			old_key = buf.data;
 		}
 		if (after != NULL)
 		{
 			initStringInfo(&buf);
-			outbox_debezium_key(&buf, table->tupdesc, after, table->nkeys, table->key_attnums);
+			outbox_debezium_key(&buf, &config->options, topic_name,
+								table->tupdesc, after,
+								table->nkeys, table->key_attnums);
 			new_key = buf.data;
 		}
 	}
@@ -515,13 +702,13 @@ debezium_format_event(const OutboxExtension *ext, const CaptureConfig *config,
 	if (op == 'u' && old_key != NULL && strcmp(old_key, new_key) != 0)
 	{
 		/* a new key: the old one deleted, the new one created */
-		store_debezium_event(ext, topic, &source, table, 'd', before, NULL,
+		store_debezium_event(ext, config, topic, &source, table, 'd', old_row, NULL, NULL,
 							 cstring_to_text(old_key),
 							 one_header("__debezium.newkey", new_key));
 		if (config->tombstones)
 			outbox_store_event(ext, topic, cstring_to_text(old_key), NULL, NULL,
 							   (Datum) 0, true, NULL);
-		store_debezium_event(ext, topic, &source, table, 'c', NULL, after,
+		store_debezium_event(ext, config, topic, &source, table, 'c', NULL, after, unavailable,
 							 cstring_to_text(new_key),
 							 one_header("__debezium.oldkey", old_key));
 	}
@@ -529,8 +716,8 @@ debezium_format_event(const OutboxExtension *ext, const CaptureConfig *config,
 	{
 		char	   *key = after != NULL ? new_key : old_key;
 
-		store_debezium_event(ext, topic, &source, table, op, before, after,
-							 key ? cstring_to_text(key) : NULL, NULL);
+		store_debezium_event(ext, config, topic, &source, table, op, old_row, after,
+							 unavailable, key ? cstring_to_text(key) : NULL, NULL);
 		if (op == 'd' && config->tombstones && key != NULL)
 			outbox_store_event(ext, topic, cstring_to_text(key), NULL, NULL,
 							   (Datum) 0, true, NULL);
@@ -678,14 +865,60 @@ snapshot_walk_columns(Relation rel, const CaptureConfig *config, int *ncolumns)
 }
 
 /*
+ * The connector's settings among outbox_attach's arguments (1.3: the last
+ * four, and tombstones), into config, each NULL giving the connector's
+ * default: decimal_handling (precise), tombstones (true),
+ * skipped_operations ('t') and schemas_enable (false).  Only the debezium
+ * format has them.
+ */
+static void
+debezium_settings(FunctionCallInfo fcinfo, CaptureConfig *config)
+{
+	/* the arguments after tombstones */
+	const char *const names[] = {"decimal_handling", "skipped_operations", "schemas_enable"};
+
+	if (config->format != CAPTURE_FORMAT_DEBEZIUM)
+	{
+		for (int i = 0; i < lengthof(names); i++)
+			if (!PG_ARGISNULL(6 + i))
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("%s applies to the debezium format only", names[i])));
+		return;
+	}
+	config->by_identity = true;
+	config->options.hstore_json = true;
+	config->tombstones = PG_ARGISNULL(5) || PG_GETARG_BOOL(5);
+	config->options.decimals = DEBEZIUM_DECIMALS_PRECISE;
+	if (!PG_ARGISNULL(6) &&
+		!parse_decimals(text_to_cstring(PG_GETARG_TEXT_PP(6)), &config->options.decimals))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown decimal_handling \"%s\"", text_to_cstring(PG_GETARG_TEXT_PP(6))),
+				 errdetail("The modes are \"precise\", \"string\" and \"double\", as the connector's decimal.handling.mode.")));
+	strcpy(config->skipped, "t");
+	if (!PG_ARGISNULL(7) &&
+		!parse_skipped(text_to_cstring(PG_GETARG_TEXT_PP(7)), config->skipped))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid skipped_operations \"%s\"", text_to_cstring(PG_GETARG_TEXT_PP(7))),
+				 errdetail("It is \"none\" or a list of c, u, d and t separated by commas, as the connector's skipped.operations.")));
+	config->options.schemas = !PG_ARGISNULL(8) && PG_GETARG_BOOL(8);
+}
+
+/*
  * outbox_attach(tbl regclass, topic text, key_columns text[] DEFAULT NULL,
  *				 format text DEFAULT 'outbox', snapshot boolean DEFAULT false,
- *				 tombstones boolean DEFAULT false)
+ *				 tombstones boolean DEFAULT NULL,
+ *				 decimal_handling text DEFAULT NULL,
+ *				 skipped_operations text DEFAULT NULL,
+ *				 schemas_enable boolean DEFAULT NULL)
  *
  * Capture the changes of tbl with the triggers outbox_capture (rows) and
  * outbox_capture_truncate, replacing them if they exist; with snapshot,
  * also publish the rows it has (src/snapshot.c).  A 1.1 database declares
- * the first three arguments only.
+ * the first three arguments only, a 1.2 database the first six (tombstones
+ * DEFAULT false): their debezium triggers write what 1.2 wrote.
  */
 Datum
 outbox_attach(PG_FUNCTION_ARGS)
@@ -703,12 +936,16 @@ outbox_attach(PG_FUNCTION_ARGS)
 	StringInfoData arglist;
 	AclResult	aclresult;
 
-	if (PG_NARGS() != 3 && PG_NARGS() != 6)
+	if (PG_NARGS() != 3 && PG_NARGS() != 6 && PG_NARGS() != 9)
 		elog(ERROR, "outbox_attach called with %d arguments", PG_NARGS());
-	if (PG_NARGS() == 6 && fcinfo->flinfo->fn_expr != NULL &&
+	if (PG_NARGS() >= 6 && fcinfo->flinfo->fn_expr != NULL &&
 		(get_fn_expr_argtype(fcinfo->flinfo, 3) != TEXTOID ||
 		 get_fn_expr_argtype(fcinfo->flinfo, 4) != BOOLOID ||
-		 get_fn_expr_argtype(fcinfo->flinfo, 5) != BOOLOID))
+		 get_fn_expr_argtype(fcinfo->flinfo, 5) != BOOLOID ||
+		 (PG_NARGS() == 9 &&
+		  (get_fn_expr_argtype(fcinfo->flinfo, 6) != TEXTOID ||
+		   get_fn_expr_argtype(fcinfo->flinfo, 7) != TEXTOID ||
+		   get_fn_expr_argtype(fcinfo->flinfo, 8) != BOOLOID))))
 		elog(ERROR, "outbox_attach called with arguments of unexpected types");
 
 	memset(&config, 0, sizeof(config));
@@ -718,7 +955,7 @@ outbox_attach(PG_FUNCTION_ARGS)
 				 errmsg("topic must not be null")));
 	config.topic = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	outbox_check_topic(config.topic, strlen(config.topic));
-	if (PG_NARGS() == 6)
+	if (PG_NARGS() >= 6)
 	{
 		if (PG_ARGISNULL(3))
 			ereport(ERROR,
@@ -742,6 +979,8 @@ outbox_attach(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("tombstones are written in the debezium format only")));
+	if (PG_NARGS() == 9)
+		debezium_settings(fcinfo, &config);
 	rel = outbox_open_to_attach(relid);
 	if (outbox_has_trigger(ext, rel, ROUTER_TRIGGER))
 		ereport(ERROR,

@@ -14,9 +14,11 @@
 
 #include "access/htup.h"
 #include "access/tupdesc.h"
+#include "nodes/bitmapset.h"
 #include "utils/relcache.h"
 
 #include "catalog.h"
+#include "debezium.h"
 
 /* the names of the triggers that outbox_attach and outbox_attach_router create */
 #define CAPTURE_TRIGGER "outbox_capture"
@@ -34,7 +36,12 @@ typedef struct CaptureConfig
 {
 	CaptureFormat format;
 	char	   *topic;			/* the topic; debezium: the prefix of one per table */
-	bool		tombstones;		/* debezium: a tombstone after each delete */
+	/* debezium: the connector's settings */
+	bool		tombstones;		/* tombstones.on.delete */
+	char		skipped[5];		/* skipped.operations: of c, u, d, t */
+	DebeziumOptions options;	/* decimal.handling.mode and the like */
+	bool		by_identity;	/* before and TOASTed values as REPLICA IDENTITY
+								 * has them; false for a 1.2 trigger: whole rows */
 	int			nkeys;			/* key columns named; 0: the primary key */
 	char	  **keys;
 } CaptureConfig;
@@ -47,6 +54,8 @@ typedef struct CaptureTable
 	TupleDesc	tupdesc;		/* of the rows given to outbox_capture_event */
 	int			nkeys;			/* 0: no key */
 	AttrNumber *key_attnums;	/* in tupdesc */
+	char		identity;		/* the table's REPLICA IDENTITY */
+	Bitmapset  *identity_attrs; /* its columns, less FirstLowInvalidHeapAttributeNumber */
 } CaptureTable;
 
 extern void outbox_capture_config(int nargs, char **args, CaptureConfig *config);

@@ -10,14 +10,15 @@
  *		 "source":{"version":"outbox-1.3","connector":"postgresql",
  *				   "name":"<prefix>","ts_ms":...,"snapshot":"false","db":"...",
  *				   "sequence":null,"ts_us":...,"ts_ns":...,"schema":"public",
- *				   "table":"orders","txId":...,"lsn":...,"xmin":null},
+ *				   "table":"orders","txId":...,"lsn":...,"xmin":null,
+ *				   "origin":null,"origin_lsn":null},
  *		 "transaction":null,"op":"c","ts_ms":...,"ts_us":...,"ts_ns":...}
  *
  * in the connector's field order, without white space, on the topic
  * <prefix>.<schema>.<table>.  Column values are encoded as the connector
- * encodes them by default where that is plain JSON, and as its string modes
- * do where the default is not (numeric and money as strings, not base64
- * bytes); docs/debezium.md has the table, type by type, and this file
+ * encodes them with the settings the trigger's arguments give
+ * (DebeziumOptions: decimal.handling.mode, hstore as JSON or as 1.2 wrote
+ * it); docs/debezium.md has the table, type by type, and this file
  * follows it.  Numbers are written as Java writes them (1.0, 1.0E10), so
  * that a value reads the same whichever of the two wrote it.
  *
@@ -46,22 +47,27 @@
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/pg_enum.h"
 #include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
 #include "common/base64.h"
+#include "common/md5.h"
 #include "common/shortest_dec.h"
 #include "datatype/timestamp.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/catcache.h"
 #include "utils/cash.h"
 #include "utils/date.h"
 #include "utils/geo_decls.h"
 #include "utils/guc.h"
 #include "utils/json.h"
 #include "utils/lsyscache.h"
+#include "utils/numeric.h"
 #include "utils/pg_locale.h"
+#include "utils/syscache.h"
 #include "utils/varbit.h"
 
 #include "debezium.h"
@@ -77,6 +83,19 @@
 #define INFINITY_TIMESTAMP_US INT64CONST(9223372036825200000)
 #define MINUS_INFINITY_TIMESTAMP_US INT64CONST(-9223372036832400000)
 
+/*
+ * What the connector writes for a TOASTed value that an update left
+ * unchanged, where the table's REPLICA IDENTITY is not FULL (its
+ * unavailable.value.placeholder).
+ */
+#define UNAVAILABLE "__debezium_unavailable_value"
+
+/* the money.fraction.digits of the connector: money is rescaled to it */
+#define MONEY_FRACTION_DIGITS 2
+
+/* how outbox_debezium_text writes: as a 1.2 trigger did */
+static const DebeziumOptions text_options = {DEBEZIUM_DECIMALS_STRING, false, false};
+
 /* how a value is written */
 typedef enum Encoding
 {
@@ -84,8 +103,9 @@ typedef enum Encoding
 	ENC_INTEGER,
 	ENC_FLOAT4,
 	ENC_FLOAT8,
-	ENC_NUMERIC,				/* a string: decimal.handling.mode=string */
-	ENC_MONEY,					/* a string: decimal.handling.mode=string */
+	ENC_NUMERIC,				/* as decimal.handling.mode says */
+	ENC_MONEY,					/* as decimal.handling.mode says */
+	ENC_HSTORE,					/* a JSON object in a string, or its text */
 	ENC_STRING,					/* the type's text, which no setting changes */
 	ENC_BYTES,					/* base64 */
 	ENC_DATE,					/* days since 1970 */
@@ -99,6 +119,23 @@ typedef enum Encoding
 	ENC_ARRAY,					/* a JSON array of the elements */
 	ENC_TEXT					/* the type's text, settings pinned */
 } Encoding;
+
+/*
+ * Is typid a type called hstore, as the connector recognizes contrib's
+ * hstore: by its name?
+ */
+static bool
+is_hstore(Oid typid)
+{
+	HeapTuple	tuple = SearchSysCache1(TYPEOID, ObjectIdGetDatum(typid));
+	bool		hstore;
+
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for type %u", typid);
+	hstore = strcmp(NameStr(((Form_pg_type) GETSTRUCT(tuple))->typname), "hstore") == 0;
+	ReleaseSysCache(tuple);
+	return hstore;
+}
 
 /*
  * How a value of type typid (a domain: its base type, into *typid and
@@ -164,6 +201,8 @@ encoding_of(Oid *typid, int32 *typmod)
 		return ENC_ARRAY;
 	if (type_is_enum(*typid))
 		return ENC_STRING;
+	if (is_hstore(*typid))
+		return ENC_HSTORE;
 	return ENC_TEXT;
 }
 
@@ -472,7 +511,7 @@ append_point(StringInfo buf, Point *pt)
 }
 
 static void append_encoded(StringInfo buf, Datum value, Oid typid, int32 typmod,
-						   Encoding enc, bool quote);
+						   Encoding enc, const DebeziumOptions *options, bool quote);
 
 /*
  * The elements of an array from *next on, dimension dim of ndim, as nested
@@ -480,7 +519,8 @@ static void append_encoded(StringInfo buf, Datum value, Oid typid, int32 typmod,
  */
 static void
 append_array_dim(StringInfo buf, int dim, int ndim, const int *dims, Datum *elems,
-				 bool *nulls, int *next, Oid elemtype, int32 typmod, Encoding enc)
+				 bool *nulls, int *next, Oid elemtype, int32 typmod, Encoding enc,
+				 const DebeziumOptions *options)
 {
 	appendStringInfoChar(buf, '[');
 	for (int i = 0; i < dims[dim]; i++)
@@ -489,13 +529,13 @@ append_array_dim(StringInfo buf, int dim, int ndim, const int *dims, Datum *elem
 			appendStringInfoChar(buf, ',');
 		if (dim < ndim - 1)
 			append_array_dim(buf, dim + 1, ndim, dims, elems, nulls, next,
-							 elemtype, typmod, enc);
+							 elemtype, typmod, enc, options);
 		else
 		{
 			if (nulls[*next])
 				appendStringInfoString(buf, "null");
 			else
-				append_encoded(buf, elems[*next], elemtype, typmod, enc, true);
+				append_encoded(buf, elems[*next], elemtype, typmod, enc, options, true);
 			(*next)++;
 		}
 	}
@@ -503,7 +543,8 @@ append_array_dim(StringInfo buf, int dim, int ndim, const int *dims, Datum *elem
 }
 
 static void
-append_array(StringInfo buf, Datum value, Oid typid, int32 typmod)
+append_array(StringInfo buf, Datum value, Oid typid, int32 typmod,
+			 const DebeziumOptions *options)
 {
 	ArrayType  *array = DatumGetArrayTypeP(value);
 	Oid			elemtype = ARR_ELEMTYPE(array);
@@ -525,7 +566,8 @@ append_array(StringInfo buf, Datum value, Oid typid, int32 typmod)
 	get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
 	deconstruct_array(array, elemtype, typlen, typbyval, typalign, &elems, &nulls, &nelems);
 	enc = encoding_of(&elemtype, &typmod);
-	append_array_dim(buf, 0, ndim, ARR_DIMS(array), elems, nulls, &next, elemtype, typmod, enc);
+	append_array_dim(buf, 0, ndim, ARR_DIMS(array), elems, nulls, &next, elemtype, typmod, enc,
+					 options);
 }
 
 /*
@@ -542,12 +584,405 @@ type_text(Datum value, Oid typid)
 }
 
 /*
+ * A decimal number, written as digits with an optional sign ("-1230"), as
+ * Java's BigInteger.toByteArray writes it: big-endian two's complement in
+ * as few bytes as hold it and its sign; base64.
+ */
+static void
+append_unscaled(StringInfo buf, const char *digits, bool quote)
+{
+	bool		negative = *digits == '-';
+	int			ndigits;
+	char	   *dec;
+	unsigned char *bytes;
+	int			nbytes = 0;
+	int			start;
+
+	if (negative)
+		digits++;
+	while (*digits == '0')
+		digits++;
+	ndigits = strlen(digits);
+	dec = pstrdup(digits);
+	/* the magnitude in base 256, the lowest byte first, by long division */
+	bytes = palloc(ndigits / 2 + 2);
+	while (ndigits > 0)
+	{
+		int			rest = 0;
+		int			out = 0;
+
+		for (int i = 0; i < ndigits; i++)
+		{
+			int			cur = rest * 10 + (dec[i] - '0');
+
+			if (out > 0 || cur / 256 > 0)
+				dec[out++] = '0' + cur / 256;
+			rest = cur % 256;
+		}
+		bytes[nbytes++] = rest;
+		ndigits = out;
+	}
+	/* room for the sign bit */
+	if (nbytes == 0 || (bytes[nbytes - 1] & 0x80) != 0)
+	{
+		bool		exact = negative && (bytes[nbytes - 1] == 0x80);
+
+		/* -2^(8n-1) fits in n bytes: 0x80 followed by zeros */
+		for (int i = 0; exact && i < nbytes - 1; i++)
+			exact = bytes[i] == 0;
+		if (!exact)
+			bytes[nbytes++] = 0;
+	}
+	if (negative)
+	{
+		int			carry = 1;
+
+		for (int i = 0; i < nbytes; i++)
+		{
+			int			b = (~bytes[i] & 0xff) + carry;
+
+			bytes[i] = b & 0xff;
+			carry = b >> 8;
+		}
+	}
+	/* big-endian */
+	for (start = 0; start < nbytes / 2; start++)
+	{
+		unsigned char b = bytes[start];
+
+		bytes[start] = bytes[nbytes - 1 - start];
+		bytes[nbytes - 1 - start] = b;
+	}
+	append_base64(buf, (char *) bytes, nbytes, quote);
+	pfree(bytes);
+	pfree(dec);
+}
+
+/*
+ * A numeric (typmod: the column's) as decimal.handling.mode says: precise,
+ * Kafka Connect's Decimal (base64 of the unscaled value, the scale being
+ * the column's), or without a scale in the column the connector's
+ * VariableScaleDecimal {"scale":..,"value":..} of the value without
+ * trailing zeros; string, the digits, NaN and the infinities as the
+ * connector names them; double, a number.  Precise has no NaN or
+ * infinity: the connector stops at them, the change fails here.
+ */
+static void
+append_numeric(StringInfo buf, Datum value, int32 typmod, const DebeziumOptions *options,
+			   bool quote)
+{
+	Numeric		num = DatumGetNumeric(value);
+	char	   *text;
+	StringInfoData digits;
+	int			scale = 0;
+	bool		point = false;
+
+	if (options->decimals == DEBEZIUM_DECIMALS_DOUBLE)
+	{
+		append_java_number(buf, DatumGetFloat8(DirectFunctionCall1(numeric_float8, value)),
+						   false, quote);
+		return;
+	}
+	text = DatumGetCString(DirectFunctionCall1(numeric_out, value));
+	if (numeric_is_nan(num) || numeric_is_inf(num))
+	{
+		const char *name = numeric_is_nan(num) ? "NAN" :
+		*text != '-' ? "POSITIVE_INFINITY" : "NEGATIVE_INFINITY";
+
+		if (options->decimals != DEBEZIUM_DECIMALS_STRING)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot write numeric %s with decimal_handling \"precise\"",
+							numeric_is_nan(num) ? "NaN" : "infinity"),
+					 errdetail("Debezium's connector stops at such a value in this mode."),
+					 errhint("Attach the table with decimal_handling => 'string' or 'double'.")));
+		append_string(buf, name, quote);
+		return;
+	}
+	if (options->decimals == DEBEZIUM_DECIMALS_STRING)
+	{
+		append_string(buf, text, quote);
+		return;
+	}
+
+	/* the unscaled value and the scale */
+	initStringInfo(&digits);
+	for (const char *c = text; *c; c++)
+	{
+		if (*c == '.')
+			point = true;
+		else
+		{
+			appendStringInfoChar(&digits, *c);
+			scale += point ? 1 : 0;
+		}
+	}
+	if (typmod >= 0)
+	{
+		append_unscaled(buf, digits.data, true);
+		return;
+	}
+	while (scale > 0 && digits.data[digits.len - 1] == '0')
+	{
+		digits.data[--digits.len] = '\0';
+		scale--;
+	}
+	appendStringInfo(buf, "{\"scale\":%d,\"value\":", scale);
+	append_unscaled(buf, digits.data, true);
+	appendStringInfoChar(buf, '}');
+}
+
+/*
+ * A money amount as decimal.handling.mode says: the amount with the
+ * fraction digits of lc_monetary, as the connector parses PostgreSQL's
+ * text of it; precise, rescaled to money.fraction.digits (2), half up.
+ */
+static void
+append_money(StringInfo buf, Cash cash, const DebeziumOptions *options, bool quote)
+{
+	struct lconv *lconv = PGLC_localeconv();
+	int			frac = lconv->frac_digits;
+	uint64		magnitude = cash < 0 ? -(uint64) cash : (uint64) cash;
+	uint64		scale = 1;
+	StringInfoData amount;
+
+	if (frac < 0 || frac > 10)
+		frac = 2;
+	for (int i = 0; i < frac; i++)
+		scale *= 10;
+	initStringInfo(&amount);
+	if (options->decimals == DEBEZIUM_DECIMALS_PRECISE)
+	{
+		for (int i = frac; i < MONEY_FRACTION_DIGITS; i++)
+			magnitude *= 10;
+		for (int i = MONEY_FRACTION_DIGITS; i < frac; i++)
+			magnitude = magnitude / 10 + (i == frac - 1 && magnitude % 10 >= 5 ? 1 : 0);
+		appendStringInfo(&amount, "%s" UINT64_FORMAT, cash < 0 ? "-" : "", magnitude);
+		append_unscaled(buf, amount.data, quote);
+	}
+	else
+	{
+		appendStringInfo(&amount, "%s" UINT64_FORMAT, cash < 0 ? "-" : "", magnitude / scale);
+		if (frac > 0)
+			appendStringInfo(&amount, ".%0*" INT64_MODIFIER "u", frac, magnitude % scale);
+		if (options->decimals == DEBEZIUM_DECIMALS_STRING)
+			append_string(buf, amount.data, quote);
+		else
+			append_java_number(buf, strtod(amount.data, NULL), false, quote);
+	}
+	pfree(amount.data);
+}
+
+/*
+ * Java's String.hashCode of a UTF-8 string: over its UTF-16 code units.
+ */
+static int32
+java_hash(const char *str)
+{
+	uint32		h = 0;
+
+	for (const unsigned char *c = (const unsigned char *) str; *c;)
+	{
+		pg_wchar	code = utf8_to_unicode(c);
+
+		c += pg_utf_mblen(c);
+		if (code > 0xFFFF)
+		{
+			h = 31 * h + (0xD800 + ((code - 0x10000) >> 10));
+			h = 31 * h + (0xDC00 + ((code - 0x10000) & 0x3FF));
+		}
+		else
+			h = 31 * h + code;
+	}
+	return (int32) h;
+}
+
+/* an hstore pair: where in the text, and its bucket in a Java HashMap */
+typedef struct HstorePair
+{
+	char	   *key;
+	char	   *value;			/* NULL: NULL */
+	int			bucket;
+	int			order;
+} HstorePair;
+
+static int
+pair_cmp(const void *a, const void *b)
+{
+	const HstorePair *x = a;
+	const HstorePair *y = b;
+
+	if (x->bucket != y->bucket)
+		return x->bucket < y->bucket ? -1 : 1;
+	return x->order - y->order;
+}
+
+/*
+ * One quoted string of an hstore's text at *p, unescaped; NULL (and *p
+ * past "NULL") for NULL.  Returns false on text that is not hstore's.
+ */
+static bool
+hstore_string(char **p, char **out)
+{
+	StringInfoData s;
+
+	if (strncmp(*p, "NULL", 4) == 0)
+	{
+		*p += 4;
+		*out = NULL;
+		return true;
+	}
+	if (**p != '"')
+		return false;
+	initStringInfo(&s);
+	for ((*p)++; **p != '"'; (*p)++)
+	{
+		if (**p == '\\')
+			(*p)++;
+		if (**p == '\0')
+			return false;
+		appendStringInfoChar(&s, **p);
+	}
+	(*p)++;
+	*out = s.data;
+	return true;
+}
+
+/*
+ * An hstore as hstore.handling.mode=json writes it: a JSON object in a
+ * string, its pairs in the order of the Java HashMap the connector reads
+ * them into (by bucket of the key's hash, then as read); its text if it is
+ * not hstore's.
+ */
+static void
+append_hstore(StringInfo buf, Datum value, Oid typid, bool quote)
+{
+	char	   *text = type_text(value, typid);
+	char	   *p = text;
+	HstorePair *pairs = NULL;
+	int			npairs = 0;
+	int			capacity = 16;
+	StringInfoData json;
+
+	while (*p)
+	{
+		HstorePair pair;
+
+		if (npairs > 0)
+		{
+			if (strncmp(p, ", ", 2) != 0)
+				break;
+			p += 2;
+		}
+		if (!hstore_string(&p, &pair.key) || pair.key == NULL ||
+			strncmp(p, "=>", 2) != 0)
+			break;
+		p += 2;
+		if (!hstore_string(&p, &pair.value))
+			break;
+		pair.order = npairs;
+		pairs = npairs == 0 ? palloc(sizeof(HstorePair)) :
+			repalloc(pairs, (npairs + 1) * sizeof(HstorePair));
+		pairs[npairs++] = pair;
+	}
+	if (*p)
+	{
+		append_string(buf, text, quote);
+		return;
+	}
+	/* a HashMap doubles its 16 buckets while it is more than 3/4 full */
+	while (npairs > capacity / 4 * 3)
+		capacity *= 2;
+	for (int i = 0; i < npairs; i++)
+	{
+		uint32		h = (uint32) java_hash(pairs[i].key);
+
+		pairs[i].bucket = (h ^ (h >> 16)) & (capacity - 1);
+	}
+	if (npairs > 1)
+		qsort(pairs, npairs, sizeof(HstorePair), pair_cmp);
+	initStringInfo(&json);
+	appendStringInfoChar(&json, '{');
+	for (int i = 0; i < npairs; i++)
+	{
+		if (i > 0)
+			appendStringInfoChar(&json, ',');
+		escape_json(&json, pairs[i].key);
+		appendStringInfoChar(&json, ':');
+		if (pairs[i].value)
+			escape_json(&json, pairs[i].value);
+		else
+			appendStringInfoString(&json, "null");
+	}
+	appendStringInfoChar(&json, '}');
+	append_string(buf, json.data, quote);
+	pfree(json.data);
+}
+
+/*
+ * What the connector writes for a TOASTed value of type typid that an
+ * update left unchanged: the placeholder, as the type's converter takes
+ * it (bytes: its bytes; arrays of text, bytes, integers, dates and UUIDs:
+ * one element made of it; hstore: a map of it to itself).
+ */
+static void
+append_unavailable(StringInfo buf, Oid typid, int32 typmod, const DebeziumOptions *options)
+{
+	Encoding	enc = encoding_of(&typid, &typmod);
+	Oid			elemtype = get_element_type(typid);
+
+	if (enc == ENC_BYTES)
+		append_base64(buf, UNAVAILABLE, strlen(UNAVAILABLE), true);
+	else if (enc == ENC_HSTORE && options->hstore_json)
+		escape_json(buf, "{\"" UNAVAILABLE "\":\"" UNAVAILABLE "\"}");
+	else if (enc != ENC_ARRAY)
+		escape_json(buf, UNAVAILABLE);
+	else if (elemtype == INT4OID || elemtype == INT8OID || elemtype == DATEOID)
+	{
+		/* the placeholder's bytes, as numbers */
+		const char *placeholder = UNAVAILABLE;
+
+		appendStringInfoChar(buf, '[');
+		for (int i = 0; placeholder[i]; i++)
+			appendStringInfo(buf, "%s%d", i > 0 ? "," : "", placeholder[i]);
+		appendStringInfoChar(buf, ']');
+	}
+	else if (elemtype == BYTEAOID)
+	{
+		appendStringInfoChar(buf, '[');
+		append_base64(buf, UNAVAILABLE, strlen(UNAVAILABLE), true);
+		appendStringInfoChar(buf, ']');
+	}
+	else if (elemtype == UUIDOID)
+	{
+		/* Java's UUID.nameUUIDFromBytes of the placeholder: MD5, version 3 */
+		uint8		md5[16];
+		const char *errstr;
+
+		if (!pg_md5_binary(UNAVAILABLE, strlen(UNAVAILABLE), md5, &errstr))
+			elog(ERROR, "could not compute an MD5 hash: %s", errstr);
+		md5[6] = (md5[6] & 0x0f) | 0x30;
+		md5[8] = (md5[8] & 0x3f) | 0x80;
+		appendStringInfoString(buf, "[\"");
+		for (int i = 0; i < 16; i++)
+			appendStringInfo(buf, "%s%02x", i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "",
+							 md5[i]);
+		appendStringInfoString(buf, "\"]");
+	}
+	else if (elemtype == TEXTOID || elemtype == VARCHAROID || elemtype == BPCHAROID ||
+			 elemtype == JSONOID || elemtype == JSONBOID)
+		appendStringInfoString(buf, "[\"" UNAVAILABLE "\"]");
+	else
+		escape_json(buf, UNAVAILABLE);
+}
+
+/*
  * A value of base type typid, written as enc says; strings quoted unless
  * quote is false.
  */
 static void
 append_encoded(StringInfo buf, Datum value, Oid typid, int32 typmod, Encoding enc,
-			   bool quote)
+			   const DebeziumOptions *options, bool quote)
 {
 	switch (enc)
 	{
@@ -571,23 +1006,17 @@ append_encoded(StringInfo buf, Datum value, Oid typid, int32 typmod, Encoding en
 			append_java_number(buf, DatumGetFloat8(value), false, quote);
 			break;
 		case ENC_MONEY:
-			{
-				struct lconv *lconv = PGLC_localeconv();
-				int			digits = lconv->frac_digits;
-				double		scale = 1;
-				StringInfoData s;
-
-				if (digits < 0 || digits > 10)
-					digits = 2;
-				while (digits-- > 0)
-					scale *= 10;
-				initStringInfo(&s);
-				append_java_number(&s, (double) DatumGetCash(value) / scale, false, false);
-				append_string(buf, s.data, quote);
-				pfree(s.data);
-			}
+			append_money(buf, DatumGetCash(value), options, quote);
 			break;
 		case ENC_NUMERIC:
+			append_numeric(buf, value, typmod, options, quote);
+			break;
+		case ENC_HSTORE:
+			if (options->hstore_json)
+				append_hstore(buf, value, typid, quote);
+			else
+				append_string(buf, type_text(value, typid), quote);
+			break;
 		case ENC_STRING:
 		case ENC_TEXT:
 			append_string(buf, type_text(value, typid), quote);
@@ -648,7 +1077,7 @@ append_encoded(StringInfo buf, Datum value, Oid typid, int32 typmod, Encoding en
 			append_point(buf, DatumGetPointP(value));
 			break;
 		case ENC_ARRAY:
-			append_array(buf, value, typid, typmod);
+			append_array(buf, value, typid, typmod, options);
 			break;
 	}
 }
@@ -657,8 +1086,9 @@ append_encoded(StringInfo buf, Datum value, Oid typid, int32 typmod, Encoding en
  * A column value of type typid (typmod: the column's) as the connector
  * writes it in JSON.
  */
-void
-outbox_debezium_value(StringInfo buf, Datum value, bool isnull, Oid typid, int32 typmod)
+static void
+append_value(StringInfo buf, Datum value, bool isnull, Oid typid, int32 typmod,
+			 const DebeziumOptions *options)
 {
 	Encoding	enc;
 
@@ -668,7 +1098,7 @@ outbox_debezium_value(StringInfo buf, Datum value, bool isnull, Oid typid, int32
 		return;
 	}
 	enc = encoding_of(&typid, &typmod);
-	append_encoded(buf, value, typid, typmod, enc, true);
+	append_encoded(buf, value, typid, typmod, enc, options, true);
 }
 
 /*
@@ -683,15 +1113,312 @@ outbox_debezium_text(Datum value, Oid typid, int32 typmod)
 	Encoding	enc = encoding_of(&typid, &typmod);
 
 	initStringInfo(&buf);
-	append_encoded(&buf, value, typid, typmod, enc, false);
+	append_encoded(&buf, value, typid, typmod, enc, &text_options, false);
 	return buf.data;
 }
 
 /*
- * A row as a JSON object of its columns, or null.
+ * A Kafka Connect schema as the JSON converter writes it (asJsonSchema):
+ * type, then inner (the "fields" or "items" member, if not NULL),
+ * optional, and name, version, doc and parameters where given; then
+ * "field" for the field of a struct it is.
  */
-void
-outbox_debezium_row(StringInfo buf, TupleDesc tupdesc, HeapTuple tuple)
+static void
+append_schema(StringInfo buf, const char *type, const char *inner, bool optional,
+			  const char *name, int version, const char *doc, const char *parameters,
+			  const char *field)
+{
+	appendStringInfo(buf, "{\"type\":\"%s\"", type);
+	if (inner)
+		appendStringInfo(buf, ",%s", inner);
+	appendStringInfo(buf, ",\"optional\":%s", optional ? "true" : "false");
+	if (name)
+	{
+		appendStringInfoString(buf, ",\"name\":");
+		escape_json(buf, name);
+	}
+	if (version > 0)
+		appendStringInfo(buf, ",\"version\":%d", version);
+	if (doc)
+		appendStringInfo(buf, ",\"doc\":\"%s\"", doc);
+	if (parameters)
+		appendStringInfo(buf, ",\"parameters\":%s", parameters);
+	if (field)
+	{
+		appendStringInfoString(buf, ",\"field\":");
+		escape_json(buf, field);
+	}
+	appendStringInfoChar(buf, '}');
+}
+
+/*
+ * The allowed values of an enum, in order, separated by commas, as the
+ * connector's io.debezium.data.Enum names them.
+ */
+static char *
+enum_values(Oid typid)
+{
+	CatCList   *list = SearchSysCacheList1(ENUMTYPOIDNAME, ObjectIdGetDatum(typid));
+	HeapTuple  *members = palloc(Max(list->n_members, 1) * sizeof(HeapTuple));
+	StringInfoData values;
+
+	for (int i = 0; i < list->n_members; i++)
+	{
+		HeapTuple	tuple = &list->members[i]->tuple;
+		int			j = i;
+
+		/* insertion sort by enumsortorder: enums are short */
+		while (j > 0 &&
+			   ((Form_pg_enum) GETSTRUCT(members[j - 1]))->enumsortorder >
+			   ((Form_pg_enum) GETSTRUCT(tuple))->enumsortorder)
+		{
+			members[j] = members[j - 1];
+			j--;
+		}
+		members[j] = tuple;
+	}
+	initStringInfo(&values);
+	for (int i = 0; i < list->n_members; i++)
+		appendStringInfo(&values, "%s%s", i > 0 ? "," : "",
+						 NameStr(((Form_pg_enum) GETSTRUCT(members[i]))->enumlabel));
+	ReleaseCatCacheList(list);
+	return values.data;
+}
+
+/*
+ * The schema of a column of type typid (typmod: the column's), as the
+ * connector gives it (PostgresValueConverter.schemaBuilder, with its
+ * default settings but decimal.handling.mode), field being its name in
+ * the struct (NULL for an array's items).
+ */
+static void
+append_type_schema(StringInfo buf, Oid typid, int32 typmod, bool optional,
+				   const char *field, const DebeziumOptions *options)
+{
+	Encoding	enc = encoding_of(&typid, &typmod);
+	const char *type = "string";
+	const char *name = NULL;
+	const char *doc = NULL;
+	char	   *inner = NULL;
+	char	   *parameters = NULL;
+
+	switch (enc)
+	{
+		case ENC_BOOL:
+			type = "boolean";
+			break;
+		case ENC_INTEGER:
+			type = typid == INT2OID ? "int16" : typid == INT4OID ? "int32" : "int64";
+			break;
+		case ENC_FLOAT4:
+			type = "float";
+			break;
+		case ENC_FLOAT8:
+			type = "double";
+			break;
+		case ENC_NUMERIC:
+		case ENC_MONEY:
+			if (options->decimals == DEBEZIUM_DECIMALS_DOUBLE)
+				type = "double";
+			else if (options->decimals == DEBEZIUM_DECIMALS_PRECISE && enc == ENC_MONEY)
+			{
+				type = "bytes";
+				name = "org.apache.kafka.connect.data.Decimal";
+				parameters = psprintf("{\"scale\":\"%d\"}", MONEY_FRACTION_DIGITS);
+			}
+			else if (options->decimals == DEBEZIUM_DECIMALS_PRECISE && typmod < 0)
+			{
+				type = "struct";
+				name = "io.debezium.data.VariableScaleDecimal";
+				doc = "Variable scaled decimal";
+				inner = "\"fields\":[{\"type\":\"int32\",\"optional\":false,\"field\":\"scale\"},"
+					"{\"type\":\"bytes\",\"optional\":false,\"field\":\"value\"}]";
+			}
+			else if (options->decimals == DEBEZIUM_DECIMALS_PRECISE)
+			{
+				type = "bytes";
+				name = "org.apache.kafka.connect.data.Decimal";
+				parameters = psprintf("{\"scale\":\"%d\",\"connect.decimal.precision\":\"%d\"}",
+									  (typmod - VARHDRSZ) & 0x7ff,
+									  ((typmod - VARHDRSZ) >> 16) & 0xffff);
+			}
+			break;
+		case ENC_HSTORE:
+			if (options->hstore_json)
+				name = "io.debezium.data.Json";
+			break;
+		case ENC_STRING:
+			if (typid == UUIDOID)
+				name = "io.debezium.data.Uuid";
+			else if (typid == JSONOID || typid == JSONBOID)
+				name = "io.debezium.data.Json";
+			else if (typid == XMLOID)
+				name = "io.debezium.data.Xml";
+			else if (type_is_enum(typid))
+			{
+				StringInfoData p;
+
+				name = "io.debezium.data.Enum";
+				initStringInfo(&p);
+				appendStringInfoString(&p, "{\"allowed\":");
+				escape_json(&p, enum_values(typid));
+				appendStringInfoChar(&p, '}');
+				parameters = p.data;
+			}
+			break;
+		case ENC_TEXT:
+			break;
+		case ENC_TIMETZ:
+			name = "io.debezium.time.ZonedTime";
+			break;
+		case ENC_TIMESTAMPTZ:
+			name = "io.debezium.time.ZonedTimestamp";
+			break;
+		case ENC_BYTES:
+			type = "bytes";
+			break;
+		case ENC_DATE:
+			type = "int32";
+			name = "io.debezium.time.Date";
+			break;
+		case ENC_TIME:
+			type = typmod >= 0 && typmod <= 3 ? "int32" : "int64";
+			name = typmod >= 0 && typmod <= 3 ? "io.debezium.time.Time" : "io.debezium.time.MicroTime";
+			break;
+		case ENC_TIMESTAMP:
+			type = "int64";
+			name = typmod >= 0 && typmod <= 3 ? "io.debezium.time.Timestamp" :
+				"io.debezium.time.MicroTimestamp";
+			break;
+		case ENC_INTERVAL:
+			type = "int64";
+			name = "io.debezium.time.MicroDuration";
+			break;
+		case ENC_BIT:
+			if (typmod == 1)
+				type = "boolean";
+			else
+			{
+				type = "bytes";
+				name = "io.debezium.data.Bits";
+				parameters = psprintf("{\"length\":\"%d\"}", typmod < 0 ? PG_INT32_MAX : typmod);
+			}
+			break;
+		case ENC_POINT:
+			type = "struct";
+			name = "io.debezium.data.geometry.Point";
+			doc = "Geometry (POINT)";
+			inner = "\"fields\":[{\"type\":\"double\",\"optional\":false,\"field\":\"x\"},"
+				"{\"type\":\"double\",\"optional\":false,\"field\":\"y\"},"
+				"{\"type\":\"bytes\",\"optional\":true,\"field\":\"wkb\"},"
+				"{\"type\":\"int32\",\"optional\":true,\"field\":\"srid\"}]";
+			break;
+		case ENC_ARRAY:
+			{
+				StringInfoData items;
+
+				initStringInfo(&items);
+				appendStringInfoString(&items, "\"items\":");
+				append_type_schema(&items, get_element_type(typid), typmod, true, NULL, options);
+				type = "array";
+				inner = items.data;
+			}
+			break;
+	}
+	append_schema(buf, type, inner, optional, name, name ? 1 : 0, doc, parameters, field);
+}
+
+/*
+ * The schema of a row of tupdesc (the columns attnums say, or all of
+ * them), a struct called name.
+ */
+static void
+append_row_schema(StringInfo buf, TupleDesc tupdesc, int nkeys, const AttrNumber *attnums,
+				  const char *name, bool optional, const char *field,
+				  const DebeziumOptions *options)
+{
+	StringInfoData fields;
+	bool		first = true;
+
+	initStringInfo(&fields);
+	appendStringInfoString(&fields, "\"fields\":[");
+	for (int i = 0; i < (attnums ? nkeys : tupdesc->natts); i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, attnums ? attnums[i] - 1 : i);
+
+		if (attr->attisdropped)
+			continue;
+		if (!first)
+			appendStringInfoChar(&fields, ',');
+		first = false;
+		append_type_schema(&fields, attr->atttypid, attr->atttypmod, !attr->attnotnull,
+						   NameStr(attr->attname), options);
+	}
+	appendStringInfoChar(&fields, ']');
+	append_schema(buf, "struct", fields.data, optional, name, 0, NULL, NULL, field);
+}
+
+/*
+ * The schema of a change event's value, the connector's envelope
+ * (Envelope, TableSchemaBuilder, PostgresSourceInfoStructMaker,
+ * SchemaFactory): before and after, source, transaction, op and the times.
+ */
+static void
+append_envelope_schema(StringInfo buf, const char *topic, TupleDesc tupdesc,
+					   const DebeziumOptions *options)
+{
+	char	   *value = psprintf("%s.Value", topic);
+	StringInfoData fields;
+
+	initStringInfo(&fields);
+	appendStringInfoString(&fields, "\"fields\":[");
+	append_row_schema(&fields, tupdesc, 0, NULL, value, true, "before", options);
+	appendStringInfoChar(&fields, ',');
+	append_row_schema(&fields, tupdesc, 0, NULL, value, true, "after", options);
+	appendStringInfoString(&fields,
+						   ",{\"type\":\"struct\",\"fields\":["
+						   "{\"type\":\"string\",\"optional\":false,\"field\":\"version\"},"
+						   "{\"type\":\"string\",\"optional\":false,\"field\":\"connector\"},"
+						   "{\"type\":\"string\",\"optional\":false,\"field\":\"name\"},"
+						   "{\"type\":\"int64\",\"optional\":false,\"field\":\"ts_ms\"},"
+						   "{\"type\":\"string\",\"optional\":true,\"name\":\"io.debezium.data.Enum\","
+						   "\"version\":1,\"parameters\":{\"allowed\":"
+						   "\"true,first,first_in_data_collection,last_in_data_collection,last,false,incremental\"},"
+						   "\"default\":\"false\",\"field\":\"snapshot\"},"
+						   "{\"type\":\"string\",\"optional\":false,\"field\":\"db\"},"
+						   "{\"type\":\"string\",\"optional\":true,\"field\":\"sequence\"},"
+						   "{\"type\":\"int64\",\"optional\":true,\"field\":\"ts_us\"},"
+						   "{\"type\":\"int64\",\"optional\":true,\"field\":\"ts_ns\"},"
+						   "{\"type\":\"string\",\"optional\":false,\"field\":\"schema\"},"
+						   "{\"type\":\"string\",\"optional\":false,\"field\":\"table\"},"
+						   "{\"type\":\"int64\",\"optional\":true,\"field\":\"txId\"},"
+						   "{\"type\":\"int64\",\"optional\":true,\"field\":\"lsn\"},"
+						   "{\"type\":\"int64\",\"optional\":true,\"field\":\"xmin\"},"
+						   "{\"type\":\"string\",\"optional\":true,\"field\":\"origin\"},"
+						   "{\"type\":\"int64\",\"optional\":true,\"field\":\"origin_lsn\"}],"
+						   "\"optional\":false,\"name\":\"io.debezium.connector.postgresql.Source\","
+						   "\"version\":1,\"field\":\"source\"},"
+						   "{\"type\":\"struct\",\"fields\":["
+						   "{\"type\":\"string\",\"optional\":false,\"field\":\"id\"},"
+						   "{\"type\":\"int64\",\"optional\":false,\"field\":\"total_order\"},"
+						   "{\"type\":\"int64\",\"optional\":false,\"field\":\"data_collection_order\"}],"
+						   "\"optional\":true,\"name\":\"event.block\",\"version\":1,\"field\":\"transaction\"},"
+						   "{\"type\":\"string\",\"optional\":false,\"field\":\"op\"},"
+						   "{\"type\":\"int64\",\"optional\":true,\"field\":\"ts_ms\"},"
+						   "{\"type\":\"int64\",\"optional\":true,\"field\":\"ts_us\"},"
+						   "{\"type\":\"int64\",\"optional\":true,\"field\":\"ts_ns\"}]");
+	append_schema(buf, "struct", fields.data, false, psprintf("%s.Envelope", topic), 2,
+				  NULL, NULL, NULL);
+}
+
+/*
+ * A row as a JSON object of its columns, or null; the columns that
+ * unavailable says (if not NULL) as the placeholder of an unchanged
+ * TOASTed value.
+ */
+static void
+append_row(StringInfo buf, const DebeziumOptions *options, TupleDesc tupdesc,
+		   HeapTuple tuple, const bool *unavailable)
 {
 	bool		first = true;
 
@@ -714,19 +1441,32 @@ outbox_debezium_row(StringInfo buf, TupleDesc tupdesc, HeapTuple tuple)
 		first = false;
 		escape_json(buf, NameStr(attr->attname));
 		appendStringInfoChar(buf, ':');
+		if (unavailable != NULL && unavailable[i])
+		{
+			append_unavailable(buf, attr->atttypid, attr->atttypmod, options);
+			continue;
+		}
 		value = heap_getattr(tuple, i + 1, tupdesc, &isnull);
-		outbox_debezium_value(buf, value, isnull, attr->atttypid, attr->atttypmod);
+		append_value(buf, value, isnull, attr->atttypid, attr->atttypmod, options);
 	}
 	appendStringInfoChar(buf, '}');
 }
 
 /*
- * The key of a row: a JSON object of its key columns, in key order.
+ * The key of a row: a JSON object of its key columns, in key order; with
+ * schemas, {"schema":...,"payload":...}, the schema <topic>.Key.
  */
 void
-outbox_debezium_key(StringInfo buf, TupleDesc tupdesc, HeapTuple tuple, int nkeys,
-					const AttrNumber *attnums)
+outbox_debezium_key(StringInfo buf, const DebeziumOptions *options, const char *topic,
+					TupleDesc tupdesc, HeapTuple tuple, int nkeys, const AttrNumber *attnums)
 {
+	if (options->schemas)
+	{
+		appendStringInfoString(buf, "{\"schema\":");
+		append_row_schema(buf, tupdesc, nkeys, attnums, psprintf("%s.Key", topic), false,
+						  NULL, options);
+		appendStringInfoString(buf, ",\"payload\":");
+	}
 	appendStringInfoChar(buf, '{');
 	for (int i = 0; i < nkeys; i++)
 	{
@@ -739,9 +1479,11 @@ outbox_debezium_key(StringInfo buf, TupleDesc tupdesc, HeapTuple tuple, int nkey
 		escape_json(buf, NameStr(attr->attname));
 		appendStringInfoChar(buf, ':');
 		value = heap_getattr(tuple, attnums[i], tupdesc, &isnull);
-		outbox_debezium_value(buf, value, isnull, attr->atttypid, attr->atttypmod);
+		append_value(buf, value, isnull, attr->atttypid, attr->atttypmod, options);
 	}
 	appendStringInfoChar(buf, '}');
+	if (options->schemas)
+		appendStringInfoChar(buf, '}');
 }
 
 /*
@@ -764,22 +1506,33 @@ append_times(StringInfo buf, TimestampTz t, bool ms, bool us_ns)
 
 /*
  * The value of a change event: op c, u, d, r or t; before and after as
- * the op has them (both NULL for a truncate).  source.txId is the current
+ * the op has them (both NULL for a truncate); the columns of after that
+ * unavailable says (if not NULL) as unchanged TOASTed values; with
+ * schemas, {"schema":...,"payload":...}.  source.txId is the current
  * transaction's id, as 32-bit, as the connector reports it; source.lsn the
  * end of the WAL written so far, which for each row grows with each change
  * (a later change of a row waits for the earlier one to commit), but is
  * not the position of the change's own record.
  */
 void
-outbox_debezium_envelope(StringInfo buf, const DebeziumSource *source, char op,
-						 TupleDesc tupdesc, HeapTuple before, HeapTuple after)
+outbox_debezium_envelope(StringInfo buf, const DebeziumOptions *options,
+						 const DebeziumSource *source, char op, TupleDesc tupdesc,
+						 HeapTuple before, HeapTuple after, const bool *unavailable)
 {
 	TimestampTz now = GetCurrentTimestamp();
 
+	if (options->schemas)
+	{
+		appendStringInfoString(buf, "{\"schema\":");
+		append_envelope_schema(buf, outbox_debezium_topic(source->prefix, source->schema,
+														  source->table),
+							   tupdesc, options);
+		appendStringInfoString(buf, ",\"payload\":");
+	}
 	appendStringInfoString(buf, "{\"before\":");
-	outbox_debezium_row(buf, tupdesc, before);
+	append_row(buf, options, tupdesc, before, NULL);
 	appendStringInfoString(buf, ",\"after\":");
-	outbox_debezium_row(buf, tupdesc, after);
+	append_row(buf, options, tupdesc, after, unavailable);
 	appendStringInfoString(buf, ",\"source\":{\"version\":\"" OUTBOX_DEBEZIUM_VERSION "\""
 						   ",\"connector\":\"postgresql\",\"name\":");
 	escape_json(buf, source->prefix);
@@ -795,12 +1548,15 @@ outbox_debezium_envelope(StringInfo buf, const DebeziumSource *source, char op,
 	escape_json(buf, source->schema);
 	appendStringInfoString(buf, ",\"table\":");
 	escape_json(buf, source->table);
-	appendStringInfo(buf, ",\"txId\":%u,\"lsn\":" UINT64_FORMAT ",\"xmin\":null}",
+	appendStringInfo(buf, ",\"txId\":%u,\"lsn\":" UINT64_FORMAT
+					 ",\"xmin\":null,\"origin\":null,\"origin_lsn\":null}",
 					 XidFromFullTransactionId(GetTopFullTransactionId()),
 					 (uint64) GetXLogInsertRecPtr());
 	appendStringInfo(buf, ",\"transaction\":null,\"op\":\"%c\",", op);
 	append_times(buf, now, true, true);
 	appendStringInfoChar(buf, '}');
+	if (options->schemas)
+		appendStringInfoChar(buf, '}');
 }
 
 /*

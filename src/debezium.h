@@ -20,6 +20,22 @@
 /* source.version of every change event */
 #define OUTBOX_DEBEZIUM_VERSION "outbox-1.3"
 
+/* decimal.handling.mode: how numeric, decimal and money are written */
+typedef enum DebeziumDecimals
+{
+	DEBEZIUM_DECIMALS_PRECISE,	/* base64 of the unscaled value */
+	DEBEZIUM_DECIMALS_STRING,	/* the digits */
+	DEBEZIUM_DECIMALS_DOUBLE	/* a number */
+} DebeziumDecimals;
+
+/* how values are written: the connector's settings, as the trigger's arguments say */
+typedef struct DebeziumOptions
+{
+	DebeziumDecimals decimals;
+	bool		hstore_json;	/* hstore.handling.mode=json; else its text (1.2) */
+	bool		schemas;		/* the JSON converter's schemas.enable */
+} DebeziumOptions;
+
 /* what a change event says of where it comes from */
 typedef struct DebeziumSource
 {
@@ -30,15 +46,14 @@ typedef struct DebeziumSource
 	TimestampTz changed_at;		/* source.ts_ms */
 } DebeziumSource;
 
-extern void outbox_debezium_value(StringInfo buf, Datum value, bool isnull,
-								  Oid typid, int32 typmod);
 extern char *outbox_debezium_text(Datum value, Oid typid, int32 typmod);
-extern void outbox_debezium_row(StringInfo buf, TupleDesc tupdesc, HeapTuple tuple);
-extern void outbox_debezium_key(StringInfo buf, TupleDesc tupdesc, HeapTuple tuple,
+extern void outbox_debezium_key(StringInfo buf, const DebeziumOptions *options,
+								const char *topic, TupleDesc tupdesc, HeapTuple tuple,
 								int nkeys, const AttrNumber *attnums);
-extern void outbox_debezium_envelope(StringInfo buf, const DebeziumSource *source,
-									 char op, TupleDesc tupdesc,
-									 HeapTuple before, HeapTuple after);
+extern void outbox_debezium_envelope(StringInfo buf, const DebeziumOptions *options,
+									 const DebeziumSource *source, char op,
+									 TupleDesc tupdesc, HeapTuple before,
+									 HeapTuple after, const bool *unavailable);
 extern char *outbox_debezium_topic(const char *prefix, const char *schema,
 								   const char *table);
 extern int	outbox_debezium_pin_settings(TupleDesc tupdesc);

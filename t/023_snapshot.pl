@@ -146,6 +146,12 @@ my %before_read;
 for my $r (@records)
 {
 	my ($key, $value) = ($r->[2], $r->[3]);
+	if ($value eq 'NULL')
+	{
+		# the tombstone that follows each delete (tombstones.on.delete)
+		$ops{tombstone}++;
+		next;
+	}
 	my ($op) = $value =~ /"op":"(\w)"/;
 	my ($snapshot, $ts) = $value =~ /"snapshot":"(\w+)","db"/;
 	($ts) = $value =~ /"source":\{[^}]*?"ts_ms":(\d+)/;
