@@ -1102,6 +1102,17 @@ append_value(StringInfo buf, Datum value, bool isnull, Oid typid, int32 typmod,
 }
 
 /*
+ * A value of type typid (typmod: its column's) as the connector writes it
+ * in JSON: for the router's keys.
+ */
+void
+outbox_debezium_column(StringInfo buf, const DebeziumOptions *options,
+					   Datum value, bool isnull, Oid typid, int32 typmod)
+{
+	append_value(buf, value, isnull, typid, typmod, options);
+}
+
+/*
  * A column value as text, for a Kafka key or header: a string as it is,
  * anything else as its JSON (what Kafka Connect's StringConverter and
  * SimpleHeaderConverter write).  palloc'd.
@@ -1326,6 +1337,18 @@ append_type_schema(StringInfo buf, Oid typid, int32 typmod, bool optional,
 			break;
 	}
 	append_schema(buf, type, inner, optional, name, name ? 1 : 0, doc, parameters, field);
+}
+
+/*
+ * The schema the connector gives a value of type typid (typmod: its
+ * column's), as the JSON converter writes it: for the router's keys and
+ * values.
+ */
+void
+outbox_debezium_schema(StringInfo buf, const DebeziumOptions *options,
+					   Oid typid, int32 typmod, bool optional)
+{
+	append_type_schema(buf, typid, typmod, optional, NULL, options);
 }
 
 /*

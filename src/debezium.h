@@ -47,6 +47,10 @@ typedef struct DebeziumSource
 } DebeziumSource;
 
 extern char *outbox_debezium_text(Datum value, Oid typid, int32 typmod);
+extern void outbox_debezium_column(StringInfo buf, const DebeziumOptions *options,
+								   Datum value, bool isnull, Oid typid, int32 typmod);
+extern void outbox_debezium_schema(StringInfo buf, const DebeziumOptions *options,
+								   Oid typid, int32 typmod, bool optional);
 extern void outbox_debezium_key(StringInfo buf, const DebeziumOptions *options,
 								const char *topic, TupleDesc tupdesc, HeapTuple tuple,
 								int nkeys, const AttrNumber *attnums);

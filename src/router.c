@@ -27,7 +27,7 @@
  *   that is not an object or an array, or not JSON, stays a JSON string; a
  *   bytea payload is its bytes (ByteArrayConverter);
  * - schemas_enable: key and value as {"schema":..., "payload":...}, with the
- *   schema the connector gives the column (append_schema);
+ *   schema the connector gives the column (debezium.c);
  * - headers: "id", the text of the id column, of any type; a uuid is also
  *   the event's event_id (so the "event_id" header every record carries
  *   equals it, and an id used again is refused while its event is kept),
@@ -393,67 +393,8 @@ timestamp_type(Oid typid)
 	return typid == TIMESTAMPTZOID || typid == TIMESTAMPOID;
 }
 
-/*
- * Append the schema that Debezium's PostgreSQL connector gives a column of
- * base type typid, as Kafka's JSON converter writes it with
- * schemas.enable=true (JsonConverter.asJsonSchema); false if the router
- * does not know the type.
- */
-static bool
-append_schema(StringInfo buf, Oid typid, bool optional)
-{
-	const char *type;
-	const char *name = NULL;
-
-	switch (typid)
-	{
-		case BOOLOID:
-			type = "boolean";
-			break;
-		case INT2OID:
-			type = "int16";
-			break;
-		case INT4OID:
-			type = "int32";
-			break;
-		case INT8OID:
-			type = "int64";
-			break;
-		case FLOAT4OID:
-			type = "float";
-			break;
-		case FLOAT8OID:
-			type = "double";
-			break;
-		case TEXTOID:
-		case VARCHAROID:
-		case BPCHAROID:
-			type = "string";
-			break;
-		case UUIDOID:
-			type = "string";
-			name = "io.debezium.data.Uuid";
-			break;
-		case JSONOID:
-		case JSONBOID:
-			type = "string";
-			name = "io.debezium.data.Json";
-			break;
-		case BYTEAOID:
-			type = "bytes";
-			break;
-		default:
-			return false;
-	}
-	appendStringInfo(buf, "{\"type\":\"%s\",\"optional\":%s", type, optional ? "true" : "false");
-	if (name != NULL)
-		appendStringInfo(buf, ",\"name\":\"%s\",\"version\":1", name);
-	appendStringInfoChar(buf, '}');
-	return true;
-}
-
-/* the key columns' types that schemas_enable takes */
-#define SCHEMA_TYPES "boolean, smallint, integer, bigint, real, double precision, text, varchar, char, uuid, json, jsonb or bytea"
+/* the connector's defaults, with which the router's keys and values are written */
+static const DebeziumOptions router_options = {DEBEZIUM_DECIMALS_PRECISE, true, false};
 
 /*
  * Is str empty or white space only, as Java's String.trim() sees it?
@@ -499,7 +440,7 @@ router_value(const RouterConfig *config, Form_pg_attribute attr, Datum value, bo
 	if (config->schemas)
 	{
 		appendStringInfoString(&out, "{\"schema\":");
-		(void) append_schema(&out, typid, !attr->attnotnull);
+		outbox_debezium_schema(&out, &router_options, typid, attr->atttypmod, !attr->attnotnull);
 		appendStringInfoString(&out, ",\"payload\":");
 	}
 	if (json == NULL)
@@ -528,14 +469,13 @@ router_key(const RouterConfig *config, Form_pg_attribute attr, Datum value, bool
 	initStringInfo(&out);
 	if (config->schemas)
 	{
-		Oid			typid = getBaseType(attr->atttypid);
-
 		appendStringInfoString(&out, "{\"schema\":");
-		if (!append_schema(&out, typid, !attr->attnotnull))
-			wrong_type(config->key, typid, "key", SCHEMA_TYPES);
+		outbox_debezium_schema(&out, &router_options, attr->atttypid, attr->atttypmod,
+							   !attr->attnotnull);
 		appendStringInfoString(&out, ",\"payload\":");
 	}
-	outbox_debezium_value(&out, value, isnull, attr->atttypid, attr->atttypmod);
+	outbox_debezium_column(&out, &router_options, value, isnull, attr->atttypid,
+						   attr->atttypmod);
 	if (config->schemas)
 		appendStringInfoChar(&out, '}');
 	return cstring_to_text_with_len(out.data, out.len);
@@ -857,12 +797,7 @@ outbox_attach_router(PG_FUNCTION_ARGS)
 	}
 	if (config.key != NULL)
 	{
-		StringInfoData schema;
-
-		typid = column_type(relid, config.key, "key");
-		initStringInfo(&schema);
-		if (config.schemas && config.key_json && !append_schema(&schema, typid, true))
-			wrong_type(config.key, typid, "key", SCHEMA_TYPES);
+		(void) column_type(relid, config.key, "key");
 		args = lappend(args, psprintf("key=%s", config.key));
 	}
 	typid = column_type(relid, config.id, "id");
