@@ -28,7 +28,7 @@ CREATE TABLE ref_outbox (id uuid PRIMARY KEY, aggregatetype text, aggregateid te
 						 type text, payload jsonb);
 CREATE ROLE ref_attacher;
 GRANT TRIGGER ON ref_orders TO ref_attacher;
-GRANT EXECUTE ON FUNCTION outbox_attach(regclass, text, text[], text, boolean, boolean),
+GRANT EXECUTE ON FUNCTION outbox_attach(regclass, text, text[], text, boolean, boolean, text, text, boolean),
 	outbox_capture() TO ref_attacher;
 SET ROLE ref_attacher;
 SELECT outbox_attach('ref_orders', 'orders', key_columns => '{region,id}');
@@ -45,7 +45,7 @@ CREATE TRIGGER outbox_capture_elsewhere AFTER INSERT ON ref_shipments
 SELECT "table", kind FROM outbox_attachments;
 SELECT count(*) FROM outbox_attached WHERE relid = 'ref_shipments'::regclass;
 DROP TABLE ref_orders, ref_shipments, ref_outbox;
-REVOKE ALL ON FUNCTION outbox_attach(regclass, text, text[], text, boolean, boolean),
+REVOKE ALL ON FUNCTION outbox_attach(regclass, text, text[], text, boolean, boolean, text, text, boolean),
 	outbox_capture() FROM ref_attacher;
 DROP ROLE ref_attacher;
 
