@@ -27,6 +27,19 @@ CREATE TABLE @extschema@.outbox_topic_settings (
 COMMENT ON TABLE @extschema@.outbox_topic_settings IS
 	'The settings of topics by pattern (a topic, or a prefix and *): the longest match wins; NULL is the outbox.* setting. Written by outbox_set_topic().';
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.outbox_topic_settings', '');
+-- Owned by the bootstrap superuser, read by the extension's owner: the
+-- brokers a row names are where the credentials of its properties file, or
+-- of outbox.kafka_properties_file, go, which only superusers may choose;
+-- the extension's owner need not stay a superuser.
+-- (the grant after the change of owner, which would take it along)
+DO $$
+BEGIN
+	EXECUTE pg_catalog.format('ALTER TABLE @extschema@.outbox_topic_settings OWNER TO %I',
+							  pg_catalog.pg_get_userbyid(10));
+	EXECUTE pg_catalog.format('GRANT SELECT ON @extschema@.outbox_topic_settings TO %I',
+							  CURRENT_USER);
+END
+$$;
 
 CREATE FUNCTION @extschema@.outbox_set_topic(pattern text, brokers text DEFAULT NULL,
 											 properties_file text DEFAULT NULL)
@@ -36,7 +49,7 @@ LANGUAGE C VOLATILE
 SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION @extschema@.outbox_set_topic(text, text, text) FROM PUBLIC;
 COMMENT ON FUNCTION @extschema@.outbox_set_topic(text, text, text) IS
-	'Set the settings of the topics a pattern matches: the cluster their events go to (brokers, properties file; NULL for the outbox.* setting). Superusers and the extension''s owner; a properties file superusers only.';
+	'Set the settings of the topics a pattern matches: the cluster their events go to (brokers, properties file; NULL for the outbox.* setting). Superusers only.';
 
 CREATE FUNCTION @extschema@.outbox_reset_topic(pattern text)
 RETURNS boolean

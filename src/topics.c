@@ -12,9 +12,12 @@
  * its transactions, when nothing is in flight (docs/design.md says why
  * that keeps the order of a key whose topic moves).
  *
- * Only superusers and the extension's owner may set them, and only
- * superusers may name a properties file: the worker reads it, and it may
- * hold secrets.  The file is checked as outbox.kafka_properties_file is.
+ * Only superusers may set them, as only they may set outbox.brokers: the
+ * brokers of a row are where the credentials of its properties file, or
+ * of outbox.kafka_properties_file, go, and the worker reads the file as
+ * the server.  The table belongs to the bootstrap superuser, so that an
+ * extension's owner that is no longer one cannot write it either.  The
+ * file is checked as outbox.kafka_properties_file is.
  *
  * src/topics.c
  *
@@ -26,7 +29,6 @@
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
-#include "utils/acl.h"
 #include "utils/builtins.h"
 
 #include "event.h"
@@ -140,17 +142,16 @@ check_pattern(text *pattern)
 }
 
 /*
- * Raise an error unless the caller may set topics' settings: a superuser,
- * or a member of the extension's owner.
+ * Raise an error unless the caller may set topics' settings: a superuser.
  */
 static void
-check_rights(const OutboxExtension *ext)
+check_rights(void)
 {
-	if (!superuser() && !has_privs_of_role(GetUserId(), ext->owner))
+	if (!superuser())
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied to change the settings of topics"),
-				 errdetail("Only superusers and the extension's owner may change them.")));
+				 errdetail("Only superusers may choose where events and the credentials of the Kafka properties go.")));
 }
 
 /*
@@ -163,11 +164,6 @@ check_properties_file(const char *path)
 {
 	OutboxPropertyError error;
 
-	if (!superuser())
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied to name a Kafka properties file"),
-				 errdetail("The worker reads the file as the server: only superusers may name one.")));
 	if (*path == '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -209,7 +205,7 @@ outbox_set_topic(PG_FUNCTION_ARGS)
 	char		nulls[3] = {' ', ' ', ' '};
 	int			ret;
 
-	check_rights(ext);
+	check_rights();
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -249,7 +245,7 @@ outbox_reset_topic(PG_FUNCTION_ARGS)
 	Datum		value = PG_GETARG_DATUM(0);
 	uint64		removed;
 
-	check_rights(ext);
+	check_rights();
 	SPI_connect();
 	removed = outbox_run(ext, &reset_plan, &value, -1);
 	SPI_finish();

@@ -155,6 +155,23 @@ for my $key (keys %$new)
 }
 is($overtaken, 0, 'no key\'s event at the main cluster precedes one left at the other');
 
+# --- an extension's owner that is no superuser cannot choose where the
+# credentials of the properties go, neither with outbox_set_topic() nor by
+# writing the table, which the bootstrap superuser owns
+$node->safe_psql('postgres',
+	'CREATE ROLE app_owner LOGIN SUPERUSER; CREATE DATABASE app OWNER app_owner');
+$node->safe_psql('app', 'SET ROLE app_owner; CREATE EXTENSION outbox');
+$node->safe_psql('postgres', 'ALTER ROLE app_owner NOSUPERUSER');
+for my $sql (
+	"SELECT outbox_set_topic('payments', 'kafka-elsewhere:9092')",
+	"INSERT INTO outbox_topic_settings (pattern, brokers) VALUES ('payments', 'kafka-elsewhere:9092')")
+{
+	my ($ret, $out, $err) = $node->psql('app', "SET ROLE app_owner; $sql");
+	like($err, qr/permission denied/, "the owner is refused: $sql");
+}
+is($node->safe_psql('app', 'SET ROLE app_owner; SELECT count(*) FROM outbox_topic_settings'),
+	'0', 'and reads the settings');
+
 $node->stop;
 $main->stop;
 $other->stop;
