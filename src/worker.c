@@ -819,30 +819,25 @@ run_batches_of(const OutboxExtension *ext, bool *undo)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	OutboxBatch *sending = NULL;	/* started, not finished */
-	OutboxTopicSettings *settings = NULL;
+	OutboxTopicSettings *settings;
 	HTAB	   *stopped_keys;
-	bool		nothing_due;
 	bool		complete = true;
 	long		delay = 0;
 	int64		bytes = 0;
 
 	*undo = false;
 	/* idle: a cheap look first, and no producer after a while */
-	nothing_due = idle && !outbox_events_due(ext);
-	if (nothing_due && TimestampDifferenceExceeds(last_events_at, now, PRODUCER_IDLE_MS))
-		outbox_kafka_shutdown();
-	else
+	if (idle && !outbox_events_due(ext))
 	{
-		/* read once per transaction: nothing is in flight between them */
-		settings = outbox_topic_settings_load(ext);
-		if (!ensure_producers(settings))
-			return ERROR_PAUSE_MS;
-	}
-	if (nothing_due)
-	{
+		if (TimestampDifferenceExceeds(last_events_at, now, PRODUCER_IDLE_MS))
+			outbox_kafka_shutdown();
 		set_state(OUTBOX_WORKER_IDLE, NULL);
 		return outbox_poll_interval;
 	}
+	/* read once per transaction: nothing is in flight between them */
+	settings = outbox_topic_settings_load(ext);
+	if (!ensure_producers(settings))
+		return ERROR_PAUSE_MS;
 
 	stopped_keys = outbox_kafka_stopped_keys();
 	for (;;)
