@@ -28,8 +28,9 @@
  * settings that the Kafka properties cannot change (kafka_property_list):
  * the idempotent producer, and librdkafka's batching left to the worker.
  * The properties come from outbox.kafka_properties and from the file that
- * the topic's settings or outbox.kafka_properties_file name; only the librdkafka properties known
- * to be safe are taken, and no message ever shows a property's value.
+ * the topic's settings or outbox.kafka_properties_file name; only the
+ * librdkafka properties known to be safe are taken, and no message ever
+ * shows a property's value.
  *
  * src/kafka.c
  *
@@ -1129,6 +1130,24 @@ outbox_kafka_configure(OutboxProducer *p)
 }
 
 /*
+ * Rebuild each open producer whose settings or properties file changed
+ * (an idle worker keeps them current, and says so in the log).
+ */
+void
+outbox_kafka_refresh(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, producers)
+	{
+		OutboxProducer *p = lfirst(lc);
+
+		if (p->rk != NULL)
+			outbox_kafka_configure(p);
+	}
+}
+
+/*
  * Close every producer's handle (an idle worker, or one that exits).
  * Nothing may be in flight.
  */
@@ -1403,7 +1422,8 @@ key_stopped(HTAB *stopped_keys, const OutboxEvent *ev, bool stop)
  * partitions they go to.
  */
 static int
-wave_end(OutboxProducer *p, OutboxBatch *batch, const int *order, int first, int last)
+wave_end(OutboxProducer *p, OutboxBatch *batch, const int *order, int first,
+		 int last)
 {
 	int64		bytes = 0;
 	int			i;

@@ -53,6 +53,7 @@ extern OutboxProducer *outbox_kafka_producer(const char *brokers,
 extern List *outbox_kafka_producers(void);
 extern void outbox_kafka_drop(OutboxProducer *p);
 extern void outbox_kafka_configure(OutboxProducer *p);
+extern void outbox_kafka_refresh(void);
 extern void outbox_kafka_shutdown(void);
 extern void outbox_kafka_status(const OutboxProducer *p, OutboxProducerStatus *status);
 extern void outbox_kafka_serve(void);

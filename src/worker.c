@@ -16,11 +16,11 @@
  * make sure the claiming snapshot's commits are flushed to WAL and, with
  * outbox.standby_slots, that the standbys have them (standby.c), produce
  * to the cluster of each event's topic and wait for every delivery report
- * (kafka.c), record the outcomes (record.c).  The SQL of one batch runs while Kafka acknowledges the
- * other: the next batch is claimed while the current one is in flight,
- * and the current one is recorded while the next is.  Only one batch is in
- * Kafka at a time, and the keys that stopped in one (an event not
- * delivered) send nothing in the next.  The transaction commits when a
+ * (kafka.c), record the outcomes (record.c).  The SQL of one batch runs
+ * while Kafka acknowledges the other: the next batch is claimed while the
+ * current one is in flight, and the current one is recorded while the next
+ * is.  Only one batch is in Kafka at a time, and the keys that stopped in
+ * one (an event not delivered) send nothing in the next.  The transaction commits when a
  * claim finds nothing, after RUN_MAX_MS, or once its batches hold
  * RUN_MAX_BYTES.
  *
@@ -831,6 +831,8 @@ run_batches_of(const OutboxExtension *ext, bool *undo)
 	{
 		if (TimestampDifferenceExceeds(last_events_at, now, PRODUCER_IDLE_MS))
 			outbox_kafka_shutdown();
+		else
+			outbox_kafka_refresh();
 		set_state(OUTBOX_WORKER_IDLE, NULL);
 		return outbox_poll_interval;
 	}
