@@ -30,8 +30,8 @@ SELECT pg_catalog.pg_extension_config_dump('@extschema@.outbox_topic_settings', 
 -- Owned by the bootstrap superuser, read by the extension's owner: the
 -- brokers a row names are where the credentials of its properties file, or
 -- of outbox.kafka_properties_file, go, which only superusers may choose;
--- the extension's owner need not stay a superuser.
--- (the grant after the change of owner, which would take it along)
+-- the extension's owner need not stay a superuser. The grant comes after
+-- the change of owner, which would take it along.
 DO $$
 BEGIN
 	EXECUTE pg_catalog.format('ALTER TABLE @extschema@.outbox_topic_settings OWNER TO %I',
