@@ -24,6 +24,7 @@ OBJS = \
 	src/standby.o \
 	src/stats.o \
 	src/status.o \
+	src/topics.o \
 	src/utility.o \
 	src/worker.o
 
@@ -35,7 +36,7 @@ DATA = outbox--1.0.sql outbox--1.0--1.1.sql outbox--1.1--1.2.sql outbox--1.2.sql
 	monitoring/outbox_prometheus.yaml
 PGFILEDESC = "outbox - transactional outbox publishing to Kafka"
 
-REGRESS = setup enqueue state_machine privileges settings capture reference retry stats security headers debezium snapshot_guards upgrade drop dump secrets
+REGRESS = setup enqueue state_machine privileges settings capture reference retry stats security headers debezium snapshot_guards upgrade drop dump secrets topics
 ISOLATION = claim order commit_order rotate drop_concurrent snapshot
 REGRESS_OPTS = --temp-config=$(srcdir)/specs/temp.conf
 ISOLATION_OPTS = --temp-config=$(srcdir)/specs/temp.conf

@@ -49,6 +49,8 @@ BEGIN
 	LOOP
 		IF t.rel::text = 'outbox_event_id_seq' THEN
 			SELECT last_value::text INTO dumped FROM outbox_event_id_seq;
+		ELSIF t.rel::text = 'outbox_topic_settings' THEN
+			SELECT string_agg(pattern, ',' ORDER BY pattern) INTO dumped FROM outbox_topic_settings;
 		ELSE
 			EXECUTE format('SELECT string_agg(id::text, '','' ORDER BY id) FROM %s %s', t.rel, t.cond)
 				INTO dumped;

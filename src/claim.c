@@ -79,7 +79,8 @@ static ItemPointerData reader_tid;
 /*
  * The due events of the retry table, as the columns of the log: each only
  * if every earlier unfinished event of its key is claimed with it; none of
- * the ids $2, in flight in this transaction already.
+ * the ids $2, in flight in this transaction already, nor of the topics $3,
+ * whose cluster is down.
  */
 static OutboxPlan retries_plan = {
 	"WITH claimed AS MATERIALIZED ("
@@ -87,7 +88,7 @@ static OutboxPlan retries_plan = {
 	"    FROM %1$s.outbox_retries m"
 	"   WHERE m.status IN ('pending', 'failed')"
 	"     AND (m.next_attempt_at IS NULL OR m.next_attempt_at <= now())"
-	"     AND m.id <> ALL ($2)"
+	"     AND m.id <> ALL ($2) AND m.topic <> ALL ($3)"
 	"   ORDER BY m.id LIMIT $1"
 	"     FOR UPDATE OF m SKIP LOCKED"
 	"), held_back AS ("
@@ -103,7 +104,7 @@ static OutboxPlan retries_plan = {
 	"  WHERE NOT EXISTS (SELECT FROM held_back h"
 	"                     WHERE h.topic = c.topic AND h.key = c.key AND h.first_id < c.id)"
 	"  ORDER BY c.id",
-	2, {INT4OID, INT8ARRAYOID}
+	3, {INT4OID, INT8ARRAYOID, TEXTARRAYOID}
 };
 
 /*
@@ -551,15 +552,16 @@ retries_hold(const OutboxExtension *ext, const char *index, int64 first, int64 l
 
 /*
  * Claim the due events of the retry table into events, at most room of
- * them and none of the ids in_flight (a bigint[] datum), while their bytes
+ * them, none of the ids in_flight (a bigint[] datum) nor of the topics
+ * held (a text[] datum), while their bytes
  * stay below *bytes_left (reduced by what they take); copies in memory
  * context cxt.  Returns how many.
  */
 static int
-claim_retries(const OutboxExtension *ext, int room, Datum in_flight,
+claim_retries(const OutboxExtension *ext, int room, Datum in_flight, Datum held,
 			  int64 *bytes_left, OutboxEvent *events, MemoryContext cxt)
 {
-	Datum		values[2] = {Int32GetDatum(room), in_flight};
+	Datum		values[3] = {Int32GetDatum(room), in_flight, held};
 	MemoryContext spi_cxt;
 	int			n = 0;
 
@@ -675,14 +677,15 @@ event_id_cmp(const void *a, const void *b)
  * next events of the log, which the reader row moves past.  The events of
  * in_flight (NULL for none), claimed earlier in this transaction and not
  * recorded yet, are not claimed again, and hold back the later events of
- * their keys.  Every log event claimed must be recorded (record.c) before
+ * their keys; nor are the events of the retry table of the topics held
+ * (a list of names: their cluster is down).  Every log event claimed must be recorded (record.c) before
  * the transaction commits.  One claim runs at a time: a second claimer
  * gets nothing until the first ends.  The batch is allocated in the
  * caller's memory context.
  */
 OutboxBatch *
 outbox_claim_batch(const OutboxExtension *ext, int batch_size, int64 max_bytes,
-				   const OutboxBatch *in_flight)
+				   const OutboxBatch *in_flight, List *held)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	OutboxBatch *batch = palloc0(sizeof(OutboxBatch));
@@ -690,12 +693,17 @@ outbox_claim_batch(const OutboxExtension *ext, int batch_size, int64 max_bytes,
 	OutboxReaderRow row;
 	int			nin_flight = in_flight ? in_flight->count : 0;
 	Datum	   *in_flight_ids = palloc((nin_flight + 1) * sizeof(Datum));
+	Datum	   *held_topics = palloc((list_length(held) + 1) * sizeof(Datum));
+	int			nheld = 0;
+	ListCell   *lc;
 
 	/* up to batch_size: as many as one allocation can hold */
 	batch_size = Min(batch_size, (int) (MaxAllocSize / sizeof(OutboxEvent)) - 1);
 	batch->events = palloc((Max(batch_size, 0) + 1) * sizeof(OutboxEvent));
 	for (int i = 0; i < nin_flight; i++)
 		in_flight_ids[i] = Int64GetDatum(in_flight->events[i].id);
+	foreach(lc, held)
+		held_topics[nheld++] = CStringGetTextDatum(lfirst(lc));
 
 	SPI_connect();
 	if (batch_size > 0 && outbox_lock_reader(ext, false, &row))
@@ -711,6 +719,7 @@ outbox_claim_batch(const OutboxExtension *ext, int batch_size, int64 max_bytes,
 		if (unfinished)
 			nretried = claim_retries(ext, batch_size,
 									 outbox_array(in_flight_ids, NULL, nin_flight, INT8OID),
+									 outbox_array(held_topics, NULL, nheld, TEXTOID),
 									 &bytes_left, batch->events, cxt);
 		spi_cxt = MemoryContextSwitchTo(cxt);
 		nlog = outbox_read_log(ext, &row.reader, batch_size - nretried,
@@ -820,7 +829,7 @@ outbox_claim(PG_FUNCTION_ARGS)
 		MemoryContext cxt = MemoryContextSwitchTo(TopTransactionContext);
 		OutboxBatch *in_flight = claimed_batch();
 
-		batch = outbox_claim_batch(ext, batch_size, PG_GETARG_INT64(1), in_flight);
+		batch = outbox_claim_batch(ext, batch_size, PG_GETARG_INT64(1), in_flight, NIL);
 		keep_claimed(batch);
 		MemoryContextSwitchTo(cxt);
 	}

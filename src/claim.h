@@ -32,7 +32,7 @@ extern void outbox_count_unrecorded(int64 n);
 extern OutboxEvent *outbox_claimed_event(int64 id, bool forget);
 extern OutboxBatch *outbox_claim_batch(const OutboxExtension *ext,
 									   int batch_size, int64 max_bytes,
-									   const OutboxBatch *in_flight);
+									   const OutboxBatch *in_flight, List *held);
 extern int	outbox_copy_to_retries(const OutboxExtension *ext,
 								   OutboxEvent **events, int n);
 extern bool outbox_events_due(const OutboxExtension *ext);

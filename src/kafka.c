@@ -1,25 +1,36 @@
 /*-------------------------------------------------------------------------
  *
  * kafka.c
- *		The producer: configuration, producing a batch, delivery reports,
- *		broker outages.
+ *		The producers, one per Kafka cluster: configuration, producing a
+ *		batch, delivery reports, broker outages.
  *
  * The only file that talks to librdkafka.  librdkafka's own threads never
  * call back into PostgreSQL: logs go to a queue (log.queue) and, like
  * errors and delivery reports, are served by rd_kafka_poll()/flush() on the
  * worker's main thread, in short slices with interrupt checks in between.
  *
+ * A producer (OutboxProducer) is a cluster as the topics' settings name it
+ * (topics.c): its own librdkafka handle, properties, outage tracking,
+ * statistics, and the part of the batch being published that goes to it.
+ * A batch goes to each producer it has events for; every event belongs to
+ * one, by its topic.  The worker (worker.c) says which; this file keeps
+ * the list of producers.
+ *
  * A batch's outcome per event comes from its delivery report only, or from
  * the cluster's metadata when it refuses the event's topic.  While no
- * broker is reachable the batch is purged after a short grace and its
- * events released untouched: an outage costs no attempt.
+ * broker of a cluster is reachable its part of the batch is purged after a
+ * short grace and its events released untouched: an outage costs no
+ * attempt.  A cluster seen down is asked for metadata without waiting, and
+ * its statistics say when a broker answers again, so that it holds back no
+ * other cluster while it is down.
  *
  * Order per key rests on how a batch is sent (outbox_kafka_publish) and on
  * settings that the Kafka properties cannot change (kafka_property_list):
  * the idempotent producer, and librdkafka's batching left to the worker.
  * The properties come from outbox.kafka_properties and from the file that
- * outbox.kafka_properties_file names; only the librdkafka properties known
- * to be safe are taken, and no message ever shows a property's value.
+ * the topic's settings or outbox.kafka_properties_file name; only the
+ * librdkafka properties known to be safe are taken, and no message ever
+ * shows a property's value.
  *
  * src/kafka.c
  *
@@ -38,6 +49,7 @@
 #include "postmaster/interrupt.h"
 #include "storage/fd.h"
 #include "utils/hsearch.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "guc.h"
@@ -82,62 +94,12 @@ typedef struct FileVersion
 	struct timespec ctime;
 } FileVersion;
 
-static rd_kafka_t *producer = NULL;
-
-/* the settings the producer was built with (malloc'd) */
-static char *producer_brokers = NULL;
-static char *producer_properties = NULL;
-static char *producer_properties_file = NULL;
-static int	producer_delivery_timeout = 0;
-static int	producer_max_message_bytes = 0;
-
 /*
- * The properties file the producer read, and the last one it could not
- * use (path and version), with why, for the worker's status: "" if none.
- */
-static FileVersion producer_file_version;
-static FileVersion refused_file_version;
-static char refused_file_path[MAXPGPATH];
-static char settings_refused[256];
-
-/* outage tracking, from ALL_BROKERS_DOWN errors and successful deliveries */
-static bool brokers_down = false;
-static TimestampTz brokers_down_since = 0;
-
-/* broker connections up, from the last statistics; -1 without a producer */
-static int	brokers_up = -1;
-
-/*
- * The batch awaiting delivery reports.  Each message's opaque is a sequence
- * number, so a late report for an earlier batch is recognised and ignored.
- */
-static OutboxBatch *current_batch = NULL;
-static int64 batch_first_seq = 0;
-static int64 next_seq = 1;
-static int	reports_pending = 0;
-
-/*
- * What outbox_kafka_finish() needs of the batch being published: the
- * order its events were produced in, their topics, the keys that stopped,
- * where its last wave starts, and whether a wave was cut short.
- */
-static int *current_order = NULL;
-static struct TopicState **current_topics = NULL;
-static HTAB *current_stopped_keys = NULL;
-static int	last_wave_first = 0;
-static int	last_wave_end = 0;
-static bool cut_short = false;
-
-/* whether the batch's purged events count as a failed attempt */
-static bool purge_is_timeout = false;
-
-/*
- * What this producer knows of each topic it has published to, from the
+ * What a producer knows of each topic it has published to, from the
  * metadata it asked for (learn_topics).  A topic is looked up before its
  * first events are produced, and again after an event of it was refused
  * or while its metadata reports an error.
  */
-
 typedef struct TopicState
 {
 	char		name[OUTBOX_TOPIC_SIZE];	/* hash key */
@@ -146,7 +108,76 @@ typedef struct TopicState
 	rd_kafka_resp_err_t refusal;	/* the cluster refuses it (topic_refused) */
 } TopicState;
 
-static HTAB *known_topics = NULL;
+/*
+ * A producer: one cluster, as the topics' settings name it, with its
+ * librdkafka handle, its outage tracking and the part of the batch being
+ * published that goes to it.  Strings are malloc'd; the object lives in
+ * producer_cxt until the worker exits or the cluster is no longer named.
+ */
+struct OutboxProducer
+{
+	/* the cluster, as set for topics; NULL: the outbox.* setting */
+	char	   *brokers;
+	char	   *properties_file;
+
+	rd_kafka_t *rk;				/* NULL: closed */
+
+	/* the settings the handle was built with */
+	char	   *built_brokers;
+	char	   *built_properties;
+	char	   *built_properties_file;
+	int			built_delivery_timeout;
+	int			built_max_message_bytes;
+
+	/*
+	 * The properties file the handle read, and the last one it could not
+	 * use (path and version), with why, for the worker's status: "" if none.
+	 */
+	FileVersion file_version;
+	FileVersion refused_file_version;
+	char		refused_file_path[MAXPGPATH];
+	char		settings_refused[256];
+
+	/* outage tracking, from ALL_BROKERS_DOWN errors, deliveries, statistics */
+	bool		brokers_down;
+	TimestampTz brokers_down_since;
+	/* broker connections up, from the last statistics; -1 while closed */
+	int			brokers_up;
+	/* since the worker started */
+	int64		published;
+	int64		failed;
+
+	/*
+	 * The part of the batch awaiting delivery reports that goes to this
+	 * cluster.  Each message's opaque is a sequence number, so a late report
+	 * for an earlier batch is recognised and ignored.
+	 */
+	OutboxBatch *current_batch;
+	int64		batch_first_seq;
+	int64		next_seq;
+	int			reports_pending;
+
+	/*
+	 * What outbox_kafka_finish() needs of the batch being published: the
+	 * order its events were produced in, their topics, the keys that
+	 * stopped, where its last wave starts, and whether a wave was cut short.
+	 */
+	int		   *current_order;
+	TopicState **current_topics;
+	HTAB	   *current_stopped_keys;
+	int			last_wave_first;
+	int			last_wave_end;
+	bool		cut_short;
+
+	/* whether the batch's purged events count as a failed attempt */
+	bool		purge_is_timeout;
+
+	HTAB	   *known_topics;
+};
+
+/* every producer of the worker, in producer_cxt */
+static List *producers = NIL;
+static MemoryContext producer_cxt = NULL;
 
 /*
  * The librdkafka properties that outbox.kafka_properties and the properties
@@ -694,73 +725,135 @@ topic_refused(rd_kafka_resp_err_t err)
  * Set an event's outcome from a librdkafka error code (0: delivered).
  */
 static void
-set_outcome(OutboxEvent *ev, rd_kafka_resp_err_t err)
+set_outcome(OutboxProducer *p, OutboxEvent *ev, rd_kafka_resp_err_t err)
 {
 	if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+	{
 		ev->outcome = OUTBOX_DELIVERED;
+		p->published++;
+	}
 	else if ((err == RD_KAFKA_RESP_ERR__PURGE_QUEUE ||
-			  err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) && !purge_is_timeout)
+			  err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) && !p->purge_is_timeout)
 		ev->outcome = OUTBOX_RELEASED;
-	else if (err == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT && brokers_down)
+	else if (err == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT && p->brokers_down)
 		ev->outcome = OUTBOX_RELEASED;
 	else if (err == RD_KAFKA_RESP_ERR__PURGE_QUEUE ||
 			 err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT)
-		set_outcome(ev, RD_KAFKA_RESP_ERR__MSG_TIMED_OUT);
+		set_outcome(p, ev, RD_KAFKA_RESP_ERR__MSG_TIMED_OUT);
 	else
 	{
 		ev->outcome = OUTBOX_REFUSED;
 		ev->error = rd_kafka_err2str(err);
 		ev->permanent = error_is_permanent(err);
+		p->failed++;
 	}
+}
+
+/* the brokers p connects to */
+static const char *
+brokers_of(const OutboxProducer *p)
+{
+	return p->brokers ? p->brokers : outbox_brokers;
+}
+
+/* the properties file p reads, "" for none */
+static const char *
+properties_file_of(const OutboxProducer *p)
+{
+	return p->properties_file ? p->properties_file : outbox_kafka_properties_file;
+}
+
+/* Say which cluster a message is about. */
+static void
+cluster_context(void *arg)
+{
+	errcontext("Kafka cluster %s", brokers_of((OutboxProducer *) arg));
+}
+
+/*
+ * A broker of p's cluster answered: if every one had been seen down, say
+ * that publishing to it resumes.
+ */
+static void
+brokers_answered(OutboxProducer *p)
+{
+	if (!p->brokers_down)
+		return;
+	p->brokers_down = false;
+	ereport(LOG,
+			(errmsg("Kafka brokers reachable again, resuming"),
+			 errcontext("Kafka cluster %s", brokers_of(p))));
 }
 
 /* Delivery report callback; runs inside rd_kafka_poll on the main thread. */
 static void
 delivery_report(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
 {
+	OutboxProducer *p = opaque;
 	int64		seq = (int64) (intptr_t) msg->_private;
 	OutboxEvent *ev;
 
-	if (current_batch == NULL || seq < batch_first_seq ||
-		seq >= batch_first_seq + current_batch->count)
+	if (p->current_batch == NULL || seq < p->batch_first_seq ||
+		seq >= p->batch_first_seq + p->current_batch->count)
 		return;
-	ev = &current_batch->events[seq - batch_first_seq];
+	ev = &p->current_batch->events[seq - p->batch_first_seq];
 	if (ev->outcome != OUTBOX_IN_FLIGHT)
 		return;
 	if (msg->err == RD_KAFKA_RESP_ERR_NO_ERROR)
 	{
 		ev->partition = msg->partition;
 		ev->offset = msg->offset;
-		brokers_down = false;
+		brokers_answered(p);
 	}
-	set_outcome(ev, msg->err);
-	reports_pending--;
+	set_outcome(p, ev, msg->err);
+	p->reports_pending--;
 }
 
 /* Error callback; runs inside rd_kafka_poll on the main thread. */
 static void
 error_report(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
-	if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN && !brokers_down)
+	OutboxProducer *p = opaque;
+
+	if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN && !p->brokers_down)
 	{
-		brokers_down = true;
-		brokers_down_since = GetCurrentTimestamp();
+		p->brokers_down = true;
+		p->brokers_down_since = GetCurrentTimestamp();
 	}
 	ereport(LOG,
 			(errmsg("Kafka error: %s", rd_kafka_err2str(err)),
-			 errdetail("%s", reason)));
+			 errdetail("%s", reason),
+			 errcontext("Kafka cluster %s", brokers_of(p))));
 }
 
 /*
  * Statistics callback (every second, inside rd_kafka_poll): count the
- * brokers whose connection is up, for outbox_worker_status().
+ * brokers whose connection is up, for outbox_worker_status(), but for
+ * librdkafka's internal one.  Served in order with the errors, so a count
+ * after ALL_BROKERS_DOWN is one taken after it: a broker is up again.
  */
 static int
 stats_report(rd_kafka_t *rk, char *json, size_t json_len, void *opaque)
 {
-	brokers_up = 0;
-	for (const char *p = json; (p = strstr(p, "\"state\":\"UP\"")) != NULL; p++)
-		brokers_up++;
+	OutboxProducer *p = opaque;
+	const char *source = "\"source\":\"";
+
+	p->brokers_up = 0;
+	for (const char *s = json; (s = strstr(s, source)) != NULL;)
+	{
+		bool		internal;
+
+		s += strlen(source);
+		internal = strncmp(s, "internal\"", strlen("internal\"")) == 0;
+		s = strstr(s, "\"state\":\"");
+		if (s == NULL)
+			break;
+		s += strlen("\"state\":\"");
+		if (!internal && strncmp(s, "UP\"", 3) == 0)
+			p->brokers_up++;
+	}
+	if (p->brokers_up > 0)
+		brokers_answered(p);
 	return 0;					/* librdkafka frees json */
 }
 
@@ -769,7 +862,9 @@ static void
 log_report(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
 	ereport(level <= 3 ? LOG : DEBUG1,
-			(errmsg("librdkafka %s: %s", fac, buf)));
+			(errmsg("librdkafka %s: %s", fac, buf),
+			 errcontext("Kafka cluster %s",
+						brokers_of((OutboxProducer *) rd_kafka_opaque(rk)))));
 }
 
 /*
@@ -791,12 +886,12 @@ conf_set_or_error(rd_kafka_conf_t *conf, const char *name, const char *value)
 }
 
 /*
- * A producer configuration from the settings: defaults, then
- * outbox.kafka_properties, then the properties file (*file_version gets
+ * A configuration of p from the settings: defaults, then
+ * outbox.kafka_properties, then its properties file (*file_version gets
  * what was read of it), then what the guarantees depend on.
  */
 static rd_kafka_conf_t *
-make_conf(FileVersion *file_version)
+make_conf(OutboxProducer *p, FileVersion *file_version)
 {
 	rd_kafka_conf_t *conf = rd_kafka_conf_new();
 	OutboxPropertyError error;
@@ -809,15 +904,14 @@ make_conf(FileVersion *file_version)
 	conf_set_or_error(conf, "socket.nagle.disable", "true");
 	/* the check hook refused secrets where they came from a catalog */
 	if (!apply_property_list(conf, outbox_kafka_properties, true, &error) ||
-		(*outbox_kafka_properties_file != '\0' &&
-		 !apply_property_file(conf, outbox_kafka_properties_file,
-							  file_version, &error)))
+		(*properties_file_of(p) != '\0' &&
+		 !apply_property_file(conf, properties_file_of(p), file_version, &error)))
 	{
 		rd_kafka_conf_destroy(conf);
 		report_property_error(&error);
 	}
 
-	conf_set_or_error(conf, "bootstrap.servers", outbox_brokers);
+	conf_set_or_error(conf, "bootstrap.servers", brokers_of(p));
 	conf_set_or_error(conf, "enable.idempotence", "true");
 	conf_set_or_error(conf, "acks", "all");
 	/*
@@ -841,6 +935,7 @@ make_conf(FileVersion *file_version)
 	rd_kafka_conf_set_error_cb(conf, error_report);
 	rd_kafka_conf_set_log_cb(conf, log_report);
 	rd_kafka_conf_set_stats_cb(conf, stats_report);
+	rd_kafka_conf_set_opaque(conf, p);
 	return conf;
 }
 
@@ -856,103 +951,206 @@ malloc_strdup(const char *s)
 	return copy;
 }
 
-/* The version of the file outbox.kafka_properties_file names now. */
+/* The version of the file at path now. */
 static void
-properties_file_version(FileVersion *version)
+properties_file_version(const char *path, FileVersion *version)
 {
 	struct stat st;
 
 	memset(version, 0, sizeof(*version));
-	if (stat(outbox_kafka_properties_file, &st) == 0)
+	if (stat(path, &st) == 0)
 		file_version_of(&st, version);
 }
 
 /*
- * Can the file outbox.kafka_properties_file names be used, as it is now
- * (version)?  One that cannot (missing, open to other users, a property
- * refused) is reported once per path and version, in the log and in the
- * worker's status, and the producer keeps the settings it was built with,
- * as the server keeps a setting whose new value in postgresql.conf is
- * refused: a file changed under it and a setting changed to a file that
- * cannot be used alike.
+ * Can p's properties file be used, as it is now (version)?  One that
+ * cannot (missing, open to other users, a property refused) is reported
+ * once per path and version, in the log and in the worker's status, and
+ * the producer keeps the settings it was built with, as the server keeps a
+ * setting whose new value in postgresql.conf is refused: a file changed
+ * under it and a setting changed to a file that cannot be used alike.
  */
 static bool
-properties_file_usable(const FileVersion *version)
+properties_file_usable(OutboxProducer *p, const FileVersion *version)
 {
+	const char *path = properties_file_of(p);
 	OutboxPropertyError error;
 
-	if (settings_refused[0] != '\0' &&
-		strcmp(refused_file_path, outbox_kafka_properties_file) == 0 &&
-		same_file_version(version, &refused_file_version))
+	if (p->settings_refused[0] != '\0' &&
+		strcmp(p->refused_file_path, path) == 0 &&
+		same_file_version(version, &p->refused_file_version))
 		return false;
-	if (outbox_kafka_check_properties_file(outbox_kafka_properties_file, &error))
+	if (outbox_kafka_check_properties_file(path, &error))
 		return true;
 	ereport(LOG,
 			(errmsg("Kafka properties file \"%s\" cannot be used, the producer keeps its settings",
-					outbox_kafka_properties_file),
+					path),
 			 errdetail_internal("%s%s%s", error.message,
 								error.detail[0] ? ": " : "", error.detail)));
-	snprintf(settings_refused, sizeof(settings_refused),
+	snprintf(p->settings_refused, sizeof(p->settings_refused),
 			 "%s; the producer keeps its settings", error.message);
-	strlcpy(refused_file_path, outbox_kafka_properties_file, sizeof(refused_file_path));
-	refused_file_version = *version;
+	strlcpy(p->refused_file_path, path, sizeof(p->refused_file_path));
+	p->refused_file_version = *version;
 	return false;
 }
 
 /*
- * Why the producer keeps settings other than the current ones (the
+ * Why a producer keeps settings other than the current ones (its
  * properties file cannot be used), or NULL.
  */
 const char *
 outbox_kafka_settings_refused(void)
 {
-	return settings_refused[0] != '\0' ? settings_refused : NULL;
+	ListCell   *lc;
+
+	foreach(lc, producers)
+	{
+		OutboxProducer *p = lfirst(lc);
+
+		if (p->settings_refused[0] != '\0')
+			return p->settings_refused;
+	}
+	return NULL;
 }
 
 /*
- * Make sure a producer built from the current settings exists: build one
- * if there is none, or if the settings (SIGHUP) or the properties file
- * changed since.  Call only between batches, when nothing is in flight.
+ * Close p's handle, if it has one, keeping the object.  Nothing may be in
+ * flight.  The status then shows brokers_up as unknown.
+ */
+static void
+close_producer(OutboxProducer *p)
+{
+	if (p->rk == NULL)
+		return;
+	rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+	rd_kafka_poll(p->rk, 0);
+	rd_kafka_destroy(p->rk);
+	p->rk = NULL;
+	if (p->known_topics != NULL)
+		hash_destroy(p->known_topics);
+	p->known_topics = NULL;
+	free(p->built_brokers);
+	free(p->built_properties);
+	free(p->built_properties_file);
+	p->built_brokers = p->built_properties = p->built_properties_file = NULL;
+	p->brokers_up = -1;
+	p->brokers_down = false;
+}
+
+/*
+ * The producer of a cluster as the topics' settings name it (NULL: the
+ * outbox.* setting), made if there is none yet; its handle is built by
+ * outbox_kafka_configure().
+ */
+OutboxProducer *
+outbox_kafka_producer(const char *brokers, const char *properties_file)
+{
+	ListCell   *lc;
+	OutboxProducer *p;
+	MemoryContext old;
+
+	foreach(lc, producers)
+	{
+		p = lfirst(lc);
+		if ((p->brokers == NULL ? brokers == NULL :
+			 brokers != NULL && strcmp(p->brokers, brokers) == 0) &&
+			(p->properties_file == NULL ? properties_file == NULL :
+			 properties_file != NULL && strcmp(p->properties_file, properties_file) == 0))
+			return p;
+	}
+	if (producer_cxt == NULL)
+		producer_cxt = AllocSetContextCreate(TopMemoryContext, "outbox producers",
+											 ALLOCSET_SMALL_SIZES);
+	old = MemoryContextSwitchTo(producer_cxt);
+	p = palloc0(sizeof(OutboxProducer));
+	p->brokers = brokers ? pstrdup(brokers) : NULL;
+	p->properties_file = properties_file ? pstrdup(properties_file) : NULL;
+	p->brokers_up = -1;
+	p->next_seq = 1;
+	producers = lappend(producers, p);
+	MemoryContextSwitchTo(old);
+	return p;
+}
+
+/*
+ * Every producer, for the worker to go through; the list is kafka.c's.
+ */
+List *
+outbox_kafka_producers(void)
+{
+	return producers;
+}
+
+/*
+ * Close p and forget it: its cluster is no longer named.  Nothing may be
+ * in flight.
  */
 void
-outbox_kafka_configure(void)
+outbox_kafka_drop(OutboxProducer *p)
+{
+	close_producer(p);
+	producers = list_delete_ptr(producers, p);
+	if (p->brokers)
+		pfree(p->brokers);
+	if (p->properties_file)
+		pfree(p->properties_file);
+	pfree(p);
+}
+
+/*
+ * Make sure p has a handle built from the current settings: build one if
+ * it has none, or if the settings (SIGHUP) or its properties file changed
+ * since.  Call only between batches, when nothing is in flight.
+ */
+void
+outbox_kafka_configure(OutboxProducer *p)
 {
 	rd_kafka_conf_t *conf;
 	FileVersion file_version;
 	char		errbuf[512];
 	bool		same_settings;
+	ErrorContextCallback context;
 
-	properties_file_version(&file_version);
-	same_settings = producer != NULL &&
-		strcmp(producer_brokers, outbox_brokers) == 0 &&
-		strcmp(producer_properties, outbox_kafka_properties) == 0 &&
-		strcmp(producer_properties_file, outbox_kafka_properties_file) == 0 &&
-		producer_delivery_timeout == outbox_delivery_timeout &&
-		producer_max_message_bytes == outbox_max_message_bytes;
-	if (same_settings && (*outbox_kafka_properties_file == '\0' ||
-						  same_file_version(&file_version, &producer_file_version)))
+	context.callback = cluster_context;
+	context.arg = p;
+	context.previous = error_context_stack;
+	error_context_stack = &context;
+
+	properties_file_version(properties_file_of(p), &file_version);
+	same_settings = p->rk != NULL &&
+		strcmp(p->built_brokers, brokers_of(p)) == 0 &&
+		strcmp(p->built_properties, outbox_kafka_properties) == 0 &&
+		strcmp(p->built_properties_file, properties_file_of(p)) == 0 &&
+		p->built_delivery_timeout == outbox_delivery_timeout &&
+		p->built_max_message_bytes == outbox_max_message_bytes;
+	if (same_settings && (*properties_file_of(p) == '\0' ||
+						  same_file_version(&file_version, &p->file_version)))
 	{
-		settings_refused[0] = '\0';
+		p->settings_refused[0] = '\0';
+		error_context_stack = context.previous;
 		return;
 	}
 	/* a producer keeps its settings rather than take a file it cannot use */
-	if (producer != NULL && *outbox_kafka_properties_file != '\0' &&
-		!properties_file_usable(&file_version))
+	if (p->rk != NULL && *properties_file_of(p) != '\0' &&
+		!properties_file_usable(p, &file_version))
+	{
+		error_context_stack = context.previous;
 		return;
+	}
 	if (same_settings)
 		ereport(LOG,
 				(errmsg("Kafka properties file \"%s\" changed, rebuilding the producer",
-						outbox_kafka_properties_file)));
-	else if (producer != NULL)
+						properties_file_of(p))));
+	else if (p->rk != NULL)
 		ereport(LOG,
 				(errmsg("Kafka settings changed, rebuilding the producer")));
-	outbox_kafka_shutdown();
+	close_producer(p);
 
-	conf = make_conf(&file_version);
+	conf = make_conf(p, &file_version);
 
 	/* on success rd_kafka_new owns conf */
-	producer = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errbuf, sizeof(errbuf));
-	if (producer == NULL)
+	p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errbuf, sizeof(errbuf));
+	if (p->rk == NULL)
 	{
 		rd_kafka_conf_destroy(conf);
 		ereport(ERROR,
@@ -960,50 +1158,62 @@ outbox_kafka_configure(void)
 				 errmsg("could not create Kafka producer"),
 				 errdetail("%s", errbuf)));
 	}
-	rd_kafka_set_log_queue(producer, NULL);
+	rd_kafka_set_log_queue(p->rk, NULL);
 
-	producer_brokers = malloc_strdup(outbox_brokers);
-	producer_properties = malloc_strdup(outbox_kafka_properties);
-	producer_properties_file = malloc_strdup(outbox_kafka_properties_file);
-	producer_delivery_timeout = outbox_delivery_timeout;
-	producer_max_message_bytes = outbox_max_message_bytes;
-	producer_file_version = file_version;
-	settings_refused[0] = '\0';
-	brokers_down = false;
+	p->built_brokers = malloc_strdup(brokers_of(p));
+	p->built_properties = malloc_strdup(outbox_kafka_properties);
+	p->built_properties_file = malloc_strdup(properties_file_of(p));
+	p->built_delivery_timeout = outbox_delivery_timeout;
+	p->built_max_message_bytes = outbox_max_message_bytes;
+	p->file_version = file_version;
+	p->settings_refused[0] = '\0';
+	p->brokers_down = false;
+	error_context_stack = context.previous;
 }
 
 /*
- * Destroy the producer, if any.  Nothing may be in flight.  The status
- * then shows brokers_up as unknown.
+ * Rebuild each open producer whose settings or properties file changed
+ * (an idle worker keeps them current, and says so in the log).
+ */
+void
+outbox_kafka_refresh(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, producers)
+	{
+		OutboxProducer *p = lfirst(lc);
+
+		if (p->rk != NULL)
+			outbox_kafka_configure(p);
+	}
+}
+
+/*
+ * Close every producer's handle (an idle worker, or one that exits).
+ * Nothing may be in flight.
  */
 void
 outbox_kafka_shutdown(void)
 {
-	if (producer == NULL)
-		return;
-	rd_kafka_purge(producer, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
-	rd_kafka_poll(producer, 0);
-	rd_kafka_destroy(producer);
-	producer = NULL;
-	if (known_topics != NULL)
-		hash_destroy(known_topics);
-	known_topics = NULL;
-	free(producer_brokers);
-	free(producer_properties);
-	free(producer_properties_file);
-	producer_brokers = producer_properties = producer_properties_file = NULL;
-	settings_refused[0] = '\0';
-	brokers_up = -1;
+	ListCell   *lc;
+
+	foreach(lc, producers)
+		close_producer(lfirst(lc));
 }
 
 /*
- * How many broker connections are up, as librdkafka's statistics said
- * last (every second); -1 while there is no producer.
+ * What outbox_worker_status() and outbox_cluster_status() show of p.
  */
-int
-outbox_kafka_brokers_up(void)
+void
+outbox_kafka_status(const OutboxProducer *p, OutboxProducerStatus *status)
 {
-	return brokers_up;
+	status->brokers = brokers_of(p);
+	status->open = p->rk != NULL;
+	status->reachable = p->rk != NULL && !p->brokers_down;
+	status->brokers_up = p->brokers_up;
+	status->published = p->published;
+	status->failed = p->failed;
 }
 
 /*
@@ -1012,37 +1222,46 @@ outbox_kafka_brokers_up(void)
 void
 outbox_kafka_serve(void)
 {
-	if (producer != NULL)
-		rd_kafka_poll(producer, 0);
+	ListCell   *lc;
+
+	foreach(lc, producers)
+	{
+		OutboxProducer *p = lfirst(lc);
+
+		if (p->rk != NULL)
+			rd_kafka_poll(p->rk, 0);
+	}
 }
 
 /*
- * False once every broker has been seen down, until a delivery or a probe
- * succeeds.
+ * False once every broker of p's cluster has been seen down, until a
+ * delivery, a probe or the statistics say one answers.
  */
 bool
-outbox_kafka_reachable(void)
+outbox_kafka_reachable(OutboxProducer *p)
 {
-	return producer != NULL && !brokers_down;
+	return p->rk != NULL && !p->brokers_down;
 }
 
 /*
- * Ask the cluster for metadata; true (and reachable again) if any broker
- * answered.  Blocks for at most PROBE_TIMEOUT_MS.
+ * Ask p's cluster for metadata without waiting: with no broker up,
+ * librdkafka connects to one for it, and a broker that answers shows in
+ * the next statistics (every second), which make it reachable again.  So
+ * a cluster that is down costs the others no wait.  Returns whether it is
+ * reachable now.
  */
 bool
-outbox_kafka_probe(void)
+outbox_kafka_probe(OutboxProducer *p)
 {
 	const struct rd_kafka_metadata *metadata;
 
-	if (rd_kafka_metadata(producer, 0, NULL, &metadata, PROBE_TIMEOUT_MS) != RD_KAFKA_RESP_ERR_NO_ERROR)
+	if (rd_kafka_metadata(p->rk, 0, NULL, &metadata, 0) == RD_KAFKA_RESP_ERR_NO_ERROR)
 	{
-		rd_kafka_poll(producer, 0);
-		return false;
+		rd_kafka_metadata_destroy(metadata);
+		brokers_answered(p);
 	}
-	rd_kafka_metadata_destroy(metadata);
-	brokers_down = false;
-	return true;
+	rd_kafka_poll(p->rk, 0);
+	return !p->brokers_down;
 }
 
 /*
@@ -1051,7 +1270,7 @@ outbox_kafka_probe(void)
  * is the event's creation (CreateTime), whenever it is published.
  */
 static void
-produce_event(OutboxEvent *ev, int64 seq)
+produce_event(OutboxProducer *p, OutboxEvent *ev, int64 seq)
 {
 	rd_kafka_headers_t *headers = rd_kafka_headers_new(ev->nheaders + 1);
 	rd_kafka_resp_err_t err;
@@ -1062,7 +1281,7 @@ produce_event(OutboxEvent *ev, int64 seq)
 
 	for (;;)
 	{
-		err = rd_kafka_producev(producer,
+		err = rd_kafka_producev(p->rk,
 								RD_KAFKA_V_TOPIC(ev->topic),
 								RD_KAFKA_V_KEY(ev->key, ev->key ? ev->key_len : 0),
 								RD_KAFKA_V_VALUE(ev->payload, ev->payload ? ev->payload_len : 0),
@@ -1074,38 +1293,38 @@ produce_event(OutboxEvent *ev, int64 seq)
 		if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL)
 			break;
 		/* librdkafka's queue is full: let deliveries drain it */
-		rd_kafka_poll(producer, POLL_SLICE_MS);
+		rd_kafka_poll(p->rk, POLL_SLICE_MS);
 		CHECK_FOR_INTERRUPTS();
 	}
 
 	if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
-		reports_pending++;
+		p->reports_pending++;
 	else
 	{
 		rd_kafka_headers_destroy(headers);
-		set_outcome(ev, err);
+		set_outcome(p, ev, err);
 	}
 }
 
 /*
- * The state of a topic, entered (as not known) if it is new.
+ * The state of a topic in p, entered (as not known) if it is new.
  */
 static TopicState *
-topic_state(const char *name)
+topic_state(OutboxProducer *p, const char *name)
 {
 	TopicState *topic;
 	bool		found;
 
-	if (known_topics == NULL)
+	if (p->known_topics == NULL)
 	{
 		HASHCTL		ctl;
 
 		ctl.keysize = OUTBOX_TOPIC_SIZE;
 		ctl.entrysize = sizeof(TopicState);
-		known_topics = hash_create("outbox known topics", 64, &ctl,
-								   HASH_ELEM | HASH_STRINGS);
+		p->known_topics = hash_create("outbox known topics", 64, &ctl,
+									  HASH_ELEM | HASH_STRINGS);
 	}
-	topic = hash_search(known_topics, name, HASH_ENTER, &found);
+	topic = hash_search(p->known_topics, name, HASH_ENTER, &found);
 	if (!found)
 	{
 		topic->known = false;
@@ -1121,13 +1340,13 @@ topic_state(const char *name)
  * between them.  NULL if none came.
  */
 static const struct rd_kafka_metadata *
-wait_for_metadata(TimestampTz deadline)
+wait_for_metadata(OutboxProducer *p, TimestampTz deadline)
 {
 	const struct rd_kafka_metadata *metadata;
 
 	for (;;)
 	{
-		if (rd_kafka_metadata(producer, 0, NULL, &metadata, METADATA_SLICE_MS) ==
+		if (rd_kafka_metadata(p->rk, 0, NULL, &metadata, METADATA_SLICE_MS) ==
 			RD_KAFKA_RESP_ERR_NO_ERROR)
 			return metadata;
 		CHECK_FOR_INTERRUPTS();
@@ -1146,7 +1365,7 @@ wait_for_metadata(TimestampTz deadline)
  * answer is produced to as it is, librdkafka looking it up itself.
  */
 static void
-learn_topics(TopicState **topics, int ntopics)
+learn_topics(OutboxProducer *p, TopicState **topics, int ntopics)
 {
 	rd_kafka_topic_t **handles = palloc(sizeof(rd_kafka_topic_t *) * ntopics);
 	const struct rd_kafka_metadata *metadata = NULL;
@@ -1157,11 +1376,11 @@ learn_topics(TopicState **topics, int ntopics)
 	for (int i = 0; i < ntopics; i++)
 	{
 		topics[i]->refusal = RD_KAFKA_RESP_ERR_NO_ERROR;
-		handles[i] = rd_kafka_topic_new(producer, topics[i]->name, NULL);
+		handles[i] = rd_kafka_topic_new(p->rk, topics[i]->name, NULL);
 	}
 	PG_TRY();
 	{
-		metadata = wait_for_metadata(deadline);
+		metadata = wait_for_metadata(p, deadline);
 	}
 	PG_FINALLY();
 	{
@@ -1182,8 +1401,8 @@ learn_topics(TopicState **topics, int ntopics)
 		TopicState *topic = NULL;
 
 		if (strlen(answer->topic) < OUTBOX_TOPIC_SIZE)
-			topic = hash_search(known_topics, answer->topic, HASH_FIND, NULL);
-		if (topic == NULL || topic->lookup != batch_first_seq)
+			topic = hash_search(p->known_topics, answer->topic, HASH_FIND, NULL);
+		if (topic == NULL || topic->lookup != p->batch_first_seq)
 			continue;
 		topic->known = answer->err == RD_KAFKA_RESP_ERR_NO_ERROR;
 		if (topic_refused(answer->err))
@@ -1245,7 +1464,8 @@ key_stopped(HTAB *stopped_keys, const OutboxEvent *ev, bool stop)
  * partitions they go to.
  */
 static int
-wave_end(OutboxBatch *batch, const int *order, int first, int last)
+wave_end(OutboxProducer *p, OutboxBatch *batch, const int *order, int first,
+		 int last)
 {
 	int64		bytes = 0;
 	int			i;
@@ -1253,7 +1473,7 @@ wave_end(OutboxBatch *batch, const int *order, int first, int last)
 	for (i = first; i < last; i++)
 	{
 		bytes += outbox_record_bytes(&batch->events[order[i]]) + RECORD_OVERHEAD_BYTES;
-		if (bytes > producer_max_message_bytes && i > first)
+		if (bytes > p->built_max_message_bytes && i > first)
 			break;
 	}
 	return i;
@@ -1266,8 +1486,8 @@ wave_end(OutboxBatch *batch, const int *order, int first, int last)
  * was not delivered, so that no later event of it overtakes that one.
  */
 static void
-produce_wave(OutboxBatch *batch, const int *order, int first, int end,
-			 TopicState **topic_of, HTAB *stopped_keys)
+produce_wave(OutboxProducer *p, OutboxBatch *batch, const int *order,
+			 int first, int end, TopicState **topic_of, HTAB *stopped_keys)
 {
 	for (int j = first; j < end; j++)
 	{
@@ -1284,9 +1504,9 @@ produce_wave(OutboxBatch *batch, const int *order, int first, int end,
 		if (ev->outcome == OUTBOX_IN_FLIGHT)
 		{
 			if (topic_of[i]->refusal != RD_KAFKA_RESP_ERR_NO_ERROR)
-				set_outcome(ev, topic_of[i]->refusal);
+				set_outcome(p, ev, topic_of[i]->refusal);
 			else
-				produce_event(ev, batch_first_seq + i);
+				produce_event(p, ev, p->batch_first_seq + i);
 		}
 		/* refused at once, or when it was claimed */
 		if (ev->outcome != OUTBOX_IN_FLIGHT)
@@ -1300,7 +1520,7 @@ produce_wave(OutboxBatch *batch, const int *order, int first, int end,
  * the deadline), after purging what was still in flight.
  */
 static bool
-wait_for_reports(void)
+wait_for_reports(OutboxProducer *p)
 {
 	TimestampTz deadline;
 	TimestampTz shutdown_deadline = 0;
@@ -1313,30 +1533,30 @@ wait_for_reports(void)
 	 */
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 										   (int64) outbox_delivery_timeout + DEADLINE_SLACK_MS);
-	while (reports_pending > 0)
+	while (p->reports_pending > 0)
 	{
 		TimestampTz now;
 
 		/* flush sends at once, ignoring linger.ms, and serves callbacks */
-		rd_kafka_flush(producer, POLL_SLICE_MS);
+		rd_kafka_flush(p->rk, POLL_SLICE_MS);
 		CHECK_FOR_INTERRUPTS();
-		if (reports_pending == 0 || purged)
+		if (p->reports_pending == 0 || purged)
 			continue;
 
 		now = GetCurrentTimestamp();
 		if (ShutdownRequestPending && shutdown_deadline == 0)
 			shutdown_deadline = TimestampTzPlusMilliseconds(now, SHUTDOWN_GRACE_MS);
 		if ((shutdown_deadline != 0 && now >= shutdown_deadline) ||
-			(brokers_down &&
-			 TimestampDifferenceExceeds(brokers_down_since, now, OUTAGE_GRACE_MS)) ||
-			rd_kafka_fatal_error(producer, NULL, 0) != RD_KAFKA_RESP_ERR_NO_ERROR)
+			(p->brokers_down &&
+			 TimestampDifferenceExceeds(p->brokers_down_since, now, OUTAGE_GRACE_MS)) ||
+			rd_kafka_fatal_error(p->rk, NULL, 0) != RD_KAFKA_RESP_ERR_NO_ERROR)
 			purged = true;
 		else if (now >= deadline)
-			purged = purge_is_timeout = true;
+			purged = p->purge_is_timeout = true;
 		if (purged)
-			rd_kafka_purge(producer, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+			rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
 	}
-	purge_is_timeout = false;
+	p->purge_is_timeout = false;
 	return !purged;
 }
 
@@ -1362,19 +1582,20 @@ stop_undelivered(OutboxBatch *batch, const int *order, int first, int end,
  * events not produced stay without outcome, released.
  */
 static bool
-publish_events(OutboxBatch *batch, const int *order, int first, int last,
-			   TopicState **topic_of, HTAB *stopped_keys, bool wait_last)
+publish_events(OutboxProducer *p, OutboxBatch *batch, const int *order,
+			   int first, int last, TopicState **topic_of, HTAB *stopped_keys,
+			   bool wait_last)
 {
 	for (int end; first < last; first = end)
 	{
-		end = wave_end(batch, order, first, last);
-		produce_wave(batch, order, first, end, topic_of, stopped_keys);
+		end = wave_end(p, batch, order, first, last);
+		produce_wave(p, batch, order, first, end, topic_of, stopped_keys);
 		if (end == last && !wait_last)
 		{
-			last_wave_first = first;
+			p->last_wave_first = first;
 			return true;
 		}
-		if (!wait_for_reports())
+		if (!wait_for_reports(p))
 			return false;
 		stop_undelivered(batch, order, first, end, stopped_keys);
 	}
@@ -1382,7 +1603,8 @@ publish_events(OutboxBatch *batch, const int *order, int first, int last,
 }
 
 /*
- * Start publishing a batch, in waves; outbox_kafka_finish() waits for the
+ * Start publishing the events of a batch that go to p (producer_of[i] is
+ * the producer of event i), in waves; outbox_kafka_finish() waits for the
  * last one.  librdkafka holds a partition's messages back (linger.ms)
  * until the flush, and a wave fits in one request per partition, so the
  * events of a key in a wave are one record batch that the broker takes or
@@ -1399,10 +1621,11 @@ publish_events(OutboxBatch *batch, const int *order, int first, int last,
  * once, holding back the later events of their key only.
  *
  * One batch is published at a time: the next starts after this one is
- * finished.
+ * finished by every producer it went to.
  */
 void
-outbox_kafka_start(OutboxBatch *batch, HTAB *stopped_keys)
+outbox_kafka_start(OutboxProducer *p, OutboxBatch *batch,
+				   OutboxProducer *const *producer_of, HTAB *stopped_keys)
 {
 	TopicState **topic_of = palloc(sizeof(TopicState *) * batch->count);
 	TopicState **to_learn = palloc(sizeof(TopicState *) * batch->count);
@@ -1411,14 +1634,14 @@ outbox_kafka_start(OutboxBatch *batch, HTAB *stopped_keys)
 	int			nevents = 0;
 	int			nlearn = 0;
 
-	Assert(current_batch == NULL);
-	current_batch = batch;
-	current_order = order;
-	current_topics = topic_of;
-	current_stopped_keys = stopped_keys;
-	batch_first_seq = next_seq;
-	next_seq += batch->count;
-	reports_pending = 0;
+	Assert(p->current_batch == NULL);
+	p->current_batch = batch;
+	p->current_order = order;
+	p->current_topics = topic_of;
+	p->current_stopped_keys = stopped_keys;
+	p->batch_first_seq = p->next_seq;
+	p->next_seq += batch->count;
+	p->reports_pending = 0;
 
 	/*
 	 * The events of known topics first, in batch order, then the others.
@@ -1428,8 +1651,10 @@ outbox_kafka_start(OutboxBatch *batch, HTAB *stopped_keys)
 	for (int i = 0; i < batch->count; i++)
 	{
 		topic_of[i] = NULL;
+		if (producer_of[i] != p)
+			continue;
 		if (batch->events[i].outcome == OUTBOX_IN_FLIGHT)
-			topic_of[i] = topic_state(batch->events[i].topic);
+			topic_of[i] = topic_state(p, batch->events[i].topic);
 		if (topic_of[i] == NULL || topic_of[i]->known)
 			order[nevents++] = i;
 	}
@@ -1439,45 +1664,45 @@ outbox_kafka_start(OutboxBatch *batch, HTAB *stopped_keys)
 		if (topic_of[i] == NULL || topic_of[i]->known)
 			continue;
 		order[nevents++] = i;
-		if (topic_of[i]->lookup != batch_first_seq)
+		if (topic_of[i]->lookup != p->batch_first_seq)
 		{
-			topic_of[i]->lookup = batch_first_seq;
+			topic_of[i]->lookup = p->batch_first_seq;
 			to_learn[nlearn++] = topic_of[i];
 		}
 	}
 
-	last_wave_first = last_wave_end = nevents;
-	cut_short = !publish_events(batch, order, 0, nknown, topic_of, stopped_keys,
-								nlearn > 0);
-	if (!cut_short && nlearn > 0)
+	p->last_wave_first = p->last_wave_end = nevents;
+	p->cut_short = !publish_events(p, batch, order, 0, nknown, topic_of,
+								   stopped_keys, nlearn > 0);
+	if (!p->cut_short && nlearn > 0)
 	{
-		learn_topics(to_learn, nlearn);
-		cut_short = !publish_events(batch, order, nknown, nevents, topic_of,
-									stopped_keys, false);
+		learn_topics(p, to_learn, nlearn);
+		p->cut_short = !publish_events(p, batch, order, nknown, nevents, topic_of,
+									   stopped_keys, false);
 	}
 }
 
 /*
- * Wait for the last wave of the batch being published.  Returns false if
- * the batch was cut short (outage, SIGTERM, deadline), or if a fatal
- * producer error dropped the producer (to be rebuilt before the next
+ * Wait for the last wave of the batch p is publishing, if any.  Returns
+ * false if the batch was cut short (outage, SIGTERM, deadline), or if a
+ * fatal producer error closed the producer (to be rebuilt before the next
  * transaction): the events without a report are released, and nothing
  * more is to be started.
  */
 bool
-outbox_kafka_finish(void)
+outbox_kafka_finish(OutboxProducer *p)
 {
-	OutboxBatch *batch = current_batch;
+	OutboxBatch *batch = p->current_batch;
 	char		errbuf[512];
 
 	if (batch == NULL)
 		return true;
-	if (!cut_short && !wait_for_reports())
-		cut_short = true;
-	if (!cut_short)
-		stop_undelivered(batch, current_order, last_wave_first, last_wave_end,
-						 current_stopped_keys);
-	current_batch = NULL;
+	if (!p->cut_short && !wait_for_reports(p))
+		p->cut_short = true;
+	if (!p->cut_short)
+		stop_undelivered(batch, p->current_order, p->last_wave_first,
+						 p->last_wave_end, p->current_stopped_keys);
+	p->current_batch = NULL;
 
 	/*
 	 * A topic whose event was refused is looked up again before its next
@@ -1486,33 +1711,41 @@ outbox_kafka_finish(void)
 	 */
 	for (int i = 0; i < batch->count; i++)
 	{
-		if (current_topics[i] != NULL && batch->events[i].outcome == OUTBOX_REFUSED)
-			current_topics[i]->known = false;
+		if (p->current_topics[i] != NULL && batch->events[i].outcome == OUTBOX_REFUSED)
+			p->current_topics[i]->known = false;
 	}
 
-	if (rd_kafka_fatal_error(producer, errbuf, sizeof(errbuf)) != RD_KAFKA_RESP_ERR_NO_ERROR)
+	if (rd_kafka_fatal_error(p->rk, errbuf, sizeof(errbuf)) != RD_KAFKA_RESP_ERR_NO_ERROR)
 	{
 		ereport(LOG,
 				(errmsg("fatal Kafka producer error, rebuilding the producer"),
-				 errdetail("%s", errbuf)));
-		outbox_kafka_shutdown();
-		cut_short = true;
+				 errdetail("%s", errbuf),
+				 errcontext("Kafka cluster %s", brokers_of(p))));
+		close_producer(p);
+		p->cut_short = true;
 	}
-	return !cut_short;
+	return !p->cut_short;
 }
 
 /*
- * Forget a batch whose transaction failed: purge whatever of it is still
- * queued and ignore its remaining reports.
+ * Forget the batch whose transaction failed: purge whatever of it is
+ * still queued, in every producer, and ignore its remaining reports.
  */
 void
 outbox_kafka_forget_batch(void)
 {
-	if (producer != NULL && current_batch != NULL)
+	ListCell   *lc;
+
+	foreach(lc, producers)
 	{
-		rd_kafka_purge(producer, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
-		rd_kafka_poll(producer, 0);
+		OutboxProducer *p = lfirst(lc);
+
+		if (p->rk != NULL && p->current_batch != NULL)
+		{
+			rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+			rd_kafka_poll(p->rk, 0);
+		}
+		p->current_batch = NULL;
+		p->reports_pending = 0;
 	}
-	current_batch = NULL;
-	reports_pending = 0;
 }

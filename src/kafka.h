@@ -11,6 +11,7 @@
 #ifndef OUTBOX_KAFKA_H
 #define OUTBOX_KAFKA_H
 
+#include "nodes/pg_list.h"
 #include "utils/hsearch.h"
 
 #include "event.h"
@@ -29,16 +30,41 @@ extern bool outbox_kafka_check_properties(const char *properties,
 										  OutboxPropertyError *error);
 extern bool outbox_kafka_check_properties_file(const char *path,
 											   OutboxPropertyError *error);
-extern void outbox_kafka_configure(void);
+/*
+ * A producer: one Kafka cluster, as the topics' settings name it (brokers
+ * and properties file, NULL for the outbox.* setting), with its own
+ * handle, reachability, outage tracking and statistics.
+ */
+typedef struct OutboxProducer OutboxProducer;
+
+/* what the status shows of a producer */
+typedef struct OutboxProducerStatus
+{
+	const char *brokers;		/* as it connects to them */
+	bool		open;			/* it has a handle */
+	bool		reachable;
+	int			brokers_up;		/* -1: unknown */
+	int64		published;		/* since the worker started */
+	int64		failed;
+} OutboxProducerStatus;
+
+extern OutboxProducer *outbox_kafka_producer(const char *brokers,
+											 const char *properties_file);
+extern List *outbox_kafka_producers(void);
+extern void outbox_kafka_drop(OutboxProducer *p);
+extern void outbox_kafka_configure(OutboxProducer *p);
+extern void outbox_kafka_refresh(void);
 extern const char *outbox_kafka_settings_refused(void);
 extern void outbox_kafka_shutdown(void);
+extern void outbox_kafka_status(const OutboxProducer *p, OutboxProducerStatus *status);
 extern void outbox_kafka_serve(void);
-extern bool outbox_kafka_reachable(void);
-extern bool outbox_kafka_probe(void);
-extern int	outbox_kafka_brokers_up(void);
+extern bool outbox_kafka_reachable(OutboxProducer *p);
+extern bool outbox_kafka_probe(OutboxProducer *p);
 extern HTAB *outbox_kafka_stopped_keys(void);
-extern void outbox_kafka_start(OutboxBatch *batch, HTAB *stopped_keys);
-extern bool outbox_kafka_finish(void);
+extern void outbox_kafka_start(OutboxProducer *p, OutboxBatch *batch,
+							   OutboxProducer *const *producer_of,
+							   HTAB *stopped_keys);
+extern bool outbox_kafka_finish(OutboxProducer *p);
 extern void outbox_kafka_forget_batch(void);
 
 #endif							/* OUTBOX_KAFKA_H */

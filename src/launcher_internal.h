@@ -51,6 +51,23 @@ typedef enum OutboxLookup
 	OUTBOX_LOOKUP_FOUND
 } OutboxLookup;
 
+/*
+ * The clusters a worker publishes to, as outbox_cluster_status() shows
+ * them: the first OUTBOX_STATUS_CLUSTERS of them.
+ */
+#define OUTBOX_STATUS_CLUSTERS 8
+
+typedef struct OutboxClusterStatus
+{
+	char		brokers[256];
+	bool		open;			/* a producer is open */
+	bool		reachable;
+	int			brokers_up;		/* -1: unknown */
+	TimestampTz state_since;	/* when it became reachable or not */
+	int64		published;		/* since the worker started */
+	int64		failed;
+} OutboxClusterStatus;
+
 typedef struct OutboxWorkerSlot
 {
 	/* set by the launcher */
@@ -68,6 +85,8 @@ typedef struct OutboxWorkerSlot
 	TimestampTz state_since;
 	TimestampTz last_batch_at;
 	int			brokers_up;
+	int			nclusters;
+	OutboxClusterStatus clusters[OUTBOX_STATUS_CLUSTERS];
 	char		last_error[256];
 	char		refusal[256];	/* Kafka's last refusal of a topic not delivered to since */
 	OutboxLookup lookup;		/* the owner lookup's verdict */

@@ -1,13 +1,15 @@
 /*-------------------------------------------------------------------------
  *
  * status.c
- *		outbox_worker_status(): what each database's worker is doing, from
- *		shared memory only, so that it answers however large or locked the
- *		tables are, and from any database.
+ *		outbox_worker_status() and outbox_cluster_status(): what each
+ *		database's worker is doing, and each Kafka cluster it publishes to,
+ *		from shared memory only, so that they answer however large or
+ *		locked the tables are, and from any database.
  *
  * A worker's last_error may name what another database holds (a slot, a
- * role, a topic): it is shown for the caller's own database, and for the
- * others to superusers and members of pg_monitor only.
+ * role, a topic), and its clusters where that database's events go: they
+ * are shown for the caller's own database, and for the others to
+ * superusers and members of pg_monitor only.
  *
  * src/status.c
  *
@@ -29,6 +31,7 @@
 #include "launcher_internal.h"
 
 PG_FUNCTION_INFO_V1(outbox_worker_status);
+PG_FUNCTION_INFO_V1(outbox_cluster_status);
 
 /* the names of the states, in OutboxWorkerState order */
 static const char *const state_names[] = {
@@ -145,6 +148,22 @@ put_row(ReturnSetInfo *rsinfo, StatusColumn *columns, Datum *values, bool *nulls
 }
 
 /*
+ * The entry check of both functions: the workers' status is in the
+ * launcher's shared memory, which exists only where the library is
+ * preloaded.
+ */
+static void
+require_launcher(FunctionCallInfo fcinfo)
+{
+	outbox_entry(fcinfo);
+	if (!outbox_launcher_exists())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("outbox worker status is not available"),
+				 errhint("Add outbox to shared_preload_libraries and restart the server.")));
+}
+
+/*
  * One row per database that is served or waits to be; on a standby, where
  * no worker runs until promotion, one row that says so.
  */
@@ -156,12 +175,7 @@ outbox_worker_status(PG_FUNCTION_ARGS)
 	bool		monitor = has_privs_of_role(GetUserId(), ROLE_PG_MONITOR);
 	bool		any = false;
 
-	outbox_entry(fcinfo);
-	if (!outbox_launcher_exists())
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("outbox worker status is not available"),
-				 errhint("Add outbox to shared_preload_libraries and restart the server.")));
+	require_launcher(fcinfo);
 	InitMaterializedSRF(fcinfo, 0);
 	if (rsinfo->setDesc->natts > STATUS_COLUMNS)
 		elog(ERROR, "outbox_worker_status() is declared with too many columns");
@@ -193,6 +207,61 @@ outbox_worker_status(PG_FUNCTION_ARGS)
 		values[COL_STATE] = CStringGetTextDatum(state_names[OUTBOX_WORKER_STANDBY]);
 		nulls[COL_STATE] = false;
 		put_row(rsinfo, columns, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/*
+ * outbox_cluster_status() RETURNS TABLE (database name, brokers text,
+ *		state text, state_since timestamptz, brokers_up integer,
+ *		published bigint, failed bigint)
+ *
+ * One row per Kafka cluster that a running worker publishes to (its first
+ * OUTBOX_STATUS_CLUSTERS): state "up", "unreachable" (every broker down:
+ * its topics' events wait) or "closed" (no producer: the worker is idle).
+ */
+Datum
+outbox_cluster_status(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	bool		monitor = has_privs_of_role(GetUserId(), ROLE_PG_MONITOR);
+
+	require_launcher(fcinfo);
+	InitMaterializedSRF(fcinfo, 0);
+	if (rsinfo->setDesc->natts != 7)
+		elog(ERROR, "outbox_cluster_status() is not declared as this library expects");
+
+	for (int i = 0; i < outbox_slot_count(); i++)
+	{
+		OutboxWorkerSlot *slot = outbox_slot(i);
+		OutboxWorkerSlot copy;
+		char	   *dbname;
+
+		outbox_slot_lock();
+		memcpy(&copy, slot, sizeof(copy));
+		outbox_slot_unlock();
+		if (!copy.in_use || copy.pid == 0 ||
+			(!monitor && copy.database != MyDatabaseId))
+			continue;
+		dbname = OidIsValid(copy.database) ? get_database_name(copy.database) : NULL;
+		for (int c = 0; c < copy.nclusters; c++)
+		{
+			OutboxClusterStatus *cluster = &copy.clusters[c];
+			Datum		values[7];
+			bool		nulls[7] = {false};
+
+			values[0] = DirectFunctionCall1(namein,
+											CStringGetDatum(dbname ? dbname : NameStr(copy.dbname)));
+			values[1] = CStringGetTextDatum(cluster->brokers);
+			values[2] = CStringGetTextDatum(!cluster->open ? "closed" :
+											cluster->reachable ? "up" : "unreachable");
+			values[3] = TimestampTzGetDatum(cluster->state_since);
+			values[4] = Int32GetDatum(cluster->brokers_up);
+			nulls[4] = cluster->brokers_up < 0;
+			values[5] = Int64GetDatum(cluster->published);
+			values[6] = Int64GetDatum(cluster->failed);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
 	}
 	return (Datum) 0;
 }

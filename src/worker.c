@@ -15,14 +15,21 @@
  * A transaction publishes batches one after the other: claim (claim.c),
  * make sure the claiming snapshot's commits are flushed to WAL and, with
  * outbox.standby_slots, that the standbys have them (standby.c), produce
- * and wait for every delivery report (kafka.c), record the outcomes
- * (record.c).  The SQL of one batch runs while Kafka acknowledges the
- * other: the next batch is claimed while the current one is in flight,
- * and the current one is recorded while the next is.  Only one batch is in
- * Kafka at a time, and the keys that stopped in one (an event not
- * delivered) send nothing in the next.  The transaction commits when a
+ * to the cluster of each event's topic and wait for every delivery report
+ * (kafka.c), record the outcomes (record.c).  The SQL of one batch runs
+ * while Kafka acknowledges the other: the next batch is claimed while the
+ * current one is in flight, and the current one is recorded while the next
+ * is.  Only one batch is in Kafka at a time, and the keys that stopped in
+ * one (an event not delivered) send nothing in the next.  The transaction commits when a
  * claim finds nothing, after RUN_MAX_MS, or once its batches hold
  * RUN_MAX_BYTES.
+ *
+ * A producer per cluster that the settings of topics name (topics.c), read
+ * at the start of each transaction, when nothing is in flight: a topic
+ * moved to another cluster has its events in flight finished by the old
+ * one first.  A cluster whose brokers are all down is sent nothing: its
+ * events are released and their topics held, which the claim leaves in
+ * the retry table until it answers again, so the other clusters go on.
  *
  * The worker commits with synchronous_commit = off: a commit that waited
  * for its WAL to be flushed would stop publishing for as long as the disk
@@ -102,6 +109,7 @@
 #include "snapshot.h"
 #include "standby.h"
 #include "stats.h"
+#include "topics.h"
 #include "worker.h"
 
 /* pause after a failed batch (doubled while failures repeat, up to the max) */
@@ -165,6 +173,14 @@ static const struct
 /* the slot of this worker in the launcher's shared memory */
 static OutboxWorkerSlot *my_slot = NULL;
 
+/*
+ * Topics whose cluster was down when their events were claimed, in
+ * held_cxt: the claim leaves their events in the retry table until it
+ * answers again, or the topic moves to another cluster.
+ */
+static MemoryContext held_cxt = NULL;
+static List *held_topics = NIL;
+
 /* the batches of the current transaction, for error recovery */
 static List *run_batches = NIL;
 /* a batch is produced: SIGTERM lets the transaction finish */
@@ -202,6 +218,43 @@ static char said_waiting[256];
 static char said_snapshot_failure[256];
 
 /*
+ * Show the producers in the slot: each cluster, and the broker
+ * connections up in all of them (-1 if none is open).  The caller holds
+ * the slot's lock.
+ */
+static void
+set_clusters(TimestampTz now)
+{
+	ListCell   *lc;
+	int			n = 0;
+
+	my_slot->brokers_up = -1;
+	foreach(lc, outbox_kafka_producers())
+	{
+		OutboxProducerStatus status;
+		OutboxClusterStatus *cluster = &my_slot->clusters[n];
+
+		outbox_kafka_status(lfirst(lc), &status);
+		if (status.brokers_up >= 0)
+			my_slot->brokers_up = Max(my_slot->brokers_up, 0) + status.brokers_up;
+		if (n == OUTBOX_STATUS_CLUSTERS)
+			continue;
+		if (n >= my_slot->nclusters || cluster->reachable != status.reachable ||
+			cluster->open != status.open ||
+			strncmp(cluster->brokers, status.brokers, sizeof(cluster->brokers) - 1) != 0)
+			cluster->state_since = now;
+		strlcpy(cluster->brokers, status.brokers, sizeof(cluster->brokers));
+		cluster->open = status.open;
+		cluster->reachable = status.reachable;
+		cluster->brokers_up = status.brokers_up;
+		cluster->published = status.published;
+		cluster->failed = status.failed;
+		n++;
+	}
+	my_slot->nclusters = n;
+}
+
+/*
  * Record the worker's state and why, if there is a reason to say: error
  * NULL clears the previous one when the state changes, and keeps it
  * otherwise; while the producer keeps settings other than the current
@@ -230,7 +283,7 @@ set_state(OutboxWorkerState state, const char *error)
 		my_slot->last_error[0] = '\0';
 	if (error != NULL)
 		strlcpy(my_slot->last_error, error, sizeof(my_slot->last_error));
-	my_slot->brokers_up = outbox_kafka_brokers_up();
+	set_clusters(now);
 	outbox_slot_unlock();
 }
 
@@ -556,25 +609,160 @@ flush_commits_of(const OutboxBatch *batch)
 }
 
 /*
- * Make sure a producer built from the current settings exists and some
- * broker answers.  Returns false, having said so, while none does.
+ * The producer of the cluster that topic's events go to (topic NULL: the
+ * default cluster's), by settings.
+ */
+static OutboxProducer *
+producer_of_topic(const OutboxTopicSettings *settings, const char *topic)
+{
+	const OutboxTopicSetting *setting = NULL;
+
+	if (topic != NULL)
+		setting = outbox_topic_setting(settings, topic);
+	if (setting == NULL)
+		return outbox_kafka_producer(NULL, NULL);
+	return outbox_kafka_producer(setting->brokers, setting->properties_file);
+}
+
+/*
+ * Make sure a producer built from the current settings exists for each
+ * cluster that settings name, and the outbox.* settings' one; close and
+ * forget those no longer named; probe those whose brokers were all seen
+ * down, without waiting; keep holding the topics whose cluster is still
+ * down.  Returns false, having said so, while no cluster answers.  Nothing
+ * may be in flight.
  */
 static bool
-ensure_producer(void)
+ensure_producers(const OutboxTopicSettings *settings)
 {
+	List	   *named = list_make1(producer_of_topic(settings, NULL));
+	List	   *held = NIL;
+	bool		any = false;
+	ListCell   *lc;
+	MemoryContext old;
 	char	   *reason;
 
-	outbox_kafka_configure();
-	if (outbox_kafka_reachable())
-		return true;
+	for (int i = 0; i < settings->count; i++)
+		named = list_append_unique_ptr(named,
+									   outbox_kafka_producer(settings->rows[i].brokers,
+															 settings->rows[i].properties_file));
+	foreach(lc, list_copy(outbox_kafka_producers()))
+	{
+		if (!list_member_ptr(named, lfirst(lc)))
+			outbox_kafka_drop(lfirst(lc));
+	}
+	foreach(lc, named)
+	{
+		OutboxProducer *producer = lfirst(lc);
 
+		outbox_kafka_configure(producer);
+		if (outbox_kafka_reachable(producer) || outbox_kafka_probe(producer))
+			any = true;
+	}
+
+	if (held_cxt == NULL)
+		held_cxt = AllocSetContextCreate(TopMemoryContext, "outbox held topics",
+										 ALLOCSET_SMALL_SIZES);
+	old = MemoryContextSwitchTo(held_cxt);
+	foreach(lc, held_topics)
+	{
+		if (outbox_kafka_reachable(producer_of_topic(settings, lfirst(lc))))
+			pfree(lfirst(lc));
+		else
+			held = lappend(held, lfirst(lc));
+	}
+	list_free(held_topics);
+	held_topics = held;
+	MemoryContextSwitchTo(old);
+
+	if (any)
+		return true;
 	reason = psprintf("no Kafka broker reachable at %s", outbox_brokers);
 	report_state(OUTBOX_WORKER_BROKER_UNREACHABLE, reason, reason);
-	if (!outbox_kafka_probe())
-		return false;
-	ereport(LOG,
-			(errmsg("Kafka brokers reachable again, resuming")));
-	return true;
+	return false;
+}
+
+/*
+ * Hold topic's events in the retry table while its cluster is down.
+ */
+static void
+hold_topic(const char *topic)
+{
+	ListCell   *lc;
+	MemoryContext old;
+
+	foreach(lc, held_topics)
+	{
+		if (strcmp(lfirst(lc), topic) == 0)
+			return;
+	}
+	old = MemoryContextSwitchTo(held_cxt);
+	held_topics = lappend(held_topics, pstrdup(topic));
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * The producer of each event of batch, by settings; an event whose
+ * cluster is down is released, not sent, and its topic held (see
+ * held_topics).  Events of one key go to one cluster: they share a topic.
+ */
+static OutboxProducer **
+route_batch(OutboxBatch *batch, const OutboxTopicSettings *settings)
+{
+	OutboxProducer **producer_of = palloc(sizeof(OutboxProducer *) * (batch->count + 1));
+
+	for (int i = 0; i < batch->count; i++)
+	{
+		OutboxEvent *ev = &batch->events[i];
+
+		if (i > 0 && ev->topic != NULL && batch->events[i - 1].topic != NULL &&
+			strcmp(ev->topic, batch->events[i - 1].topic) == 0)
+			producer_of[i] = producer_of[i - 1];
+		else
+			producer_of[i] = producer_of_topic(settings, ev->topic);
+		if (ev->outcome == OUTBOX_IN_FLIGHT && !outbox_kafka_reachable(producer_of[i]))
+		{
+			ev->outcome = OUTBOX_RELEASED;
+			hold_topic(ev->topic);
+		}
+	}
+	return producer_of;
+}
+
+/*
+ * Start publishing batch to every cluster it has events for.
+ */
+static void
+start_batch(OutboxBatch *batch, OutboxProducer **producer_of, HTAB *stopped_keys)
+{
+	ListCell   *lc;
+
+	foreach(lc, outbox_kafka_producers())
+	{
+		for (int i = 0; i < batch->count; i++)
+		{
+			if (producer_of[i] == lfirst(lc))
+			{
+				outbox_kafka_start(lfirst(lc), batch, producer_of, stopped_keys);
+				break;
+			}
+		}
+	}
+}
+
+/*
+ * Wait until every cluster has finished the batch it was sent; false if
+ * one was cut short (see outbox_kafka_finish).
+ */
+static bool
+finish_batch(void)
+{
+	bool		complete = true;
+	ListCell   *lc;
+
+	foreach(lc, outbox_kafka_producers())
+		complete = outbox_kafka_finish(lfirst(lc)) && complete;
+	return complete;
 }
 
 /* what the worker does next */
@@ -660,7 +848,8 @@ claim_next(const OutboxExtension *ext, const OutboxBatch *in_flight)
 
 	pgstat_report_activity(STATE_RUNNING, "claiming due events");
 	PushActiveSnapshot(GetTransactionSnapshot());
-	batch = outbox_claim_batch(ext, outbox_batch_size, OUTBOX_BATCH_MAX_BYTES, in_flight);
+	batch = outbox_claim_batch(ext, outbox_batch_size, OUTBOX_BATCH_MAX_BYTES, in_flight,
+							   held_topics);
 	PopActiveSnapshot();
 	if (batch->count > 0)
 		run_batches = lappend(run_batches, batch);
@@ -730,25 +919,28 @@ run_batches_of(const OutboxExtension *ext, bool *undo)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	OutboxBatch *sending = NULL;	/* started, not finished */
+	OutboxTopicSettings *settings;
 	HTAB	   *stopped_keys;
-	bool		nothing_due;
 	bool		complete = true;
 	long		delay = 0;
 	int64		bytes = 0;
 
 	*undo = false;
 	/* idle: a cheap look first, and no producer after a while */
-	nothing_due = idle && !outbox_events_due(ext);
-	if (nothing_due && TimestampDifferenceExceeds(last_events_at, now, PRODUCER_IDLE_MS))
-		outbox_kafka_shutdown();
-	else if (!ensure_producer())
-		return ERROR_PAUSE_MS;
-	if (nothing_due)
+	if (idle && !outbox_events_due(ext))
 	{
 		note_undelivered(ext);
+		if (TimestampDifferenceExceeds(last_events_at, now, PRODUCER_IDLE_MS))
+			outbox_kafka_shutdown();
+		else
+			outbox_kafka_refresh();
 		set_state(OUTBOX_WORKER_IDLE, NULL);
 		return outbox_poll_interval;
 	}
+	/* read once per transaction: nothing is in flight between them */
+	settings = outbox_topic_settings_load(ext);
+	if (!ensure_producers(settings))
+		return ERROR_PAUSE_MS;
 
 	stopped_keys = outbox_kafka_stopped_keys();
 	for (;;)
@@ -772,7 +964,7 @@ run_batches_of(const OutboxExtension *ext, bool *undo)
 		{
 			pgstat_report_activity(STATE_RUNNING,
 								   psprintf("publishing %d events", sending->count));
-			complete = outbox_kafka_finish();
+			complete = finish_batch();
 		}
 		idle = sending == NULL && next == NULL;
 		if (idle)
@@ -801,7 +993,7 @@ run_batches_of(const OutboxExtension *ext, bool *undo)
 			report_state(OUTBOX_WORKER_PUBLISHING, NULL,
 						 psprintf("publishing %d events", next->count));
 			batch_produced = true;
-			outbox_kafka_start(next, stopped_keys);
+			start_batch(next, route_batch(next, settings), stopped_keys);
 		}
 		if (sending != NULL)
 			record_batch(ext, sending);

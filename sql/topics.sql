@@ -1,0 +1,97 @@
+--
+-- The settings of topics: outbox_set_topic(), outbox_reset_topic(),
+-- outbox_topic(), the view outbox_topics; who may set them, what they
+-- refuse, and which pattern a topic takes.
+--
+CREATE EXTENSION IF NOT EXISTS outbox;
+SET client_min_messages = notice;
+
+-- arguments: a pattern is a topic, or the start of one and '*'
+SELECT outbox_set_topic(NULL, 'kafka-b:9092');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_set_topic('', 'kafka-b:9092');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_set_topic('orders/eu', 'kafka-b:9092');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_set_topic('orders*eu', 'kafka-b:9092');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_set_topic('orders.**', 'kafka-b:9092');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_set_topic('..', 'kafka-b:9092');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_set_topic(repeat('t', 250), 'kafka-b:9092');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_set_topic('orders.*', '');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_set_topic('orders.*', properties_file => '');
+\echo :LAST_ERROR_SQLSTATE
+-- the file follows the checks of outbox.kafka_properties_file: one other
+-- users can read is refused, one that does not exist yet is noted
+SELECT outbox_set_topic('orders.*', properties_file => '/etc/passwd');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_set_topic('orders.*', properties_file => '/nonexistent/outbox/kafka.properties');
+SELECT count(*) FROM outbox_topics;
+
+-- the longest pattern that matches wins, a topic's own name first, and a
+-- row is taken whole: NULL is the outbox.* setting
+SELECT outbox_set_topic('*', 'kafka-all:9092');
+SELECT outbox_set_topic('orders.*', 'kafka-orders:9092');
+SELECT outbox_set_topic('orders.eu.*', 'kafka-eu:9092');
+SELECT outbox_set_topic('orders.eu.audit');
+SELECT outbox_set_topic('orders.eu.audit*', 'kafka-audit:9092');
+SELECT outbox_set_topic('..*', 'kafka-dots:9092');
+SELECT t AS topic, s.pattern,
+	   CASE WHEN s.brokers = current_setting('outbox.brokers') THEN 'outbox.brokers' ELSE s.brokers END AS brokers,
+	   s.properties_file = current_setting('outbox.kafka_properties_file') AS default_file
+  FROM unnest(ARRAY['payments', 'orders', 'orders.', 'orders.us', 'orders.eu', 'orders.eu.1',
+					'orders.eu.audit', 'orders.eu.audit2', 'orders.eu.auditx.y', '...x']) AS t,
+	   outbox_topic(t) s;
+SELECT pattern, brokers, properties_file FROM outbox_topics ORDER BY pattern;
+
+-- setting a pattern again replaces its row; a reset removes it
+SELECT outbox_set_topic('orders.*', 'kafka-orders2:9092');
+SELECT pattern, brokers FROM outbox_topics WHERE pattern = 'orders.*';
+SELECT outbox_reset_topic('orders.*');
+SELECT outbox_reset_topic('orders.*');
+SELECT pattern, brokers FROM outbox_topic('orders.us');
+SELECT outbox_reset_topic('*');
+SELECT pattern, brokers = current_setting('outbox.brokers') AS default_brokers
+  FROM outbox_topic('payments');
+
+-- superusers only, even with EXECUTE
+CREATE ROLE outbox_topics_user;
+SET ROLE outbox_topics_user;
+SELECT outbox_set_topic('payments', 'kafka-evil:9092');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+GRANT EXECUTE ON FUNCTION outbox_set_topic(text, text, text), outbox_reset_topic(text)
+	TO outbox_topics_user;
+SET ROLE outbox_topics_user;
+SELECT outbox_set_topic('payments', 'kafka-evil:9092');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_reset_topic('orders.eu.*');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM outbox_topic_settings;
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+-- nor a member of the extension's owner, which may be no superuser: the
+-- brokers are where the credentials of the properties go; the table is
+-- the bootstrap superuser's, which the owner only reads
+DO $$ BEGIN EXECUTE format('GRANT %s TO outbox_topics_user',
+	(SELECT extowner::regrole FROM pg_extension WHERE extname = 'outbox')); END $$;
+SET ROLE outbox_topics_user;
+SELECT outbox_set_topic('payments', 'kafka-payments:9092');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SELECT c.relowner = 10 AS bootstrap_superuser_owns,
+	   has_table_privilege(e.extowner, c.oid, 'SELECT') AS owner_reads
+  FROM pg_class c, pg_extension e
+ WHERE c.relname = 'outbox_topic_settings' AND e.extname = 'outbox';
+DO $$ BEGIN EXECUTE format('REVOKE %s FROM outbox_topics_user',
+	(SELECT extowner::regrole FROM pg_extension WHERE extname = 'outbox')); END $$;
+SELECT pattern, brokers FROM outbox_topics ORDER BY pattern;
+
+SELECT outbox_reset_topic(pattern) FROM outbox_topics;
+REVOKE ALL ON FUNCTION outbox_set_topic(text, text, text), outbox_reset_topic(text)
+	FROM outbox_topics_user;
+DROP ROLE outbox_topics_user;

@@ -1,0 +1,284 @@
+/*-------------------------------------------------------------------------
+ *
+ * topics.c
+ *		The settings of topics: outbox_set_topic(), outbox_reset_topic(),
+ *		outbox_topic(), and their reading by the worker.
+ *
+ * A row of outbox_topic_settings names a topic, or a prefix followed by
+ * '*', and the cluster its events go to: brokers and a properties file,
+ * each NULL for the outbox.* setting.  A topic takes the row of the
+ * longest pattern that matches it, its own name before any prefix; the
+ * row is taken whole.  The worker reads the rows at the start of each of
+ * its transactions, when nothing is in flight (docs/design.md says why
+ * that keeps the order of a key whose topic moves).
+ *
+ * Only superusers may set them, as only they may set outbox.brokers: the
+ * brokers of a row are where the credentials of its properties file, or
+ * of outbox.kafka_properties_file, go, and the worker reads the file as
+ * the server.  The table belongs to the bootstrap superuser, so that an
+ * extension's owner that is no longer one cannot write it either.  The
+ * file is checked as outbox.kafka_properties_file is.
+ *
+ * src/topics.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+
+#include "event.h"
+#include "guc.h"
+#include "kafka.h"
+#include "topics.h"
+
+static OutboxPlan settings_plan = {
+	"SELECT s.pattern, s.brokers, s.properties_file FROM %1$s.outbox_topic_settings s"
+};
+
+static OutboxPlan set_plan = {
+	"INSERT INTO %1$s.outbox_topic_settings AS s (pattern, brokers, properties_file)"
+	" VALUES ($1, $2, $3)"
+	" ON CONFLICT (pattern) DO UPDATE"
+	"   SET brokers = excluded.brokers, properties_file = excluded.properties_file,"
+	"       updated_at = now()",
+	3, {TEXTOID, TEXTOID, TEXTOID}
+};
+
+static OutboxPlan reset_plan = {
+	"DELETE FROM %1$s.outbox_topic_settings s WHERE s.pattern = $1",
+	1, {TEXTOID}
+};
+
+/*
+ * The rows of outbox_topic_settings, in the current memory context; none
+ * in a database whose extension is older than 1.3.  The caller holds a
+ * transaction with an active snapshot; this takes a connection to SPI.
+ */
+OutboxTopicSettings *
+outbox_topic_settings_load(const OutboxExtension *ext)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	OutboxTopicSettings *settings = palloc0(sizeof(OutboxTopicSettings));
+
+	if (ext->version < OUTBOX_VERSION(1, 3))
+		return settings;
+	SPI_connect();
+	outbox_run(ext, &settings_plan, NULL, -1);
+	settings->count = (int) SPI_processed;
+	settings->rows = MemoryContextAllocZero(cxt, sizeof(OutboxTopicSetting) *
+											(SPI_processed + 1));
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tuple = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		char	   *value;
+
+		settings->rows[i].pattern = MemoryContextStrdup(cxt, SPI_getvalue(tuple, desc, 1));
+		if ((value = SPI_getvalue(tuple, desc, 2)) != NULL)
+			settings->rows[i].brokers = MemoryContextStrdup(cxt, value);
+		if ((value = SPI_getvalue(tuple, desc, 3)) != NULL)
+			settings->rows[i].properties_file = MemoryContextStrdup(cxt, value);
+	}
+	SPI_finish();
+	return settings;
+}
+
+/*
+ * The setting of topic: the row of the longest pattern that matches it,
+ * its own name first; NULL if none does.
+ */
+const OutboxTopicSetting *
+outbox_topic_setting(const OutboxTopicSettings *settings, const char *topic)
+{
+	const OutboxTopicSetting *best = NULL;
+	int			best_len = -1;
+
+	for (int i = 0; i < settings->count; i++)
+	{
+		const char *pattern = settings->rows[i].pattern;
+		int			len = strlen(pattern);
+
+		if (strcmp(pattern, topic) == 0)
+			return &settings->rows[i];
+		if (len > 0 && pattern[len - 1] == '*' && len - 1 > best_len &&
+			strncmp(pattern, topic, len - 1) == 0)
+		{
+			best = &settings->rows[i];
+			best_len = len - 1;
+		}
+	}
+	return best;
+}
+
+/*
+ * Raise an error unless pattern is a topic name, or a prefix of one
+ * followed by '*' (a lone '*' matches every topic).
+ */
+static void
+check_pattern(text *pattern)
+{
+	char	   *s = text_to_cstring(pattern);
+	int			len = strlen(s);
+	const char *problem = NULL;
+
+	/* a prefix may be "." or "..": longer names start with them */
+	if (len > 0 && s[len - 1] == '*')
+		len--;
+	if (len < strlen(s) && (len == 0 || strspn(s, ".") == len))
+		problem = len > 249 ? outbox_topic_problem(s, len) : NULL;
+	else
+		problem = outbox_topic_problem(s, len);
+	if (problem != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid topic pattern \"%s\"", s),
+				 errdetail("%s", problem),
+				 errhint("A pattern is a topic name, or the start of one followed by \"*\".")));
+}
+
+/*
+ * Raise an error unless the caller may set topics' settings: a superuser.
+ */
+static void
+check_rights(void)
+{
+	if (!superuser())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to change the settings of topics"),
+				 errdetail("Only superusers may choose where events and the credentials of the Kafka properties go.")));
+}
+
+/*
+ * Raise an error unless the properties file at path can be used, as the
+ * setting outbox.kafka_properties_file would; a file that does not exist
+ * yet earns a notice, as it does there.
+ */
+static void
+check_properties_file(const char *path)
+{
+	OutboxPropertyError error;
+
+	if (*path == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the Kafka properties file must not be empty"),
+				 errhint("Give NULL for the file that outbox.kafka_properties_file names.")));
+	if (outbox_kafka_check_properties_file(path, &error))
+		return;
+	if (error.missing)
+	{
+		ereport(NOTICE,
+				(errcode(ERRCODE_UNDEFINED_FILE),
+				 errmsg_internal("%s", error.message),
+				 errdetail("The worker reads the file when it builds its producer.")));
+		return;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg_internal("%s", error.message),
+			 error.detail[0] ? errdetail_internal("%s", error.detail) : 0,
+			 error.hint ? errhint("%s", error.hint) : 0));
+}
+
+PG_FUNCTION_INFO_V1(outbox_set_topic);
+PG_FUNCTION_INFO_V1(outbox_reset_topic);
+PG_FUNCTION_INFO_V1(outbox_topic);
+
+/*
+ * outbox_set_topic(pattern text, brokers text DEFAULT NULL,
+ *					properties_file text DEFAULT NULL) RETURNS void
+ *
+ * Set the settings of the topics that pattern matches, all of them: an
+ * argument left NULL is the outbox.* setting.
+ */
+Datum
+outbox_set_topic(PG_FUNCTION_ARGS)
+{
+	const OutboxExtension *ext = outbox_entry(fcinfo);
+	Datum		values[3];
+	char		nulls[3] = {' ', ' ', ' '};
+	int			ret;
+
+	check_rights();
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the topic pattern must not be NULL")));
+	check_pattern(PG_GETARG_TEXT_PP(0));
+	if (!PG_ARGISNULL(1) && *text_to_cstring(PG_GETARG_TEXT_PP(1)) == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the brokers must not be empty"),
+				 errhint("Give NULL for the brokers that outbox.brokers names.")));
+	if (!PG_ARGISNULL(2))
+		check_properties_file(text_to_cstring(PG_GETARG_TEXT_PP(2)));
+
+	for (int i = 0; i < 3; i++)
+	{
+		values[i] = PG_GETARG_DATUM(i);
+		if (PG_ARGISNULL(i))
+			nulls[i] = 'n';
+	}
+	SPI_connect();
+	ret = SPI_execute_plan(outbox_plan(ext, &set_plan), values, nulls, false, 0);
+	if (ret < 0)
+		elog(ERROR, "outbox statement failed: %s", SPI_result_code_string(ret));
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/*
+ * outbox_reset_topic(pattern text) RETURNS boolean
+ *
+ * Remove the settings of pattern; false if it had none.
+ */
+Datum
+outbox_reset_topic(PG_FUNCTION_ARGS)
+{
+	const OutboxExtension *ext = outbox_entry(fcinfo);
+	Datum		value = PG_GETARG_DATUM(0);
+	uint64		removed;
+
+	check_rights();
+	SPI_connect();
+	removed = outbox_run(ext, &reset_plan, &value, -1);
+	SPI_finish();
+	PG_RETURN_BOOL(removed > 0);
+}
+
+/*
+ * outbox_topic(topic text, OUT pattern text, OUT brokers text,
+ *				OUT properties_file text) RETURNS record
+ *
+ * The settings a topic's events are published with: the pattern whose row
+ * it takes (NULL if none), and the brokers and properties file, the
+ * outbox.* settings where the row leaves them NULL.
+ */
+Datum
+outbox_topic(PG_FUNCTION_ARGS)
+{
+	const OutboxExtension *ext = outbox_entry(fcinfo);
+	const OutboxTopicSetting *setting;
+	TupleDesc	desc;
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	setting = outbox_topic_setting(outbox_topic_settings_load(ext),
+								   text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	nulls[0] = setting == NULL;
+	if (setting != NULL)
+		values[0] = CStringGetTextDatum(setting->pattern);
+	values[1] = CStringGetTextDatum(setting && setting->brokers ?
+									setting->brokers : outbox_brokers);
+	values[2] = CStringGetTextDatum(setting && setting->properties_file ?
+									setting->properties_file : outbox_kafka_properties_file);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
+}
