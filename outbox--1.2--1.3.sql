@@ -439,7 +439,7 @@ LANGUAGE C VOLATILE STRICT
 SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION @extschema@.outbox_reset_topic(text) FROM PUBLIC;
 COMMENT ON FUNCTION @extschema@.outbox_reset_topic(text) IS
-	'Remove the settings of a pattern; false if it had none.';
+	'Remove the settings of a pattern; false if it had none. Superusers only';
 
 CREATE FUNCTION @extschema@.outbox_topic(topic text, OUT pattern text, OUT brokers text,
 										 OUT properties_file text)
@@ -449,7 +449,7 @@ LANGUAGE C STABLE STRICT
 SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION @extschema@.outbox_topic(text) FROM PUBLIC;
 COMMENT ON FUNCTION @extschema@.outbox_topic(text) IS
-	'The settings a topic''s events are published with: the pattern whose row it takes, the brokers and the properties file.';
+	'The settings a topic''s events are published with: the pattern whose row it takes, the brokers and the properties file. By grant';
 
 CREATE VIEW @extschema@.outbox_topics AS
 	SELECT s.pattern, s.brokers, s.properties_file, s.updated_at
@@ -466,4 +466,4 @@ LANGUAGE C VOLATILE
 SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION @extschema@.outbox_cluster_status() FROM PUBLIC;
 COMMENT ON FUNCTION @extschema@.outbox_cluster_status() IS
-	'A row per Kafka cluster each running worker publishes to: state up, unreachable (its topics'' events wait) or closed (idle), broker connections up, events published and failed since the worker started.';
+	'A row per Kafka cluster each running worker publishes to: state up, unreachable (its topics'' events wait) or closed (idle), broker connections up, events published and failed since the worker started; another database''s rows for superusers and pg_monitor only. By grant';

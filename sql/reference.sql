@@ -18,7 +18,7 @@ SELECT p.oid::regprocedure AS unsaid
   FROM pg_proc p
   JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
  WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'outbox')
-   AND obj_description(p.oid, 'pg_proc') !~* '(by grant|Runs with the rights|nothing else calls it)'
+   AND obj_description(p.oid, 'pg_proc') !~* '(by grant|Runs with the rights|nothing else calls it|Superusers only)'
  ORDER BY 1;
 
 -- the tables attached, as outbox_attach and outbox_attach_router made them
