@@ -52,6 +52,84 @@ SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION @extschema@.outbox_attach(regclass, text, text[], text, boolean, boolean, text, text, boolean) FROM PUBLIC;
 
 --
+-- Topics: per-topic settings, and the Kafka clusters the worker publishes to
+--
+-- A row per pattern: a topic name, or the start of one followed by '*'. A
+-- topic takes the row of the longest pattern that matches it, whole; a
+-- column left NULL is the outbox.* setting. Later settings of a topic
+-- (its format, its schemas) are further columns of the same row.
+--
+
+CREATE TABLE @extschema@.outbox_topic_settings (
+	pattern text PRIMARY KEY,
+	brokers text,
+	properties_file text,
+	updated_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+COMMENT ON TABLE @extschema@.outbox_topic_settings IS
+	'The settings of topics by pattern (a topic, or a prefix and *): the longest match wins; NULL is the outbox.* setting. Written by outbox_set_topic().';
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.outbox_topic_settings', '');
+-- Owned by the bootstrap superuser, read by the extension's owner: the
+-- brokers a row names are where the credentials of its properties file, or
+-- of outbox.kafka_properties_file, go, which only superusers may choose;
+-- the extension's owner need not stay a superuser. The grant comes after
+-- the change of owner, which would take it along.
+DO $$
+BEGIN
+	EXECUTE pg_catalog.format('ALTER TABLE @extschema@.outbox_topic_settings OWNER TO %I',
+							  pg_catalog.pg_get_userbyid(10));
+	EXECUTE pg_catalog.format('GRANT SELECT ON @extschema@.outbox_topic_settings TO %I',
+							  CURRENT_USER);
+END
+$$;
+
+CREATE FUNCTION @extschema@.outbox_set_topic(pattern text, brokers text DEFAULT NULL,
+											 properties_file text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'outbox_set_topic'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION @extschema@.outbox_set_topic(text, text, text) FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.outbox_set_topic(text, text, text) IS
+	'Set the settings of the topics a pattern matches: the cluster their events go to (brokers, properties file; NULL for the outbox.* setting). Superusers only.';
+
+CREATE FUNCTION @extschema@.outbox_reset_topic(pattern text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'outbox_reset_topic'
+LANGUAGE C VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION @extschema@.outbox_reset_topic(text) FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.outbox_reset_topic(text) IS
+	'Remove the settings of a pattern; false if it had none. Superusers only';
+
+CREATE FUNCTION @extschema@.outbox_topic(topic text, OUT pattern text, OUT brokers text,
+										 OUT properties_file text)
+RETURNS record
+AS 'MODULE_PATHNAME', 'outbox_topic'
+LANGUAGE C STABLE STRICT
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION @extschema@.outbox_topic(text) FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.outbox_topic(text) IS
+	'The settings a topic''s events are published with: the pattern whose row it takes, the brokers and the properties file. By grant';
+
+CREATE VIEW @extschema@.outbox_topics AS
+	SELECT s.pattern, s.brokers, s.properties_file, s.updated_at
+	  FROM @extschema@.outbox_topic_settings s;
+COMMENT ON VIEW @extschema@.outbox_topics IS
+	'The settings of topics by pattern, as outbox_set_topic() set them; NULL is the outbox.* setting.';
+
+CREATE FUNCTION @extschema@.outbox_cluster_status(
+	OUT database name, OUT brokers text, OUT state text, OUT state_since timestamptz,
+	OUT brokers_up integer, OUT published bigint, OUT failed bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'outbox_cluster_status'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION @extschema@.outbox_cluster_status() FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.outbox_cluster_status() IS
+	'A row per Kafka cluster each running worker publishes to: state up, unreachable (its topics'' events wait) or closed (idle), broker connections up, events published and failed since the worker started; another database''s rows for superusers and pg_monitor only. By grant';
+
+--
 -- The operator's view: outbox_health, outbox_attachments, and a description
 -- of every object of the extension (\df+, \dv+, \dt+, obj_description()).
 --
@@ -79,6 +157,13 @@ CREATE VIEW @extschema@.outbox_health AS
 		SELECT w.*
 		  FROM workers w
 		 WHERE w.database OPERATOR(pg_catalog.=) pg_catalog.current_database() OR w.database IS NULL
+	), down AS (
+		SELECT pg_catalog.string_agg(c.brokers, '; ' ORDER BY c.brokers) AS clusters,
+			   pg_catalog.min(c.state_since) AS since
+		  FROM @extschema@.outbox_cluster_status() c
+		 WHERE (SELECT s.preloaded FROM settings s)
+		   AND c.database OPERATOR(pg_catalog.=) pg_catalog.current_database()
+		   AND c.state OPERATOR(pg_catalog.=) 'unreachable'
 	), oldest AS (
 		SELECT d.topic, d.created_at
 		  FROM (SELECT m.topic, m.created_at
@@ -123,13 +208,17 @@ CREATE VIEW @extschema@.outbox_health AS
 		  FROM settings s LEFT JOIN mine w ON true
 		UNION ALL
 		SELECT 2, 'brokers',
-			   CASE WHEN w.state OPERATOR(pg_catalog.=) 'broker unreachable' THEN 'critical' ELSE 'ok' END,
+			   CASE WHEN w.state OPERATOR(pg_catalog.=) 'broker unreachable' OR d.clusters IS NOT NULL
+					THEN 'critical' ELSE 'ok' END,
 			   CASE WHEN w.state OPERATOR(pg_catalog.=) 'broker unreachable'
 					THEN pg_catalog.format('no broker of %s answers: %s', s.brokers, w.last_error)
+					WHEN d.clusters IS NOT NULL
+					THEN pg_catalog.format('no broker of cluster %s answers: its topics wait', d.clusters)
 					WHEN w.brokers_up IS NULL THEN pg_catalog.format('%s: no producer now', s.brokers)
 					ELSE pg_catalog.format('%s: %s brokers up', s.brokers, w.brokers_up) END,
-			   CASE WHEN w.state OPERATOR(pg_catalog.=) 'broker unreachable' THEN w.state_since END
-		  FROM settings s LEFT JOIN mine w ON true
+			   CASE WHEN w.state OPERATOR(pg_catalog.=) 'broker unreachable' THEN w.state_since
+					ELSE d.since END
+		  FROM settings s CROSS JOIN down d LEFT JOIN mine w ON true
 		UNION ALL
 		SELECT 3, 'backlog age',
 			   CASE WHEN o.created_at IS NULL THEN 'ok'
@@ -390,80 +479,3 @@ CREATE OR REPLACE VIEW @extschema@.outbox_snapshots AS
 				WHEN s.finished IS NOT NULL THEN 'finished'
 				ELSE 'running' END AS status
 	  FROM @extschema@.outbox_snapshots_state s;
-
--- Topics: per-topic settings, and the Kafka clusters the worker publishes to
---
--- A row per pattern: a topic name, or the start of one followed by '*'. A
--- topic takes the row of the longest pattern that matches it, whole; a
--- column left NULL is the outbox.* setting. Later settings of a topic
--- (its format, its schemas) are further columns of the same row.
---
-
-CREATE TABLE @extschema@.outbox_topic_settings (
-	pattern text PRIMARY KEY,
-	brokers text,
-	properties_file text,
-	updated_at timestamptz NOT NULL DEFAULT pg_catalog.now()
-);
-COMMENT ON TABLE @extschema@.outbox_topic_settings IS
-	'The settings of topics by pattern (a topic, or a prefix and *): the longest match wins; NULL is the outbox.* setting. Written by outbox_set_topic().';
-SELECT pg_catalog.pg_extension_config_dump('@extschema@.outbox_topic_settings', '');
--- Owned by the bootstrap superuser, read by the extension's owner: the
--- brokers a row names are where the credentials of its properties file, or
--- of outbox.kafka_properties_file, go, which only superusers may choose;
--- the extension's owner need not stay a superuser. The grant comes after
--- the change of owner, which would take it along.
-DO $$
-BEGIN
-	EXECUTE pg_catalog.format('ALTER TABLE @extschema@.outbox_topic_settings OWNER TO %I',
-							  pg_catalog.pg_get_userbyid(10));
-	EXECUTE pg_catalog.format('GRANT SELECT ON @extschema@.outbox_topic_settings TO %I',
-							  CURRENT_USER);
-END
-$$;
-
-CREATE FUNCTION @extschema@.outbox_set_topic(pattern text, brokers text DEFAULT NULL,
-											 properties_file text DEFAULT NULL)
-RETURNS void
-AS 'MODULE_PATHNAME', 'outbox_set_topic'
-LANGUAGE C VOLATILE
-SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION @extschema@.outbox_set_topic(text, text, text) FROM PUBLIC;
-COMMENT ON FUNCTION @extschema@.outbox_set_topic(text, text, text) IS
-	'Set the settings of the topics a pattern matches: the cluster their events go to (brokers, properties file; NULL for the outbox.* setting). Superusers only.';
-
-CREATE FUNCTION @extschema@.outbox_reset_topic(pattern text)
-RETURNS boolean
-AS 'MODULE_PATHNAME', 'outbox_reset_topic'
-LANGUAGE C VOLATILE STRICT
-SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION @extschema@.outbox_reset_topic(text) FROM PUBLIC;
-COMMENT ON FUNCTION @extschema@.outbox_reset_topic(text) IS
-	'Remove the settings of a pattern; false if it had none. Superusers only';
-
-CREATE FUNCTION @extschema@.outbox_topic(topic text, OUT pattern text, OUT brokers text,
-										 OUT properties_file text)
-RETURNS record
-AS 'MODULE_PATHNAME', 'outbox_topic'
-LANGUAGE C STABLE STRICT
-SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION @extschema@.outbox_topic(text) FROM PUBLIC;
-COMMENT ON FUNCTION @extschema@.outbox_topic(text) IS
-	'The settings a topic''s events are published with: the pattern whose row it takes, the brokers and the properties file. By grant';
-
-CREATE VIEW @extschema@.outbox_topics AS
-	SELECT s.pattern, s.brokers, s.properties_file, s.updated_at
-	  FROM @extschema@.outbox_topic_settings s;
-COMMENT ON VIEW @extschema@.outbox_topics IS
-	'The settings of topics by pattern, as outbox_set_topic() set them; NULL is the outbox.* setting.';
-
-CREATE FUNCTION @extschema@.outbox_cluster_status(
-	OUT database name, OUT brokers text, OUT state text, OUT state_since timestamptz,
-	OUT brokers_up integer, OUT published bigint, OUT failed bigint)
-RETURNS SETOF record
-AS 'MODULE_PATHNAME', 'outbox_cluster_status'
-LANGUAGE C VOLATILE
-SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION @extschema@.outbox_cluster_status() FROM PUBLIC;
-COMMENT ON FUNCTION @extschema@.outbox_cluster_status() IS
-	'A row per Kafka cluster each running worker publishes to: state up, unreachable (its topics'' events wait) or closed (idle), broker connections up, events published and failed since the worker started; another database''s rows for superusers and pg_monitor only. By grant';

@@ -119,9 +119,15 @@ is( $node->safe_psql(
 	),
 	'idle',
 	'the worker goes on, idle once the main cluster\'s events are out');
+is( $node->safe_psql(
+		'postgres', "SELECT status, detail FROM outbox_health WHERE signal = 'brokers'"),
+	"critical|no broker of cluster $other->{bootstrap} answers: its topics wait",
+	'outbox_health says which cluster is down');
 
 $other->command('up -1');
 ok(all_published('billing.invoices'), 'once it is back its events are published');
+is($node->safe_psql('postgres', "SELECT status FROM outbox_health WHERE signal = 'brokers'"),
+	'ok', 'and outbox_health is well again');
 my $billing = kafka_read($other, 'billing.invoices');
 is(distinct($billing), 300, 'none lost');
 ok(in_order(by_key($billing)), 'none reordered within its key');
