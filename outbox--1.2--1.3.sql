@@ -265,7 +265,7 @@ CREATE VIEW @extschema@.outbox_health AS
 			   pg_catalog.format('%s of outbox.max_workers = %s in use', pg_catalog.count(w.pid), s.max_workers)
 			   OPERATOR(pg_catalog.||)
 			   coalesce('; waiting for one: ' OPERATOR(pg_catalog.||)
-						pg_catalog.string_agg(pg_catalog.quote_ident(w.database::text), ', ')
+						pg_catalog.string_agg(pg_catalog.format('%I (%s)', w.database, w.last_error), ', ')
 						FILTER (WHERE w.state OPERATOR(pg_catalog.=) 'waiting for worker slot'), ''),
 			   pg_catalog.min(w.state_since) FILTER (WHERE w.state OPERATOR(pg_catalog.=) 'waiting for worker slot')
 		  FROM settings s LEFT JOIN workers w ON true
