@@ -742,56 +742,55 @@ outbox_claim_batch(const OutboxExtension *ext, int batch_size, int64 max_bytes,
 }
 
 /*
- * Is any event due?  Far cheaper than a claim that finds nothing: what an
- * idle worker runs at each turn (each wake, or every outbox.poll_interval).
- * The reader row is read where the claim left it: under a snapshot held
- * elsewhere, a scan of its table would read every version of it.  Takes a
+ * Are events of the log or the retry table (those retries_plan asks for)
+ * waiting, by the reader row read where the claim left it (under a
+ * snapshot held elsewhere, a scan of its table would read every version of
+ * it)?  A transaction that the claim saw running and that has ended since
+ * may have left events; one still running wakes the worker when it
+ * commits (utility.c), and keeps DROP DATABASE from running.  Takes a
  * connection to SPI.
  */
-bool
-outbox_events_due(const OutboxExtension *ext)
+static bool
+events_waiting(const OutboxExtension *ext, OutboxPlan *retries_plan)
 {
 	Snapshot	snapshot = GetActiveSnapshot();
 	OutboxReaderRow row;
 	bool		isnull;
-	bool		due;
+	bool		waiting;
 
 	outbox_lock_reader_table(ext, AccessShareLock);
 	read_reader(ext, outbox_relation(ext, "outbox_reader"), snapshot, &row);
 	if (row.reader.ndraining > 0)
 		return true;
-	/* a transaction of the claim's snapshot has ended since */
 	for (int i = 0; i < row.reader.nrunning; i++)
 		if (!XidInMVCCSnapshot(XidFromFullTransactionId(row.reader.running[i]), snapshot))
 			return true;
 
 	SPI_connect();
-	due = DatumGetBool(outbox_run_value(ext, &retries_due_plan, NULL, &isnull));
+	waiting = DatumGetBool(outbox_run_value(ext, retries_plan, NULL, &isnull));
 	SPI_finish();
-	return due || outbox_log_has_after(ext, row.reader.last_id);
+	return waiting || outbox_log_has_after(ext, row.reader.last_id);
 }
 
 /*
- * May any event be undelivered: due or not, in the log or the retry
- * table?  As cheap as outbox_events_due, and true where it cannot tell
- * (transactions the reader waits for, which may hold events).  Takes a
- * connection to SPI.
+ * Is any event due?  Far cheaper than a claim that finds nothing: what an
+ * idle worker runs at each turn (each wake, or every outbox.poll_interval).
+ */
+bool
+outbox_events_due(const OutboxExtension *ext)
+{
+	return events_waiting(ext, &retries_due_plan);
+}
+
+/*
+ * May any event be undelivered: due or not (a backoff), in the log or the
+ * retry table?  As cheap as outbox_events_due: what DROP DATABASE is told
+ * (launcher.c), and what an idle worker asks before it parks.
  */
 bool
 outbox_events_undelivered(const OutboxExtension *ext)
 {
-	OutboxReaderRow row;
-	bool		isnull;
-	bool		some;
-
-	outbox_lock_reader_table(ext, AccessShareLock);
-	read_reader(ext, outbox_relation(ext, "outbox_reader"), GetActiveSnapshot(), &row);
-	if (row.reader.ndraining > 0 || row.reader.nrunning > 0)
-		return true;
-	SPI_connect();
-	some = DatumGetBool(outbox_run_value(ext, &retries_undelivered_plan, NULL, &isnull));
-	SPI_finish();
-	return some || outbox_log_has_after(ext, row.reader.last_id);
+	return events_waiting(ext, &retries_undelivered_plan);
 }
 
 PG_FUNCTION_INFO_V1(outbox_claim);

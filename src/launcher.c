@@ -232,7 +232,8 @@ claim_slot(Oid dboid, const char *dbname)
 		slot->lookup = OUTBOX_LOOKUP_NONE;
 		slot->owner = InvalidOid;
 		slot->restart_requested = false;
-		pg_atomic_write_u64(&slot->undelivered, OUTBOX_UNDELIVERED_NONE);
+		/* unknown until its worker looks */
+		pg_atomic_write_u64(&slot->undelivered, OUTBOX_UNDELIVERED_MAYBE);
 		slotno = i;
 		break;
 	}

@@ -13,7 +13,7 @@ use OutboxTest;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(time);
+use Time::HiRes qw(time usleep);
 
 my $broker = start_broker(1);
 my $node = PostgreSQL::Test::Cluster->new('database');
@@ -88,12 +88,37 @@ like($err,
 	qr/ERROR:  database "app" (may hold|holds) events of extension outbox that are not delivered/,
 	'DROP DATABASE of a database holding an event not delivered is refused');
 like($err, qr/HINT:  .*SELECT outbox_discard\(\)/, 'the hint says how to give it up');
+$node->restart;
+ok(wait_for_sql($node, "SELECT state = 'disabled' FROM outbox_worker_status()"),
+	'after a restart, the worker of app is off');
+($ret, $out, $err) = $node->psql('postgres', 'DROP DATABASE app');
+like($err,
+	qr/ERROR:  database "app" (may hold|holds) events of extension outbox that are not delivered/,
+	'and DROP DATABASE is still refused: what no worker has looked at may hold events');
 ($ret, $out, $err) = $node->psql('postgres', 'CREATE DATABASE plain; DROP DATABASE plain');
 is($err, '', 'DROP DATABASE of a database without the extension is not refused');
 $node->safe_psql('app', 'SELECT outbox_discard()');
 $node->safe_psql('postgres', 'ALTER DATABASE app RESET outbox.enabled');
 ok(wait_for_sql($node, "SELECT state = 'idle' FROM outbox_worker_status()", 20),
 	'its event discarded, the worker serves the database again');
+
+# --- a transaction held open there by any role, which enqueued nothing,
+# does not make delivered events "not delivered" to DROP DATABASE
+my $holder = $node->background_psql('app');
+$holder->query_safe('BEGIN; SELECT pg_current_xact_id()');
+$node->safe_psql('app', "SELECT outbox_enqueue('open.t', 'x'::text)");
+is(scalar @{ wait_for_records($broker, 'open.t', 1, 20) }, 1, 'an event is published while a transaction is open');
+my $refused = 1;
+for (1 .. 50)
+{
+	($ret, $out, $err) = $node->psql('postgres', 'DROP DATABASE app');
+	$refused = $err =~ /not delivered/;
+	last unless $refused;
+	usleep(200_000);
+}
+like($err, qr/database "app" is being accessed by other users/,
+	'DROP DATABASE is refused for the session only, not for events not delivered');
+$holder->quit;
 
 # --- DROP DATABASE of the served database succeeds without FORCE, and
 # the worker is not started into it again
