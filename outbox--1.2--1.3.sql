@@ -316,12 +316,15 @@ CREATE TABLE @extschema@.outbox_attached (
 CREATE VIEW @extschema@.outbox_attachments AS
 	WITH attachments AS (
 		SELECT t.tgrelid, t.tgname,
-			   ARRAY(SELECT pg_catalog.convert_from(pg_catalog.decode(a.arg, 'escape'),
+			   -- each argument ends with a zero byte
+			   ARRAY(SELECT pg_catalog.convert_from(pg_catalog.substr(t.tgargs, b.start,
+																	 b.stop OPERATOR(pg_catalog.-) b.start),
 													pg_catalog.getdatabaseencoding())
-					   FROM pg_catalog.unnest(pg_catalog.string_to_array(
-							  pg_catalog.encode(t.tgargs, 'escape'), '\000')) WITH ORDINALITY AS a(arg, n)
-					  WHERE a.n OPERATOR(pg_catalog.<=) t.tgnargs
-					  ORDER BY a.n) AS args
+					   FROM (SELECT z.i AS stop,
+									coalesce(pg_catalog.lag(z.i) OVER (ORDER BY z.i), 0) OPERATOR(pg_catalog.+) 1 AS start
+							   FROM pg_catalog.generate_series(1, pg_catalog.length(t.tgargs)) AS z(i)
+							  WHERE pg_catalog.get_byte(t.tgargs, z.i OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.=) 0) AS b
+					  ORDER BY b.stop) AS args
 		  FROM pg_catalog.pg_trigger t
 		 WHERE (t.tgname OPERATOR(pg_catalog.=) 'outbox_capture'
 				AND t.tgfoid OPERATOR(pg_catalog.=) '@extschema@.outbox_capture()'::pg_catalog.regprocedure)

@@ -44,7 +44,11 @@ CREATE TRIGGER outbox_capture_elsewhere AFTER INSERT ON ref_shipments
 	FOR EACH ROW EXECUTE FUNCTION outbox_capture('shipments');
 SELECT "table", kind FROM outbox_attachments;
 SELECT count(*) FROM outbox_attached WHERE relid = 'ref_shipments'::regclass;
-DROP TABLE ref_orders, ref_shipments, ref_outbox;
+-- arguments as the trigger holds them, whatever bytes a column's name has
+CREATE TABLE ref_odd ("x\000" int PRIMARY KEY, "a\" int);
+SELECT outbox_attach('ref_odd', 'odd', key_columns => ARRAY['x\000', 'a\']);
+SELECT "table", topic, options FROM outbox_attachments WHERE "table" = 'ref_odd'::regclass;
+DROP TABLE ref_orders, ref_shipments, ref_outbox, ref_odd;
 REVOKE ALL ON FUNCTION outbox_attach(regclass, text, text[], text, boolean, boolean, text, text, boolean),
 	outbox_capture() FROM ref_attacher;
 DROP ROLE ref_attacher;

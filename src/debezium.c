@@ -774,18 +774,25 @@ append_money(StringInfo buf, Cash cash, const DebeziumOptions *options, bool quo
 }
 
 /*
- * Java's String.hashCode of a UTF-8 string: over its UTF-16 code units.
+ * Java's String.hashCode of a string in the server encoding: over the
+ * UTF-16 code units of its characters.
  */
 static int32
 java_hash(const char *str)
 {
 	uint32		h = 0;
+	const char *utf8 = pg_server_to_any(str, strlen(str), PG_UTF8);
+	const unsigned char *end = (const unsigned char *) utf8 + strlen(utf8);
 
-	for (const unsigned char *c = (const unsigned char *) str; *c;)
+	for (const unsigned char *c = (const unsigned char *) utf8; c < end;)
 	{
-		pg_wchar	code = utf8_to_unicode(c);
+		int			len = pg_utf_mblen(c);
+		pg_wchar	code;
 
-		c += pg_utf_mblen(c);
+		if (c + len > end)
+			break;
+		code = utf8_to_unicode(c);
+		c += len;
 		if (code > 0xFFFF)
 		{
 			h = 31 * h + (0xD800 + ((code - 0x10000) >> 10));
