@@ -42,11 +42,14 @@
  * (a table owner's code may catch the cancel), losing only the chunk.  At
  * 1.3, a chunk that ran out of time, or that the worker did not finish
  * (it notes each chunk's start, committed, beforehand), makes the next
- * ones ten times smaller; one of a single row fails the snapshot, for
- * good, with the reason in outbox_snapshots.  Fast chunks grow again.
- * Publishing thus waits for a chunk at most CHUNK_MS, or twice that.  A
- * database at 1.2 has no place to note it: its chunks are tried again as
- * they were.
+ * ones ten times smaller, for good (a table slow at times would otherwise
+ * stop the worker again and again); one of a single row fails the
+ * snapshot, with the reason in outbox_snapshots.  Publishing thus waits
+ * for a chunk at most CHUNK_MS, or twice that, a few times per snapshot.
+ * A database at 1.2 has no place to note a chunk's size: the start of each
+ * chunk puts its snapshot's next attempt SLOW_RETRY_MS away, undone when
+ * it ends, so that a chunk that stops the worker or is cancelled is tried
+ * again as it was, but only that much later.
  *
  * The key's types, collations and operator families are noted when the
  * snapshot is asked for; a chunk that finds them changed (ALTER TABLE ...
@@ -115,10 +118,11 @@
 #define CHUNK_ROWS 1000
 /*
  * How long a chunk may take: its statements are cancelled after CHUNK_MS,
- * and the worker stops after twice as long.  A chunk faster than
- * CHUNK_MS / 10 lets the next one be twice as large, up to CHUNK_ROWS.
+ * and the worker stops after twice as long.
  */
 #define CHUNK_MS 1000
+/* at 1.2, how long after a chunk that did not end its snapshot waits */
+#define SLOW_RETRY_MS 60000
 /*
  * How long a chunk waits for the transactions that changed rows ahead of
  * the snapshot (1.3; writers that come meanwhile queue behind it), or
@@ -202,6 +206,14 @@ static OutboxPlan pick13_plan = {
 static OutboxPlan begin13_plan = {
 	"UPDATE %1$s.outbox_snapshots_state s SET chunk_started = now() WHERE s.relid = $1",
 	1, {OIDOID}
+};
+
+/* 1.2: a chunk begins (committed before it runs): it ends the wait it sets */
+static OutboxPlan begin12_plan = {
+	"UPDATE %1$s.outbox_snapshots_state s"
+	"   SET next_attempt_at = now() + $2 * interval '1 millisecond'"
+	" WHERE s.relid = $1",
+	2, {OIDOID, FLOAT8OID}
 };
 
 /* 1.3: a chunk that did not run (its table was busy) */
@@ -626,7 +638,12 @@ outbox_snapshot_failed(const OutboxExtension *ext, Oid relid, int sqlerrcode,
 	values[4] = BoolGetDatum(false);
 	SPI_connect();
 	if (ext->version < OUTBOX_VERSION(1, 3))
+	{
+		/* a chunk cancelled at 1.2 will be as slow when tried again */
+		if (sqlerrcode == ERRCODE_QUERY_CANCELED)
+			values[2] = Float8GetDatum(SLOW_RETRY_MS);
 		run_plan(ext, &failed_plan, values, NULL);
+	}
 	else if (sqlerrcode != ERRCODE_QUERY_CANCELED)
 		run_plan(ext, &failed13_plan, values, nulls);
 	else
@@ -1158,6 +1175,12 @@ outbox_snapshot_start(const OutboxExtension *ext, OutboxSnapshotChunk *chunk)
 			run_plan(ext, &begin13_plan, &relid, NULL);
 		take = !unfinished;
 	}
+	else
+	{
+		Datum		begin[2] = {ObjectIdGetDatum(chunk->relid), Float8GetDatum(SLOW_RETRY_MS)};
+
+		run_plan(ext, &begin12_plan, begin, NULL);
+	}
 	SPI_finish();
 	return take;
 }
@@ -1200,7 +1223,6 @@ outbox_snapshot_chunk(const OutboxExtension *ext, OutboxSnapshotChunk *chunk)
 	int			save_nestlevel;
 	char	  **bound;
 	bool		last;
-	TimestampTz began;
 	Datum		values[6];
 	char		nulls[7] = "      ";
 
@@ -1318,7 +1340,6 @@ outbox_snapshot_chunk(const OutboxExtension *ext, OutboxSnapshotChunk *chunk)
 							 PGC_SUSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	if (chunk_stop_timeout == MAX_TIMEOUTS)
 		chunk_stop_timeout = RegisterTimeout(USER_TIMEOUT, chunk_ran_too_long);
-	began = GetCurrentTimestamp();
 	enable_timeout_after(STATEMENT_TIMEOUT, CHUNK_MS);
 	enable_timeout_after(chunk_stop_timeout, 2 * CHUNK_MS);
 	PG_TRY();
@@ -1343,9 +1364,7 @@ outbox_snapshot_chunk(const OutboxExtension *ext, OutboxSnapshotChunk *chunk)
 		nulls[1] = 'n';
 	values[2] = Int64GetDatum(chunk->rows);
 	values[3] = BoolGetDatum(last);
-	/* a fast chunk lets the next be twice as large */
-	values[4] = Int32GetDatum(TimestampDifferenceExceeds(began, GetCurrentTimestamp(), CHUNK_MS / 10) ?
-							  rows : Min(rows * 2, CHUNK_ROWS));
+	values[4] = Int32GetDatum(rows);
 	values[5] = text_array(types, nwalk);
 	run_plan(ext, guarded ? &progress13_plan : &progress_plan, values, nulls);
 	chunk->finished = last;

@@ -237,6 +237,28 @@ like(
 ok( $node->log_contains('snapshot of table "stubborn_rows" failed'),
 	'and the log says so');
 
+# a policy fast for the first rows of each transaction, then stubborn: the
+# chunks shrink until they fit, and do not grow back to stop the worker
+# again and again
+my $log_offset = -s $node->logfile;
+policed_table(
+	'spiky_rows', 300, q{
+	IF coalesce(nullif(current_setting('spiky.n', true), '')::int, 0) >= 15 THEN
+		BEGIN
+			PERFORM pg_sleep(5);
+		EXCEPTION WHEN query_canceled THEN
+			PERFORM pg_sleep(5);
+		END;
+	END IF;
+	PERFORM set_config('spiky.n', (coalesce(nullif(current_setting('spiky.n', true), '')::int, 0) + 1)::text, true);});
+ok( wait_for_sql(
+		$node,
+		"SELECT status = 'finished' AND rows_done = 300 FROM outbox_snapshots WHERE \"table\" = 'spiky_rows'::regclass",
+		180),
+	'a table slow past its first rows has its snapshot taken in small chunks');
+my $stops = () = slurp_file($node->logfile, $log_offset) =~ /terminating background worker "outbox worker"/g;
+ok($stops <= 2, "stopping the worker at most twice, for the chunks of 1,000 and 100 rows ($stops times)");
+
 #
 # DDL
 #
