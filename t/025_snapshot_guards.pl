@@ -243,7 +243,7 @@ ok( $node->log_contains('snapshot of table "stubborn_rows" failed'),
 my $log_offset = -s $node->logfile;
 policed_table(
 	'spiky_rows', 300, q{
-	IF coalesce(nullif(current_setting('spiky.n', true), '')::int, 0) >= 15 THEN
+	IF coalesce(nullif(current_setting('spiky.n', true), '')::int, 0) >= 50 THEN
 		BEGIN
 			PERFORM pg_sleep(5);
 		EXCEPTION WHEN query_canceled THEN
