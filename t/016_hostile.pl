@@ -527,6 +527,12 @@ like( $node->safe_psql('postgres',
 		"SELECT last_error FROM outbox_worker_status() WHERE database = 'db2'",
 		extra_params => [ '-U', 'watcher' ]),
 	qr/db2_owner/, 'a member of pg_monitor sees it');
+# no worker has looked at db2: it may hold events, which DROP DATABASE
+# asks to be discarded first
+my ($dropret, $dropout, $droperr) = $node->psql('postgres', 'DROP DATABASE db2');
+like($droperr, qr/ERROR:  database "db2" may hold events of extension outbox that are not delivered/,
+	'DROP DATABASE of a database no worker could look at is refused');
+$node->safe_psql('db2', 'SELECT outbox_discard()');
 $node->safe_psql('postgres', 'DROP DATABASE db2');
 
 # --- a refused DROP DATABASE leaves the worker alone: the owner's, in a
