@@ -42,7 +42,7 @@ outbox.wake_delay = '${WAKE_DELAY:-1ms}'
 CONF
 pg_ctl -D "$WORK/data" -l "$WORK/server.log" -w start >/dev/null
 RECV_PID=
-trap 'kill $RECV_PID 2>/dev/null; pg_ctl -D "$WORK/data" -m immediate -w stop >/dev/null 2>&1; kill $BROKER_PID 2>/dev/null' EXIT
+trap 'kill $RECV_PID 2>/dev/null || true; pg_ctl -D "$WORK/data" -m immediate -w stop >/dev/null 2>&1; kill $BROKER_PID 2>/dev/null' EXIT
 createdb bench
 psql -X -q -v ON_ERROR_STOP=1 -d bench -f "$BENCH/setup.sql"
 pgbench -i -q -s 10 bench >/dev/null 2>&1
