@@ -360,7 +360,7 @@ COMMENT ON TABLE @extschema@.outbox_attached IS
 COMMENT ON VIEW @extschema@.outbox_attachments IS
 	'The tables attached: kind capture or router, format, topic (the prefix, or the router''s pattern), options, attached_by, attached_at. Read by whom it is granted to (nothing to PUBLIC)';
 COMMENT ON VIEW @extschema@.outbox_health IS
-	'One row per signal (worker, brokers, backlog age, failing topics, abandoned events, snapshots, worker slots, standby gate, version): status ok, warning or critical, detail, since. A reader also needs EXECUTE on outbox_worker_status() and outbox_unread_topics()';
+	'One row per signal (worker, brokers, backlog age, failing topics, abandoned events, snapshots, worker slots, standby gate, version): status ok, warning or critical, detail, since. A reader also needs EXECUTE on outbox_worker_status(), outbox_cluster_status() and outbox_unread_topics()';
 
 -- The rest of the extension's objects, described where psql's \d+ and
 -- \df+ show it: what, the arguments, who may call.  Nothing is granted to
