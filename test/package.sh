@@ -259,7 +259,9 @@ fi
 # --- install
 echo "--- installing ($MODE)"
 if [ "$MODE" = install ]; then
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$DEB" > "$TMP/install.log" 2>&1
+	# --reinstall: the same version installed before (a second run on this
+	# machine) is replaced too, with the files make install overwrote
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --reinstall "$DEB" > "$TMP/install.log" 2>&1
 	check "apt-get install ./$(basename "$DEB")" \
 		[ "$(dpkg-query -W -f '${Status} ${Version}' "$PKG" 2>/dev/null)" = "install ok installed $VERSION" ]
 else
