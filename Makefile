@@ -2,31 +2,31 @@
 
 MODULE_big = outbox
 OBJS = \
-	src/capture.o \
-	src/catalog.o \
-	src/claim.o \
-	src/debezium.o \
-	src/enqueue.o \
-	src/event.o \
-	src/guc.o \
-	src/histogram.o \
-	src/kafka.o \
-	src/launcher.o \
-	src/operator.o \
+	src/base/catalog.o \
+	src/base/event.o \
+	src/base/guc.o \
+	src/capture/capture.o \
+	src/capture/debezium.o \
+	src/capture/router.o \
+	src/capture/snapshot.o \
+	src/kafka/kafka.o \
+	src/kafka/topics.o \
+	src/launcher/launcher.o \
+	src/launcher/status.o \
 	src/outbox.o \
-	src/reader.o \
-	src/reader_row.o \
-	src/record.o \
-	src/restore.o \
-	src/retention.o \
-	src/router.o \
-	src/snapshot.o \
-	src/standby.o \
-	src/stats.o \
-	src/status.o \
-	src/topics.o \
-	src/utility.o \
-	src/worker.o
+	src/queue/claim.o \
+	src/queue/enqueue.o \
+	src/queue/histogram.o \
+	src/queue/operator.o \
+	src/queue/reader.o \
+	src/queue/reader_row.o \
+	src/queue/record.o \
+	src/queue/restore.o \
+	src/queue/retention.o \
+	src/queue/stats.o \
+	src/queue/utility.o \
+	src/worker/standby.o \
+	src/worker/worker.o
 
 EXTENSION = outbox
 # the scripts, and the queries file of prometheus-postgres-exporter
@@ -43,7 +43,7 @@ ISOLATION_OPTS = --temp-config=$(srcdir)/specs/temp.conf
 
 RDKAFKA_CFLAGS := $(shell pkg-config --cflags rdkafka)
 RDKAFKA_LIBS := $(shell pkg-config --libs rdkafka)
-PG_CPPFLAGS = -I$(srcdir)/src $(RDKAFKA_CFLAGS)
+PG_CPPFLAGS = $(foreach d,src src/base src/launcher src/queue src/capture src/kafka src/worker,-I$(srcdir)/$(d)) $(RDKAFKA_CFLAGS)
 SHLIB_LINK = $(RDKAFKA_LIBS)
 
 # make installcheck is ours (below): pg_regress and isolation, then the
