@@ -43,7 +43,7 @@ ISOLATION_OPTS = --temp-config=$(srcdir)/specs/temp.conf
 
 RDKAFKA_CFLAGS := $(shell pkg-config --cflags rdkafka)
 RDKAFKA_LIBS := $(shell pkg-config --libs rdkafka)
-PG_CPPFLAGS = $(foreach d,src src/base src/launcher src/queue src/capture src/kafka src/worker,-I$(srcdir)/$(d)) $(RDKAFKA_CFLAGS)
+PG_CPPFLAGS = -I$(srcdir)/src $(RDKAFKA_CFLAGS)
 SHLIB_LINK = $(RDKAFKA_LIBS)
 
 # make installcheck is ours (below): pg_regress and isolation, then the

@@ -12,7 +12,7 @@
 --
 -- The outbox event router: Debezium's defaults with the JSON converter
 -- (the payload as a JSON string, keys as JSON), and its converters'
--- settings as options (src/router.c).  The triggers that 1.2 made keep
+-- settings as options (src/capture/router.c).  The triggers that 1.2 made keep
 -- their stored options.
 --
 DROP FUNCTION @extschema@.outbox_attach_router(regclass, text, text, text, text, text, text, text[], boolean);
@@ -36,7 +36,7 @@ REVOKE ALL ON FUNCTION @extschema@.outbox_attach_router(regclass, text, text, te
 -- (decimal.handling.mode), tombstones (tombstones.on.delete),
 -- skipped_operations (skipped.operations), schemas_enable (the JSON
 -- converter's schemas.enable); NULL gives the connector's default
--- (src/capture.c, src/debezium.c).  The triggers attached before keep
+-- (src/capture/capture.c, src/capture/debezium.c).  The triggers attached before keep
 -- their arguments, and what they wrote.
 --
 DROP FUNCTION @extschema@.outbox_attach(regclass, text, text[], text, boolean, boolean);
@@ -457,7 +457,7 @@ COMMENT ON VIEW @extschema@.outbox_messages IS
 
 --
 -- Snapshots: bounded chunks, a key that stays as it was, a status
--- (src/snapshot.c)
+-- (src/capture/snapshot.c)
 --
 
 -- key_types: the type, collation and btree operator family of each walk

@@ -3,7 +3,7 @@
 -- kept in the repository): every row is kept with its state, the due ones
 -- are claimed afterwards, their event ids stay taken, and every function
 -- pins search_path but outbox_enqueue, which runs with its caller's rights
--- and resolves no name (src/enqueue.c).  This library serves 1.1 as it is,
+-- and resolves no name (src/queue/enqueue.c).  This library serves 1.1 as it is,
 -- and refuses, cleanly, to serve 1.0.
 --
 SELECT outbox_discard() >= 0 AS discarded;

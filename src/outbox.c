@@ -17,9 +17,9 @@
 
 #include "miscadmin.h"
 
-#include "guc.h"
-#include "launcher.h"
-#include "utility.h"
+#include "base/guc.h"
+#include "launcher/launcher.h"
+#include "queue/utility.h"
 
 PG_MODULE_MAGIC;
 

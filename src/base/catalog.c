@@ -23,7 +23,7 @@
  * one, or one that makes a call ambiguous, and a statement that named it
  * would run the planted one, or fail.
  *
- * src/catalog.c
+ * src/base/catalog.c
  *
  *-------------------------------------------------------------------------
  */
@@ -48,7 +48,7 @@
 #include "utils/rel.h"
 #include "utils/syscache.h"
 
-#include "catalog.h"
+#include "base/catalog.h"
 
 /* version name to number: "1.2" -> 102; 0 if it is not of that form */
 static int

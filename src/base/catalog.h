@@ -4,7 +4,7 @@
  *		The extension in the current database, as the catalogs say, and the
  *		saved plans of the statements run on its tables.
  *
- * src/catalog.h
+ * src/base/catalog.h
  *
  *-------------------------------------------------------------------------
  */

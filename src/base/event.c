@@ -10,7 +10,7 @@
  * alone.  None of them raises an error about the data: each returns what
  * is wrong, for the caller to report.
  *
- * src/event.c
+ * src/base/event.c
  *
  *-------------------------------------------------------------------------
  */
@@ -25,7 +25,7 @@
 #include "utils/jsonb.h"
 #include "utils/uuid.h"
 
-#include "event.h"
+#include "base/event.h"
 
 const char *const outbox_log_column_names[OUTBOX_LOG_COLUMNS] = {
 	"id", "txid", "event_id", "topic", "key", "payload", "headers", "created_at"

@@ -5,7 +5,7 @@
  *		its outcome: the row as stored, its parts as they go on the wire, and
  *		what Kafka said of it.
  *
- * src/event.h
+ * src/base/event.h
  *
  *-------------------------------------------------------------------------
  */

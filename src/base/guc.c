@@ -14,7 +14,7 @@
  * a secret among them is refused where the setting would be stored in a
  * catalog that every role can read.  outbox.headers is for any session.
  *
- * src/guc.c
+ * src/base/guc.c
  *
  *-------------------------------------------------------------------------
  */
@@ -32,9 +32,9 @@
 #include "utils/jsonb.h"
 #include "utils/varlena.h"
 
-#include "event.h"
-#include "guc.h"
-#include "kafka.h"
+#include "base/event.h"
+#include "base/guc.h"
+#include "kafka/kafka.h"
 
 char	   *outbox_databases = NULL;
 int			outbox_max_workers = 8;

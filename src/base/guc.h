@@ -3,7 +3,7 @@
  * guc.h
  *		The outbox.* settings; the README says what each one means.
  *
- * src/guc.h
+ * src/base/guc.h
  *
  *-------------------------------------------------------------------------
  */

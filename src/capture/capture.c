@@ -3,7 +3,7 @@
  * capture.c
  *		Capture row changes as events: the outbox_capture() trigger,
  *		outbox_attach(), which installs it, and outbox_detach(), which
- *		removes it (and the router's trigger, src/router.c).
+ *		removes it (and the router's trigger, src/capture/router.c).
  *
  * Each changed row becomes events in the changing transaction, in one of
  * two formats, which the trigger's arguments name:
@@ -21,7 +21,7 @@
  *
  * - debezium (arguments: format=debezium, topic=<prefix>, the connector's
  *   settings, key=<column> ...): the change events of Debezium's
- *   PostgreSQL connector (src/debezium.c) on <prefix>.<schema>.<table>,
+ *   PostgreSQL connector (src/capture/debezium.c) on <prefix>.<schema>.<table>,
  *   keyed by a JSON object of the key columns.  An update that changes the
  *   key is a delete of the old key and a create of the new one, with the
  *   headers __debezium.newkey and __debezium.oldkey, as the connector
@@ -33,7 +33,7 @@
  *   an update left alone are the connector's placeholder.
  *
  * The key columns are the named ones, else the primary key.  Snapshots
- * (src/snapshot.c) build their events with outbox_capture_event too, from
+ * (src/capture/snapshot.c) build their events with outbox_capture_event too, from
  * the trigger's arguments, so that they are the same as the trigger's.
  *
  * Security: the trigger runs with the rights of the role that changed the
@@ -41,10 +41,10 @@
  * functions of its types, its casts to json).  The event is stored as
  * outbox_enqueue stores it, straight into the table without a permission
  * check and without evaluating anything but built-in functions
- * (src/enqueue.c); the EXECUTE privilege that CREATE TRIGGER needs on
+ * (src/queue/enqueue.c); the EXECUTE privilege that CREATE TRIGGER needs on
  * outbox_capture is the gate.
  *
- * src/capture.c
+ * src/capture/capture.c
  *
  *-------------------------------------------------------------------------
  */
@@ -75,11 +75,11 @@
 #include "utils/timestamp.h"
 #include "utils/typcache.h"
 
-#include "capture.h"
-#include "catalog.h"
-#include "debezium.h"
-#include "enqueue.h"
-#include "snapshot.h"
+#include "base/catalog.h"
+#include "capture/capture.h"
+#include "capture/debezium.h"
+#include "capture/snapshot.h"
+#include "queue/enqueue.h"
 
 PG_FUNCTION_INFO_V1(outbox_capture);
 PG_FUNCTION_INFO_V1(outbox_attach);
@@ -810,7 +810,7 @@ outbox_capture(PG_FUNCTION_ARGS)
 
 	/*
 	 * A row that a snapshot in progress will read is left to its r event
-	 * (src/snapshot.c): a change is published only for rows it has read,
+	 * (src/capture/snapshot.c): a change is published only for rows it has read,
 	 * and a row moved past them is deleted where it was.
 	 */
 	if (op != 't' && outbox_snapshot_ahead(ext, rel, after != NULL ? after : before))
@@ -916,7 +916,7 @@ debezium_settings(FunctionCallInfo fcinfo, CaptureConfig *config)
  *
  * Capture the changes of tbl with the triggers outbox_capture (rows) and
  * outbox_capture_truncate, replacing them if they exist; with snapshot,
- * also publish the rows it has (src/snapshot.c).  A 1.1 database declares
+ * also publish the rows it has (src/capture/snapshot.c).  A 1.1 database declares
  * the first three arguments only, a 1.2 database the first six (tombstones
  * DEFAULT false): their debezium triggers write what 1.2 wrote.
  */

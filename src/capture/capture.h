@@ -5,7 +5,7 @@
  *		capture trigger's arguments) and the events of one row, which the
  *		capture trigger and the snapshot both build.
  *
- * src/capture.h
+ * src/capture/capture.h
  *
  *-------------------------------------------------------------------------
  */
@@ -17,8 +17,8 @@
 #include "nodes/bitmapset.h"
 #include "utils/relcache.h"
 
-#include "catalog.h"
-#include "debezium.h"
+#include "base/catalog.h"
+#include "capture/debezium.h"
 
 /* the names of the triggers that outbox_attach and outbox_attach_router create */
 #define CAPTURE_TRIGGER "outbox_capture"

@@ -36,7 +36,7 @@
  * capture trigger's (the role that changed the row) or the snapshot's (the
  * table's owner, in a restricted context).
  *
- * src/debezium.c
+ * src/capture/debezium.c
  *
  *-------------------------------------------------------------------------
  */
@@ -70,7 +70,7 @@
 #include "utils/syscache.h"
 #include "utils/varbit.h"
 
-#include "debezium.h"
+#include "capture/debezium.h"
 
 /* microseconds between the Unix epoch and PostgreSQL's */
 #define UNIX_EPOCH_OFFSET_US \

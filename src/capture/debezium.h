@@ -5,7 +5,7 @@
  *		the JSON converter and schemas.enable=false: column values, keys,
  *		the envelope and the topic.
  *
- * src/debezium.h
+ * src/capture/debezium.h
  *
  *-------------------------------------------------------------------------
  */

@@ -47,9 +47,9 @@
  * right on the extension: the trigger reads each column by name from the
  * row's descriptor and checks its type before it reads the datum.  The
  * trigger runs with the rights of the role that inserted the row, as the
- * capture trigger does (src/capture.c).
+ * capture trigger does (src/capture/capture.c).
  *
- * src/router.c
+ * src/capture/router.c
  *
  *-------------------------------------------------------------------------
  */
@@ -75,11 +75,11 @@
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
-#include "capture.h"
-#include "catalog.h"
-#include "debezium.h"
-#include "enqueue.h"
-#include "event.h"
+#include "base/catalog.h"
+#include "base/event.h"
+#include "capture/capture.h"
+#include "capture/debezium.h"
+#include "queue/enqueue.h"
 
 PG_FUNCTION_INFO_V1(outbox_router);
 PG_FUNCTION_INFO_V1(outbox_attach_router);

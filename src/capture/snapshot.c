@@ -70,7 +70,7 @@
  * the table or its capture trigger goes or changes (cancelled), or when
  * it is asked for again (it starts over).
  *
- * src/snapshot.c
+ * src/capture/snapshot.c
  *
  *-------------------------------------------------------------------------
  */
@@ -109,10 +109,10 @@
 #include "utils/timeout.h"
 #include "utils/typcache.h"
 
-#include "capture.h"
-#include "catalog.h"
-#include "snapshot.h"
-#include "utility.h"
+#include "base/catalog.h"
+#include "capture/capture.h"
+#include "capture/snapshot.h"
+#include "queue/utility.h"
 
 /* rows read by a chunk, at most */
 #define CHUNK_ROWS 1000

@@ -4,7 +4,7 @@
  *		Snapshots on attach: the rows a captured table has, published as
  *		read events, in chunks that the worker takes between batches.
  *
- * src/snapshot.h
+ * src/capture/snapshot.h
  *
  *-------------------------------------------------------------------------
  */
@@ -14,7 +14,7 @@
 #include "access/htup.h"
 #include "utils/relcache.h"
 
-#include "catalog.h"
+#include "base/catalog.h"
 
 /* what a chunk did */
 typedef struct OutboxSnapshotChunk

@@ -32,7 +32,7 @@
  * librdkafka properties known to be safe are taken, and no message ever
  * shows a property's value.
  *
- * src/kafka.c
+ * src/kafka/kafka.c
  *
  *-------------------------------------------------------------------------
  */
@@ -52,8 +52,8 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "guc.h"
-#include "kafka.h"
+#include "base/guc.h"
+#include "kafka/kafka.h"
 
 /* how long all brokers may be down before a batch in flight is released */
 #define OUTAGE_GRACE_MS 2000

@@ -4,7 +4,7 @@
  *		The producer: the only part of the extension that talks to
  *		librdkafka.  No SPI, no transaction needed.
  *
- * src/kafka.h
+ * src/kafka/kafka.h
  *
  *-------------------------------------------------------------------------
  */
@@ -14,7 +14,7 @@
 #include "nodes/pg_list.h"
 #include "utils/hsearch.h"
 
-#include "event.h"
+#include "base/event.h"
 
 /* why Kafka properties are refused, for an ereport; never their values */
 typedef struct OutboxPropertyError

@@ -19,7 +19,7 @@
  * extension's owner that is no longer one cannot write it either.  The
  * file is checked as outbox.kafka_properties_file is.
  *
- * src/topics.c
+ * src/kafka/topics.c
  *
  *-------------------------------------------------------------------------
  */
@@ -31,10 +31,10 @@
 #include "miscadmin.h"
 #include "utils/builtins.h"
 
-#include "event.h"
-#include "guc.h"
-#include "kafka.h"
-#include "topics.h"
+#include "base/event.h"
+#include "base/guc.h"
+#include "kafka/kafka.h"
+#include "kafka/topics.h"
 
 static OutboxPlan settings_plan = {
 	"SELECT s.pattern, s.brokers, s.properties_file FROM %1$s.outbox_topic_settings s"

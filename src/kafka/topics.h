@@ -4,14 +4,14 @@
  *		The settings of topics (outbox_topic_settings): which cluster a
  *		topic's events go to, by the longest pattern that matches it.
  *
- * src/topics.h
+ * src/kafka/topics.h
  *
  *-------------------------------------------------------------------------
  */
 #ifndef OUTBOX_TOPICS_H
 #define OUTBOX_TOPICS_H
 
-#include "catalog.h"
+#include "base/catalog.h"
 
 /* one row of outbox_topic_settings; NULL: the outbox.* setting */
 typedef struct OutboxTopicSetting

@@ -40,7 +40,7 @@
  * works on; the backends that write the event log by hand (a restore).
  * It exists only where the library is preloaded.
  *
- * src/launcher.c
+ * src/launcher/launcher.c
  *
  *-------------------------------------------------------------------------
  */
@@ -71,11 +71,11 @@
 #include "utils/timestamp.h"
 #include "utils/varlena.h"
 
-#include "event.h"
-#include "guc.h"
-#include "launcher.h"
-#include "launcher_internal.h"
-#include "worker.h"
+#include "base/event.h"
+#include "base/guc.h"
+#include "launcher/launcher.h"
+#include "launcher/launcher_internal.h"
+#include "worker/worker.h"
 
 /* how often pg_database is read for databases created or dropped */
 #define DATABASE_CHECK_MS 5000

@@ -5,7 +5,7 @@
  *		ask of it: wake a database's worker, start it again, leave a
  *		database alone for a while.
  *
- * src/launcher.h
+ * src/launcher/launcher.h
  *
  *-------------------------------------------------------------------------
  */

@@ -11,7 +11,7 @@
  * committing backends read without a lock; the counters are atomics;
  * everything else is protected by the spinlock.
  *
- * src/launcher_internal.h
+ * src/launcher/launcher_internal.h
  *
  *-------------------------------------------------------------------------
  */

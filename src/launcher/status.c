@@ -11,7 +11,7 @@
  * are shown for the caller's own database, and for the others to
  * superusers and members of pg_monitor only.
  *
- * src/status.c
+ * src/launcher/status.c
  *
  *-------------------------------------------------------------------------
  */
@@ -26,9 +26,9 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 
-#include "catalog.h"
-#include "launcher.h"
-#include "launcher_internal.h"
+#include "base/catalog.h"
+#include "launcher/launcher.h"
+#include "launcher/launcher_internal.h"
 
 PG_FUNCTION_INFO_V1(outbox_worker_status);
 PG_FUNCTION_INFO_V1(outbox_cluster_status);

@@ -30,7 +30,7 @@
  * Every function here is called inside a transaction with an active
  * snapshot; those that take a connection to SPI say so.
  *
- * src/claim.c
+ * src/queue/claim.c
  *
  *-------------------------------------------------------------------------
  */
@@ -65,9 +65,9 @@
 #include "utils/snapmgr.h"
 #include "utils/wait_event.h"
 
-#include "claim.h"
-#include "reader.h"
-#include "reader_row.h"
+#include "queue/claim.h"
+#include "queue/reader.h"
+#include "queue/reader_row.h"
 
 /* the claim lock: a sub-object of the extension that no catalog object has */
 #define CLAIM_LOCK_SUBID 1

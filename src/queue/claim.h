@@ -5,17 +5,17 @@
  *		with what moves events between the log and the retry table, and the
  *		count of claimed events whose outcome is still to be recorded.
  *
- * src/claim.h
+ * src/queue/claim.h
  *
  *-------------------------------------------------------------------------
  */
 #ifndef OUTBOX_CLAIM_H
 #define OUTBOX_CLAIM_H
 
-#include "catalog.h"
-#include "event.h"
-#include "reader.h"
-#include "reader_row.h"
+#include "base/catalog.h"
+#include "base/event.h"
+#include "queue/reader.h"
+#include "queue/reader_row.h"
 
 /*
  * A batch's payloads are held twice at once (the claimed rows,

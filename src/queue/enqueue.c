@@ -8,7 +8,7 @@
  * Validation happens before the insert, so bad input leaves nothing
  * behind, and the worker is asked to wake up when the transaction commits.
  *
- * src/enqueue.c
+ * src/queue/enqueue.c
  *
  *-------------------------------------------------------------------------
  */
@@ -32,12 +32,12 @@
 #include "utils/rel.h"
 #include "utils/xid8.h"
 
-#include "catalog.h"
-#include "enqueue.h"
-#include "event.h"
-#include "guc.h"
-#include "launcher.h"
-#include "utility.h"
+#include "base/catalog.h"
+#include "base/event.h"
+#include "base/guc.h"
+#include "launcher/launcher.h"
+#include "queue/enqueue.h"
+#include "queue/utility.h"
 
 PG_FUNCTION_INFO_V1(outbox_enqueue);
 
@@ -303,7 +303,7 @@ insert_row(Relation rel, Datum *values, bool *nulls)
  * Append an event to the log of ext; returns its id.  columns
  * holds every column but id, txid, event_id and created_at (by default the
  * start of the transaction).  The txid is
- * taken before the id: the claim relies on it (src/reader.c).  An
+ * taken before the id: the claim relies on it (src/queue/reader.c).  An
  * event_id given by the caller is entered in outbox_event_ids first, so a
  * duplicate fails with 23505 before anything else is written.
  */

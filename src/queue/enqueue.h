@@ -3,7 +3,7 @@
  * enqueue.h
  *		Storing an event in the caller's transaction.
  *
- * src/enqueue.h
+ * src/queue/enqueue.h
  *
  *-------------------------------------------------------------------------
  */
@@ -13,7 +13,7 @@
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
-#include "catalog.h"
+#include "base/catalog.h"
 
 extern void outbox_check_topic(const char *topic, int len);
 extern bytea *outbox_utf8_payload(text *t);

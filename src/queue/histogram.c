@@ -8,7 +8,7 @@
  * 19% wider than the one before and 128 of them reach past a month.  The
  * worker adds one to the statistics with every batch, so these run in C.
  *
- * src/histogram.c
+ * src/queue/histogram.c
  *
  *-------------------------------------------------------------------------
  */
@@ -20,8 +20,8 @@
 #include "fmgr.h"
 #include "utils/array.h"
 
-#include "catalog.h"
-#include "histogram.h"
+#include "base/catalog.h"
+#include "queue/histogram.h"
 
 #define HISTOGRAM_BUCKETS OUTBOX_HISTOGRAM_BUCKETS
 

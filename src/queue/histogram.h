@@ -3,7 +3,7 @@
  * histogram.h
  *		The latency histograms of outbox_publish_stats.
  *
- * src/histogram.h
+ * src/queue/histogram.h
  *
  *-------------------------------------------------------------------------
  */

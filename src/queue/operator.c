@@ -12,7 +12,7 @@
  * The statements touch the extension's tables and built-in functions only
  * (catalog.c says why).
  *
- * src/operator.c
+ * src/queue/operator.c
  *
  *-------------------------------------------------------------------------
  */
@@ -25,12 +25,12 @@
 #include "utils/memutils.h"
 #include "utils/xid8.h"
 
-#include "claim.h"
-#include "guc.h"
-#include "operator.h"
-#include "reader.h"
-#include "record.h"
-#include "utility.h"
+#include "base/guc.h"
+#include "queue/claim.h"
+#include "queue/operator.h"
+#include "queue/reader.h"
+#include "queue/record.h"
+#include "queue/utility.h"
 
 /* the pending and failed events of id $1 (all if null) abandoned, error $2 */
 static OutboxPlan abandon_plan = {

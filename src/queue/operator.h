@@ -3,14 +3,14 @@
  * operator.h
  *		What an operator does to events by hand.
  *
- * src/operator.h
+ * src/queue/operator.h
  *
  *-------------------------------------------------------------------------
  */
 #ifndef OUTBOX_OPERATOR_H
 #define OUTBOX_OPERATOR_H
 
-#include "catalog.h"
+#include "base/catalog.h"
 
 extern int64 outbox_undelivered(const OutboxExtension *ext);
 

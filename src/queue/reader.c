@@ -33,7 +33,7 @@
  * running; once one has ended, its events up to that highest id are read
  * through the (txid, id) indexes.
  *
- * src/reader.c
+ * src/queue/reader.c
  *
  *-------------------------------------------------------------------------
  */
@@ -62,8 +62,8 @@
 #include "utils/snapmgr.h"
 #include "utils/xid8.h"
 
-#include "reader.h"
-#include "reader_row.h"
+#include "queue/reader.h"
+#include "queue/reader_row.h"
 
 /*
  * Counting unread events for monitoring stops after this many; the rest

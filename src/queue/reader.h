@@ -3,7 +3,7 @@
  * reader.h
  *		Reading the event log in id order, with index scans.
  *
- * src/reader.h
+ * src/queue/reader.h
  *
  *-------------------------------------------------------------------------
  */
@@ -13,8 +13,8 @@
 #include "access/transam.h"
 #include "utils/snapshot.h"
 
-#include "catalog.h"
-#include "event.h"
+#include "base/catalog.h"
+#include "base/event.h"
 
 /* where the claim is in the log: the row of table outbox_reader */
 typedef struct OutboxReader

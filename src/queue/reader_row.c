@@ -20,7 +20,7 @@
  * add to the table runs, as for the log (enqueue.c).  The table's index
  * entries are added when the update is not HOT.
  *
- * src/reader_row.c
+ * src/queue/reader_row.c
  *
  *-------------------------------------------------------------------------
  */
@@ -38,7 +38,7 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
-#include "reader_row.h"
+#include "queue/reader_row.h"
 
 /* the attribute number of column name of outbox_reader */
 static AttrNumber

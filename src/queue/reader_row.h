@@ -3,7 +3,7 @@
  * reader_row.h
  *		The row of outbox_reader, read and written without SQL.
  *
- * src/reader_row.h
+ * src/queue/reader_row.h
  *
  *-------------------------------------------------------------------------
  */
@@ -13,8 +13,8 @@
 #include "storage/itemptr.h"
 #include "utils/snapshot.h"
 
-#include "catalog.h"
-#include "reader.h"
+#include "base/catalog.h"
+#include "queue/reader.h"
 
 /* the reader row: the claim's position, and the columns beside it */
 typedef struct OutboxReaderRow

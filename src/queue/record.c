@@ -16,7 +16,7 @@
  * (catalog.c says why).  outbox_mark_published(), outbox_mark_failed() and
  * outbox_mark_released() record outcomes from SQL with the same code.
  *
- * src/record.c
+ * src/queue/record.c
  *
  *-------------------------------------------------------------------------
  */
@@ -36,11 +36,11 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "claim.h"
-#include "guc.h"
-#include "reader.h"
-#include "record.h"
-#include "stats.h"
+#include "base/guc.h"
+#include "queue/claim.h"
+#include "queue/reader.h"
+#include "queue/record.h"
+#include "queue/stats.h"
 
 /*
  * Deliveries: a ledger row for the log's events ($1 ids, $2 partitions,

@@ -3,7 +3,7 @@
  * record.h
  *		Recording what became of claimed events.
  *
- * src/record.h
+ * src/queue/record.h
  *
  *-------------------------------------------------------------------------
  */
@@ -12,8 +12,8 @@
 
 #include "utils/hsearch.h"
 
-#include "catalog.h"
-#include "event.h"
+#include "base/catalog.h"
+#include "base/event.h"
 
 /* what happens to a refused event: backoff, last attempt, dead letters */
 typedef struct OutboxRetryPolicy

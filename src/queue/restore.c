@@ -15,7 +15,7 @@
  * its txid, which the claim reads like that of any transaction that
  * committed late (reader.c) instead of an xid of another server.
  *
- * src/restore.c
+ * src/queue/restore.c
  *
  *-------------------------------------------------------------------------
  */
@@ -28,9 +28,9 @@
 #include "utils/rel.h"
 #include "utils/xid8.h"
 
-#include "catalog.h"
-#include "event.h"
-#include "launcher.h"
+#include "base/catalog.h"
+#include "base/event.h"
+#include "launcher/launcher.h"
 
 PG_FUNCTION_INFO_V1(outbox_restored);
 

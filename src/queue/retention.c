@@ -17,7 +17,7 @@
  * once its lock is held, so the caller's isolation level cannot hide a
  * commit from the decision.
  *
- * src/retention.c
+ * src/queue/retention.c
  *
  *-------------------------------------------------------------------------
  */
@@ -34,10 +34,10 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
-#include "claim.h"
-#include "guc.h"
-#include "reader.h"
-#include "retention.h"
+#include "base/guc.h"
+#include "queue/claim.h"
+#include "queue/reader.h"
+#include "queue/retention.h"
 
 /* how many rows of each kind one cleanup transaction removes */
 #define PURGE_SQL_BATCH_SIZE 10000

@@ -4,14 +4,14 @@
  *		Removing what is past its retention: the retry table row by row, the
  *		log a table at a time.
  *
- * src/retention.h
+ * src/queue/retention.h
  *
  *-------------------------------------------------------------------------
  */
 #ifndef OUTBOX_RETENTION_H
 #define OUTBOX_RETENTION_H
 
-#include "catalog.h"
+#include "base/catalog.h"
 
 extern int64 outbox_purge_expired(const OutboxExtension *ext, int batch_size);
 extern int	outbox_rotate_log(const OutboxExtension *ext, double retention_s,

@@ -10,7 +10,7 @@
  * row version per batch, which a snapshot held elsewhere keeps from being
  * pruned, and which every later update of the bucket then reads.
  *
- * src/stats.c
+ * src/queue/stats.c
  *
  *-------------------------------------------------------------------------
  */
@@ -21,9 +21,9 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-#include "event.h"
-#include "histogram.h"
-#include "stats.h"
+#include "base/event.h"
+#include "queue/histogram.h"
+#include "queue/stats.h"
 
 #define BUCKET_USECS (10 * USECS_PER_SEC)
 

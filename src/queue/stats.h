@@ -4,7 +4,7 @@
  *		Delivery statistics per topic and 10-second bucket, summed in
  *		memory and written to outbox_publish_stats.
  *
- * src/stats.h
+ * src/queue/stats.h
  *
  *-------------------------------------------------------------------------
  */
@@ -13,7 +13,7 @@
 
 #include "utils/hsearch.h"
 
-#include "catalog.h"
+#include "base/catalog.h"
 
 /* what happened to one event, for the statistics */
 typedef enum OutboxStatsOutcome

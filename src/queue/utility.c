@@ -52,7 +52,7 @@
  * restart workers, tell the launcher of a new extension; at abort, forgets
  * it, and serves again a database that DROP DATABASE did not drop.
  *
- * src/utility.c
+ * src/queue/utility.c
  *
  *-------------------------------------------------------------------------
  */
@@ -87,10 +87,10 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
-#include "catalog.h"
-#include "launcher.h"
-#include "operator.h"
-#include "utility.h"
+#include "base/catalog.h"
+#include "launcher/launcher.h"
+#include "queue/operator.h"
+#include "queue/utility.h"
 
 static ProcessUtility_hook_type prev_process_utility = NULL;
 static post_parse_analyze_hook_type prev_post_parse_analyze = NULL;

@@ -6,7 +6,7 @@
  *		and the end-of-transaction callback that wakes or restarts workers
  *		at commit.
  *
- * src/utility.h
+ * src/queue/utility.h
  *
  *-------------------------------------------------------------------------
  */

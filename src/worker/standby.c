@@ -13,7 +13,7 @@
  * A physical slot's restart_lsn is the flush position its standby last
  * reported; it is read from shared memory, under the slot's spinlock.
  *
- * src/standby.c
+ * src/worker/standby.c
  *
  *-------------------------------------------------------------------------
  */
@@ -29,8 +29,8 @@
 #include "utils/varlena.h"
 #include "utils/wait_event.h"
 
-#include "guc.h"
-#include "standby.h"
+#include "base/guc.h"
+#include "worker/standby.h"
 
 /* how often the slots are looked at while a standby lags */
 #define STANDBY_POLL_MS 1

@@ -3,7 +3,7 @@
  * standby.h
  *		Publish only what the standbys of outbox.standby_slots have.
  *
- * src/standby.h
+ * src/worker/standby.h
  *
  *-------------------------------------------------------------------------
  */

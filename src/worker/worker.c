@@ -69,7 +69,7 @@
  * one is given a bounded time (kafka.c), recorded, and then the worker
  * exits.  SIGINT (pg_cancel_backend) cancels the batch in flight only.
  *
- * src/worker.c
+ * src/worker/worker.c
  *
  *-------------------------------------------------------------------------
  */
@@ -99,18 +99,18 @@
 #include "utils/timestamp.h"
 #include "utils/xid8.h"
 
-#include "catalog.h"
-#include "claim.h"
-#include "guc.h"
-#include "kafka.h"
-#include "launcher_internal.h"
-#include "record.h"
-#include "retention.h"
-#include "snapshot.h"
-#include "standby.h"
-#include "stats.h"
-#include "topics.h"
-#include "worker.h"
+#include "base/catalog.h"
+#include "base/guc.h"
+#include "capture/snapshot.h"
+#include "kafka/kafka.h"
+#include "kafka/topics.h"
+#include "launcher/launcher_internal.h"
+#include "queue/claim.h"
+#include "queue/record.h"
+#include "queue/retention.h"
+#include "queue/stats.h"
+#include "worker/standby.h"
+#include "worker/worker.h"
 
 /* pause after a failed batch (doubled while failures repeat, up to the max) */
 #define ERROR_PAUSE_MS 1000

@@ -3,7 +3,7 @@
  * worker.h
  *		The publishing worker of one database.
  *
- * src/worker.h
+ * src/worker/worker.h
  *
  *-------------------------------------------------------------------------
  */
