@@ -56,14 +56,23 @@ REVOKE ALL ON FUNCTION @extschema@.outbox_attach(regclass, text, text[], text, b
 --
 -- A row per pattern: a topic name, or the start of one followed by '*'. A
 -- topic takes the row of the longest pattern that matches it, whole; a
--- column left NULL is the outbox.* setting. Later settings of a topic
--- (its format, its schemas) are further columns of the same row.
+-- column left NULL is the outbox.* setting. format is how a record is
+-- written: NULL, as given to outbox_enqueue(); 'avro', a jsonb payload
+-- checked against value_schema and encoded at enqueue, in the Schema
+-- Registry's wire format (the ids are the registry's); 'cloudevents', the
+-- payload as given, with the ce_* headers of CloudEvents' binary mode.
 --
 
 CREATE TABLE @extschema@.outbox_topic_settings (
 	pattern text PRIMARY KEY,
 	brokers text,
 	properties_file text,
+	format text,
+	value_schema jsonb,
+	key_schema jsonb,
+	value_schema_id integer,
+	key_schema_id integer,
+	cloudevents_source text,
 	updated_at timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 COMMENT ON TABLE @extschema@.outbox_topic_settings IS
@@ -84,14 +93,18 @@ END
 $$;
 
 CREATE FUNCTION @extschema@.outbox_set_topic(pattern text, brokers text DEFAULT NULL,
-											 properties_file text DEFAULT NULL)
+											 properties_file text DEFAULT NULL,
+											 format text DEFAULT NULL,
+											 value_schema jsonb DEFAULT NULL,
+											 key_schema jsonb DEFAULT NULL,
+											 cloudevents_source text DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'outbox_set_topic'
 LANGUAGE C VOLATILE
 SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION @extschema@.outbox_set_topic(text, text, text) FROM PUBLIC;
-COMMENT ON FUNCTION @extschema@.outbox_set_topic(text, text, text) IS
-	'Set the settings of the topics a pattern matches: the cluster their events go to (brokers, properties file; NULL for the outbox.* setting). Superusers only.';
+REVOKE ALL ON FUNCTION @extschema@.outbox_set_topic(text, text, text, text, jsonb, jsonb, text) FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.outbox_set_topic(text, text, text, text, jsonb, jsonb, text) IS
+	'Set the settings of the topics a pattern matches: the cluster their events go to (brokers, properties file; NULL for the outbox.* setting) and the format of their records (NULL: as given; avro with its schemas; cloudevents with its source). Superusers only.';
 
 CREATE FUNCTION @extschema@.outbox_reset_topic(pattern text)
 RETURNS boolean
@@ -103,17 +116,21 @@ COMMENT ON FUNCTION @extschema@.outbox_reset_topic(text) IS
 	'Remove the settings of a pattern; false if it had none. Superusers only';
 
 CREATE FUNCTION @extschema@.outbox_topic(topic text, OUT pattern text, OUT brokers text,
-										 OUT properties_file text)
+										 OUT properties_file text, OUT format text,
+										 OUT value_schema_id integer, OUT key_schema_id integer,
+										 OUT cloudevents_source text)
 RETURNS record
 AS 'MODULE_PATHNAME', 'outbox_topic'
 LANGUAGE C STABLE STRICT
 SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION @extschema@.outbox_topic(text) FROM PUBLIC;
 COMMENT ON FUNCTION @extschema@.outbox_topic(text) IS
-	'The settings a topic''s events are published with: the pattern whose row it takes, the brokers and the properties file. By grant';
+	'The settings a topic''s events are published with: the pattern whose row it takes, the brokers and the properties file, the format and its schema ids or source. By grant';
 
 CREATE VIEW @extschema@.outbox_topics AS
-	SELECT s.pattern, s.brokers, s.properties_file, s.updated_at
+	SELECT s.pattern, s.brokers, s.properties_file, s.format, s.value_schema,
+		   s.key_schema, s.value_schema_id, s.key_schema_id, s.cloudevents_source,
+		   s.updated_at
 	  FROM @extschema@.outbox_topic_settings s;
 COMMENT ON VIEW @extschema@.outbox_topics IS
 	'The settings of topics by pattern, as outbox_set_topic() set them; NULL is the outbox.* setting.';

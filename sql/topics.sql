@@ -58,13 +58,33 @@ SELECT outbox_reset_topic('*');
 SELECT pattern, brokers = current_setting('outbox.brokers') AS default_brokers
   FROM outbox_topic('payments');
 
+-- a format's settings go with it, and with it only
+SELECT outbox_set_topic('orders', format => 'protobuf');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_set_topic('orders', format => 'avro');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_set_topic('orders', value_schema => '"string"');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_set_topic('orders', format => 'cloudevents');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_set_topic('orders', format => 'cloudevents', cloudevents_source => '/shop',
+						key_schema => '"string"');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_set_topic('orders', cloudevents_source => '/shop');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_set_topic('orders', format => 'cloudevents', cloudevents_source => '/shop');
+SELECT pattern, format, value_schema_id, key_schema_id, cloudevents_source
+  FROM outbox_topic('orders');
+SELECT pattern, format, value_schema, key_schema, cloudevents_source FROM outbox_topics;
+SELECT outbox_reset_topic('orders');
+
 -- superusers only, even with EXECUTE
 CREATE ROLE outbox_topics_user;
 SET ROLE outbox_topics_user;
 SELECT outbox_set_topic('payments', 'kafka-evil:9092');
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
-GRANT EXECUTE ON FUNCTION outbox_set_topic(text, text, text), outbox_reset_topic(text)
+GRANT EXECUTE ON FUNCTION outbox_set_topic(text, text, text, text, jsonb, jsonb, text), outbox_reset_topic(text)
 	TO outbox_topics_user;
 SET ROLE outbox_topics_user;
 SELECT outbox_set_topic('payments', 'kafka-evil:9092');
@@ -92,6 +112,6 @@ DO $$ BEGIN EXECUTE format('REVOKE %s FROM outbox_topics_user',
 SELECT pattern, brokers FROM outbox_topics ORDER BY pattern;
 
 SELECT outbox_reset_topic(pattern) FROM outbox_topics;
-REVOKE ALL ON FUNCTION outbox_set_topic(text, text, text), outbox_reset_topic(text)
+REVOKE ALL ON FUNCTION outbox_set_topic(text, text, text, text, jsonb, jsonb, text), outbox_reset_topic(text)
 	FROM outbox_topics_user;
 DROP ROLE outbox_topics_user;

@@ -37,16 +37,30 @@
 #include "kafka/topics.h"
 
 static OutboxPlan settings_plan = {
-	"SELECT s.pattern, s.brokers, s.properties_file FROM %1$s.outbox_topic_settings s"
+	"SELECT s.pattern, s.brokers, s.properties_file, s.format, s.value_schema::text,"
+	"       s.key_schema::text, s.value_schema_id, s.key_schema_id, s.cloudevents_source"
+	"  FROM %1$s.outbox_topic_settings s"
 };
 
 static OutboxPlan set_plan = {
-	"INSERT INTO %1$s.outbox_topic_settings AS s (pattern, brokers, properties_file)"
-	" VALUES ($1, $2, $3)"
+	"INSERT INTO %1$s.outbox_topic_settings AS s (pattern, brokers, properties_file,"
+	"       format, value_schema, key_schema, value_schema_id, key_schema_id,"
+	"       cloudevents_source)"
+	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
 	" ON CONFLICT (pattern) DO UPDATE"
 	"   SET brokers = excluded.brokers, properties_file = excluded.properties_file,"
-	"       updated_at = now()",
-	3, {TEXTOID, TEXTOID, TEXTOID}
+	"       format = excluded.format, value_schema = excluded.value_schema,"
+	"       key_schema = excluded.key_schema,"
+	"       value_schema_id = excluded.value_schema_id,"
+	"       key_schema_id = excluded.key_schema_id,"
+	"       cloudevents_source = excluded.cloudevents_source, updated_at = now()",
+	9, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID, INT4OID, INT4OID, TEXTOID}
+};
+
+static const char *const format_names[] = {
+	[OUTBOX_FORMAT_AS_GIVEN] = NULL,
+	[OUTBOX_FORMAT_AVRO] = "avro",
+	[OUTBOX_FORMAT_CLOUDEVENTS] = "cloudevents"
 };
 
 static OutboxPlan reset_plan = {
@@ -83,9 +97,37 @@ outbox_topic_settings_load(const OutboxExtension *ext)
 			settings->rows[i].brokers = MemoryContextStrdup(cxt, value);
 		if ((value = SPI_getvalue(tuple, desc, 3)) != NULL)
 			settings->rows[i].properties_file = MemoryContextStrdup(cxt, value);
+		if ((value = SPI_getvalue(tuple, desc, 4)) != NULL)
+			settings->rows[i].format = outbox_topic_format(value);
+		if ((value = SPI_getvalue(tuple, desc, 5)) != NULL)
+			settings->rows[i].value_schema = MemoryContextStrdup(cxt, value);
+		if ((value = SPI_getvalue(tuple, desc, 6)) != NULL)
+			settings->rows[i].key_schema = MemoryContextStrdup(cxt, value);
+		if ((value = SPI_getvalue(tuple, desc, 7)) != NULL)
+			settings->rows[i].value_schema_id = pg_strtoint32(value);
+		if ((value = SPI_getvalue(tuple, desc, 8)) != NULL)
+			settings->rows[i].key_schema_id = pg_strtoint32(value);
+		if ((value = SPI_getvalue(tuple, desc, 9)) != NULL)
+			settings->rows[i].cloudevents_source = MemoryContextStrdup(cxt, value);
 	}
 	SPI_finish();
 	return settings;
+}
+
+/*
+ * The format a name stands for; an error for a name that is none.
+ */
+OutboxTopicFormat
+outbox_topic_format(const char *name)
+{
+	for (int i = 0; i < lengthof(format_names); i++)
+		if (format_names[i] != NULL && strcmp(format_names[i], name) == 0)
+			return (OutboxTopicFormat) i;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("unknown record format \"%s\"", name),
+			 errhint("The formats are avro and cloudevents; NULL publishes the payload as given.")));
+	pg_unreachable();
 }
 
 /*
@@ -191,18 +233,47 @@ PG_FUNCTION_INFO_V1(outbox_reset_topic);
 PG_FUNCTION_INFO_V1(outbox_topic);
 
 /*
+ * Raise an error unless the format's settings go together: schemas with
+ * avro only, a value schema for avro, a source with cloudevents only and
+ * for it.
+ */
+static void
+check_format(const char *pattern, OutboxTopicFormat format, bool value_schema,
+			 bool key_schema, bool source)
+{
+	const char *problem = NULL;
+
+	if (format != OUTBOX_FORMAT_AVRO && (value_schema || key_schema))
+		problem = "value_schema and key_schema are settings of format avro.";
+	else if (format == OUTBOX_FORMAT_AVRO && !value_schema)
+		problem = "Format avro needs a value_schema.";
+	else if (format != OUTBOX_FORMAT_CLOUDEVENTS && source)
+		problem = "cloudevents_source is a setting of format cloudevents.";
+	else if (format == OUTBOX_FORMAT_CLOUDEVENTS && !source)
+		problem = "Format cloudevents needs a cloudevents_source, the ce_source of its events.";
+	if (problem != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("conflicting settings for topic pattern \"%s\"", pattern),
+				 errdetail("%s", problem)));
+}
+
+/*
  * outbox_set_topic(pattern text, brokers text DEFAULT NULL,
- *					properties_file text DEFAULT NULL) RETURNS void
+ *					properties_file text DEFAULT NULL, format text DEFAULT NULL,
+ *					value_schema jsonb DEFAULT NULL, key_schema jsonb DEFAULT NULL,
+ *					cloudevents_source text DEFAULT NULL) RETURNS void
  *
  * Set the settings of the topics that pattern matches, all of them: an
- * argument left NULL is the outbox.* setting.
+ * argument left NULL is the outbox.* setting, or no format.
  */
 Datum
 outbox_set_topic(PG_FUNCTION_ARGS)
 {
 	const OutboxExtension *ext = outbox_entry(fcinfo);
-	Datum		values[3];
-	char		nulls[3] = {' ', ' ', ' '};
+	OutboxTopicFormat format = OUTBOX_FORMAT_AS_GIVEN;
+	Datum		values[9];
+	char		nulls[9];
 	int			ret;
 
 	check_rights();
@@ -218,13 +289,21 @@ outbox_set_topic(PG_FUNCTION_ARGS)
 				 errhint("Give NULL for the brokers that outbox.brokers names.")));
 	if (!PG_ARGISNULL(2))
 		check_properties_file(text_to_cstring(PG_GETARG_TEXT_PP(2)));
+	if (!PG_ARGISNULL(3))
+		format = outbox_topic_format(text_to_cstring(PG_GETARG_TEXT_PP(3)));
+	check_format(text_to_cstring(PG_GETARG_TEXT_PP(0)), format, !PG_ARGISNULL(4), !PG_ARGISNULL(5), !PG_ARGISNULL(6));
 
-	for (int i = 0; i < 3; i++)
+	/* pattern, brokers, properties_file, format, the schemas */
+	for (int i = 0; i < 6; i++)
 	{
 		values[i] = PG_GETARG_DATUM(i);
-		if (PG_ARGISNULL(i))
-			nulls[i] = 'n';
+		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
 	}
+	/* the schemas' ids */
+	nulls[6] = nulls[7] = 'n';
+	values[8] = PG_GETARG_DATUM(6);
+	nulls[8] = PG_ARGISNULL(6) ? 'n' : ' ';
+
 	SPI_connect();
 	ret = SPI_execute_plan(outbox_plan(ext, &set_plan), values, nulls, false, 0);
 	if (ret < 0)
@@ -254,11 +333,13 @@ outbox_reset_topic(PG_FUNCTION_ARGS)
 
 /*
  * outbox_topic(topic text, OUT pattern text, OUT brokers text,
- *				OUT properties_file text) RETURNS record
+ *				OUT properties_file text, OUT format text,
+ *				OUT value_schema_id integer, OUT key_schema_id integer,
+ *				OUT cloudevents_source text) RETURNS record
  *
  * The settings a topic's events are published with: the pattern whose row
- * it takes (NULL if none), and the brokers and properties file, the
- * outbox.* settings where the row leaves them NULL.
+ * it takes (NULL if none), the brokers and properties file, the outbox.*
+ * settings where the row leaves them NULL, and the row's format.
  */
 Datum
 outbox_topic(PG_FUNCTION_ARGS)
@@ -266,19 +347,37 @@ outbox_topic(PG_FUNCTION_ARGS)
 	const OutboxExtension *ext = outbox_entry(fcinfo);
 	const OutboxTopicSetting *setting;
 	TupleDesc	desc;
-	Datum		values[3];
-	bool		nulls[3] = {false, false, false};
+	Datum		values[7];
+	bool		nulls[7] = {true, false, false, true, true, true, true};
 
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	setting = outbox_topic_setting(outbox_topic_settings_load(ext),
 								   text_to_cstring(PG_GETARG_TEXT_PP(0)));
-	nulls[0] = setting == NULL;
-	if (setting != NULL)
-		values[0] = CStringGetTextDatum(setting->pattern);
 	values[1] = CStringGetTextDatum(setting && setting->brokers ?
 									setting->brokers : outbox_brokers);
 	values[2] = CStringGetTextDatum(setting && setting->properties_file ?
 									setting->properties_file : outbox_kafka_properties_file);
+	if (setting != NULL)
+	{
+		const char *format = format_names[setting->format];
+
+		values[0] = CStringGetTextDatum(setting->pattern);
+		nulls[0] = false;
+		if (format != NULL)
+		{
+			values[3] = CStringGetTextDatum(format);
+			nulls[3] = false;
+		}
+		values[4] = Int32GetDatum(setting->value_schema_id);
+		nulls[4] = setting->value_schema_id == 0;
+		values[5] = Int32GetDatum(setting->key_schema_id);
+		nulls[5] = setting->key_schema_id == 0;
+		if (setting->cloudevents_source != NULL)
+		{
+			values[6] = CStringGetTextDatum(setting->cloudevents_source);
+			nulls[6] = false;
+		}
+	}
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
 }

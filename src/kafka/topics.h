@@ -13,12 +13,26 @@
 
 #include "base/catalog.h"
 
+/* the format of a topic's records */
+typedef enum OutboxTopicFormat
+{
+	OUTBOX_FORMAT_AS_GIVEN,		/* the payload as given to outbox_enqueue() */
+	OUTBOX_FORMAT_AVRO,			/* encoded at enqueue, in the registry's format */
+	OUTBOX_FORMAT_CLOUDEVENTS	/* as given, with CloudEvents' ce_* headers */
+} OutboxTopicFormat;
+
 /* one row of outbox_topic_settings; NULL: the outbox.* setting */
 typedef struct OutboxTopicSetting
 {
 	char	   *pattern;		/* a topic, or a prefix and '*' */
 	char	   *brokers;
 	char	   *properties_file;
+	OutboxTopicFormat format;
+	char	   *value_schema;	/* avro: the schemas, as JSON text */
+	char	   *key_schema;
+	int32		value_schema_id;	/* avro: their registry ids; 0: none */
+	int32		key_schema_id;
+	char	   *cloudevents_source; /* cloudevents: ce_source */
 } OutboxTopicSetting;
 
 typedef struct OutboxTopicSettings
@@ -28,6 +42,7 @@ typedef struct OutboxTopicSettings
 } OutboxTopicSettings;
 
 extern OutboxTopicSettings *outbox_topic_settings_load(const OutboxExtension *ext);
+extern OutboxTopicFormat outbox_topic_format(const char *name);
 extern const OutboxTopicSetting *outbox_topic_setting(const OutboxTopicSettings *settings,
 													  const char *topic);
 
