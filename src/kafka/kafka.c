@@ -55,7 +55,10 @@
 #include "base/guc.h"
 #include "kafka/kafka.h"
 
-/* how long all brokers may be down before a batch in flight is released */
+/*
+ * how long all brokers of a cluster may be down before the batch in flight
+ * is released, when no other cluster publishes part of it
+ */
 #define OUTAGE_GRACE_MS 2000
 /* how long SIGTERM waits for deliveries in flight */
 #define SHUTDOWN_GRACE_MS 5000
@@ -156,6 +159,8 @@ struct OutboxProducer
 	int64		batch_first_seq;
 	int64		next_seq;
 	int			reports_pending;
+	/* other clusters have events of it: an outage here gets no grace */
+	bool		batch_shared;
 
 	/*
 	 * What outbox_kafka_finish() needs of the batch being published: the
@@ -1548,7 +1553,8 @@ wait_for_reports(OutboxProducer *p)
 			shutdown_deadline = TimestampTzPlusMilliseconds(now, SHUTDOWN_GRACE_MS);
 		if ((shutdown_deadline != 0 && now >= shutdown_deadline) ||
 			(p->brokers_down &&
-			 TimestampDifferenceExceeds(p->brokers_down_since, now, OUTAGE_GRACE_MS)) ||
+			 (p->batch_shared ||
+			  TimestampDifferenceExceeds(p->brokers_down_since, now, OUTAGE_GRACE_MS))) ||
 			rd_kafka_fatal_error(p->rk, NULL, 0) != RD_KAFKA_RESP_ERR_NO_ERROR)
 			purged = true;
 		else if (now >= deadline)
@@ -1642,6 +1648,7 @@ outbox_kafka_start(OutboxProducer *p, OutboxBatch *batch,
 	p->batch_first_seq = p->next_seq;
 	p->next_seq += batch->count;
 	p->reports_pending = 0;
+	p->batch_shared = false;
 
 	/*
 	 * The events of known topics first, in batch order, then the others.
@@ -1652,7 +1659,11 @@ outbox_kafka_start(OutboxProducer *p, OutboxBatch *batch,
 	{
 		topic_of[i] = NULL;
 		if (producer_of[i] != p)
+		{
+			if (batch->events[i].outcome == OUTBOX_IN_FLIGHT)
+				p->batch_shared = true;
 			continue;
+		}
 		if (batch->events[i].outcome == OUTBOX_IN_FLIGHT)
 			topic_of[i] = topic_state(p, batch->events[i].topic);
 		if (topic_of[i] == NULL || topic_of[i]->known)

@@ -1,0 +1,111 @@
+#!/bin/bash
+#
+# Several Kafka clusters: the latency of one cluster's topics while another
+# cluster is down, beside the same load with both up.  Two test brokers:
+# topic up.t on the first (outbox.brokers), down.t on the second
+# (outbox_set_topic).  Each phase runs pgbench at a fixed rate of
+# transactions that enqueue one event to each topic, and takes the latency
+# of up.t's events, from the commit of the enqueuing transaction (its
+# commit timestamp) to the recording of the delivery report:
+#
+#   both up    the baseline
+#   one down   the second broker down for the whole phase
+#
+# Target: up.t's p99 under 50 ms with the other cluster down.  Then the
+# second broker comes back, and every down.t event must be published.
+#
+# Usage: test/bench/clusters.sh [PHASE_S [RATE]]	(20 s at 200 tx/s)
+
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+. "$ROOT/test/common.sh"
+become_postgres "$ROOT" test/bench/clusters.sh "$@"
+WORK=$OUTBOX_WORK
+PHASE_S=${1:-20}
+RATE=${2:-200}
+PORT=54346
+export PGHOST="$WORK" PGPORT=$PORT
+
+log() { echo "[$(date +%T)] $*" >&2; }
+sql() { psql -X -q -At -v ON_ERROR_STOP=1 -d bench -c "$1"; }
+
+# two brokers: the first's control input on fd 4, the second's on fd 3
+mkdir "$WORK/a" "$WORK/b"
+start_mock_broker "$ROOT" "$WORK/a"
+exec 4>&3
+FIRST_PID=$BROKER_PID FIRST=$BROKERS
+start_mock_broker "$ROOT" "$WORK/b"
+SECOND=$BROKERS
+BROKERS=$FIRST
+init_outbox_server "$WORK/data" $PORT bench
+cat >> "$WORK/data/postgresql.conf" <<CONF
+track_commit_timestamp = on
+outbox.poll_interval = '100ms'
+CONF
+pg_ctl -D "$WORK/data" -l "$WORK/server.log" -w start >/dev/null
+trap 'pg_ctl -D "$WORK/data" -m immediate -w stop >/dev/null 2>&1; kill $FIRST_PID $BROKER_PID 2>/dev/null' EXIT
+createdb bench
+sql "CREATE EXTENSION outbox"
+sql "SELECT outbox_set_topic('down.*', '$SECOND')"
+sql "CREATE TABLE bench_latency (id bigint PRIMARY KEY, ms float8)"
+cat > "$WORK/two.sql" <<'SQL'
+\set k random(1, 100)
+BEGIN;
+SELECT outbox_enqueue('up.t', '{"n": 1}'::jsonb, key => :k::text);
+SELECT outbox_enqueue('down.t', '{"n": 1}'::jsonb, key => :k::text);
+END;
+SQL
+
+# copy_latencies ID: the latencies of up.t's events after ID, in ms
+copy_latencies() {
+	sql "INSERT INTO bench_latency
+		 SELECT l.id, 1000 * extract(epoch FROM g.published_at - pg_xact_commit_timestamp(l.txid::xid))
+		   FROM outbox_log l
+		   JOIN outbox_ledger g ON int8range(g.first_id, g.last_id, '[]') @> l.id AND l.id = ANY (g.ids)
+		  WHERE l.topic = 'up.t' AND l.id > $1
+		 ON CONFLICT DO NOTHING"
+}
+latencies() {
+	sql "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 1),
+				round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)::numeric, 1),
+				round(max(ms)::numeric, 1), count(*)
+		   FROM bench_latency" | tr '|' ' '
+}
+# phase NAME: the load for PHASE_S seconds, then up.t's latencies
+phase() {
+	local from
+	from=$(sql "SELECT coalesce(max(id), 0) FROM outbox_log")
+	sql "TRUNCATE bench_latency"
+	pgbench -n -M prepared --rate "$RATE" -T "$PHASE_S" -c 2 -j 2 -f "$WORK/two.sql" bench \
+		>"$WORK/pgbench.out" 2>&1
+	until [ "$(sql "SELECT pending + failed = 0 FROM outbox_stats WHERE topic = 'up.t'")" = t ]; do
+		sleep 0.2
+	done
+	copy_latencies "$from"
+	read -r p50 p99 max count <<<"$(latencies)"
+	printf '%-28s %8s %8s %8s %8s\n' "$1" "$p50" "$p99" "$max" "$count"
+	sql "SELECT 'over 50 ms: ' || count(*) FILTER (WHERE ms > 50) || ' events, committed in '
+				|| coalesce(string_agg(DISTINCT to_char(pg_xact_commit_timestamp(l.txid::xid), 'HH24:MI:SS'), ' '), '-')
+		   FROM bench_latency b JOIN outbox_log l USING (id) WHERE b.ms > 50" >&2
+}
+
+until [ "$(sql "SELECT state FROM outbox_worker_status() WHERE database = 'bench'")" = idle ]; do
+	sleep 0.2
+done
+log "$RATE transactions/s of one event to each cluster, ${PHASE_S}s a phase"
+printf '%-28s %8s %8s %8s %8s\n' "up.t, commit to delivery" "p50 ms" "p99 ms" "max ms" "events"
+phase "both clusters up"
+echo "down 1" >&3
+phase "the other cluster down"
+held=$(sql "SELECT pending FROM outbox_stats WHERE topic = 'down.t'")
+echo "up 1" >&3
+start=$(date +%s.%N)
+until [ "$(sql "SELECT pending + failed = 0 FROM outbox_stats WHERE topic IS NULL")" = t ]; do
+	sleep 0.2
+done
+log "the other cluster held $held events; all published $(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }') s after it came back"
+read -r enqueued published <<<"$(sql "SELECT count(*), count(*) FILTER (WHERE status = 'published')
+										 FROM outbox_messages WHERE topic = 'down.t'" | tr '|' ' ')"
+log "down.t: $enqueued enqueued, $published published"
+[ "$enqueued" = "$published" ]
