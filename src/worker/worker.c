@@ -1446,12 +1446,15 @@ look_up_owner(void)
 }
 
 /*
- * The context of every line the worker logs: its database and cluster.
+ * The context of every line the worker logs: its database, and its
+ * cluster while it has one only (with several, a line about one of them
+ * names it in a context of its own).
  */
 static void
 worker_log_context(void *arg)
 {
-	if (outbox_brokers != NULL && *outbox_brokers != '\0')
+	if (outbox_brokers != NULL && *outbox_brokers != '\0' &&
+		list_length(outbox_kafka_producers()) <= 1)
 		errcontext("outbox worker of database \"%s\", Kafka cluster %s",
 				   log_database, outbox_brokers);
 	else
