@@ -112,7 +112,7 @@
 #include "base/catalog.h"
 #include "capture/capture.h"
 #include "capture/snapshot.h"
-#include "queue/utility.h"
+#include "launcher/launcher.h"
 
 /* rows read by a chunk, at most */
 #define CHUNK_ROWS 1000

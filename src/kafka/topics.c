@@ -34,6 +34,7 @@
 #include "base/event.h"
 #include "base/guc.h"
 #include "kafka/kafka.h"
+#include "kafka/properties.h"
 #include "kafka/topics.h"
 
 static OutboxPlan settings_plan = {

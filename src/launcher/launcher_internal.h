@@ -41,6 +41,13 @@ typedef enum OutboxWorkerState
 	OUTBOX_WORKER_PARKED		/* no worker: gave it back, idle (launcher.c) */
 } OutboxWorkerState;
 
+/* what the launcher passes a worker it starts, in bgw_extra */
+typedef struct OutboxWorkerArgs
+{
+	Oid			database;
+	Oid			owner;			/* InvalidOid: look the owner up */
+} OutboxWorkerArgs;
+
 /* what the owner lookup of a database found */
 typedef enum OutboxLookup
 {
@@ -120,5 +127,6 @@ extern pid_t outbox_restoring_backend(Oid dboid);
 extern uint64 outbox_slot_say_maybe(OutboxWorkerSlot *slot);
 extern void outbox_slot_note_undelivered(OutboxWorkerSlot *slot, uint64 seen, bool some);
 extern bool outbox_take_waiting_database(void);
+extern void outbox_look_up_owner(OutboxWorkerSlot *slot);
 
 #endif							/* OUTBOX_LAUNCHER_INTERNAL_H */

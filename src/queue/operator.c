@@ -26,11 +26,11 @@
 #include "utils/xid8.h"
 
 #include "base/guc.h"
+#include "launcher/launcher.h"
 #include "queue/claim.h"
 #include "queue/operator.h"
 #include "queue/reader.h"
 #include "queue/record.h"
-#include "queue/utility.h"
 
 /* the pending and failed events of id $1 (all if null) abandoned, error $2 */
 static OutboxPlan abandon_plan = {

@@ -417,33 +417,6 @@ xid_in(FullTransactionId xid, FullTransactionId *set, int n)
 	return false;
 }
 
-/* The xids of an xid8[] datum, palloc'd; returns how many. */
-int
-outbox_xids_of(Datum array, FullTransactionId **xids)
-{
-	Datum	   *datums;
-	int			n;
-
-	deconstruct_array(DatumGetArrayTypeP(array), XID8OID, sizeof(FullTransactionId),
-					  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &datums, NULL, &n);
-	*xids = palloc((n + 1) * sizeof(FullTransactionId));
-	for (int i = 0; i < n; i++)
-		(*xids)[i] = DatumGetFullTransactionId(datums[i]);
-	return n;
-}
-
-/* An xid8[] datum of n xids. */
-Datum
-outbox_xid_array(FullTransactionId *xids, int n)
-{
-	Datum	   *datums = palloc((n + 1) * sizeof(Datum));
-
-	for (int i = 0; i < n; i++)
-		datums[i] = FullTransactionIdGetDatum(xids[i]);
-	return PointerGetDatum(construct_array(datums, n, XID8OID, sizeof(FullTransactionId),
-										   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-}
-
 /*
  * Read the next events of the log of ext for a claim, at most room of
  * them, and while the bytes read stay below *bytes_left (reduced by what

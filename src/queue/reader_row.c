@@ -32,11 +32,14 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/index.h"
+#include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "storage/bufmgr.h"
+#include "utils/array.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
+#include "utils/xid8.h"
 
 #include "queue/reader_row.h"
 
@@ -61,6 +64,33 @@ copy_reader(OutboxReader *to, const OutboxReader *from)
 	memcpy(to->running, from->running, from->nrunning * sizeof(FullTransactionId));
 	to->draining = palloc((from->ndraining + 1) * sizeof(FullTransactionId));
 	memcpy(to->draining, from->draining, from->ndraining * sizeof(FullTransactionId));
+}
+
+/* The xids of an xid8[] datum, palloc'd; returns how many. */
+int
+outbox_xids_of(Datum array, FullTransactionId **xids)
+{
+	Datum	   *datums;
+	int			n;
+
+	deconstruct_array(DatumGetArrayTypeP(array), XID8OID, sizeof(FullTransactionId),
+					  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &datums, NULL, &n);
+	*xids = palloc((n + 1) * sizeof(FullTransactionId));
+	for (int i = 0; i < n; i++)
+		(*xids)[i] = DatumGetFullTransactionId(datums[i]);
+	return n;
+}
+
+/* An xid8[] datum of n xids. */
+Datum
+outbox_xid_array(FullTransactionId *xids, int n)
+{
+	Datum	   *datums = palloc((n + 1) * sizeof(Datum));
+
+	for (int i = 0; i < n; i++)
+		datums[i] = FullTransactionIdGetDatum(xids[i]);
+	return PointerGetDatum(construct_array(datums, n, XID8OID, sizeof(FullTransactionId),
+										   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 }
 
 /*

@@ -98,7 +98,6 @@ static object_access_hook_type prev_object_access = NULL;
 
 /* asked of the current transaction, done at commit */
 #define MAX_RESTARTS 8
-static bool wake_at_commit = false;
 static bool extension_created = false;
 static struct
 {
@@ -110,38 +109,6 @@ static int	nrestarts = 0;
 static Oid	held_database = InvalidOid;
 /* the extension whose drop the current statement has counted events for */
 static Oid	drop_counted = InvalidOid;
-/*
- * The current transaction dropped the extension or discarded its events,
- * leaving none undelivered, once backends had said undelivered_changes
- * times that some may be (launcher.c)
- */
-static bool none_undelivered = false;
-static uint64 undelivered_changes = 0;
-
-/*
- * Ask for the worker of this database to be woken when the current
- * transaction commits.
- */
-void
-outbox_wake_at_commit(void)
-{
-	wake_at_commit = true;
-}
-
-/*
- * Say, when the current transaction commits, that this database holds no
- * event that is not delivered (it drops the extension, or discards them),
- * unless a commit since now may have added some: for DROP DATABASE.
- */
-void
-outbox_none_undelivered_at_commit(void)
-{
-	if (none_undelivered || !outbox_launcher_exists())
-		return;
-	none_undelivered = true;
-	undelivered_changes = outbox_launcher_some_undelivered(MyDatabaseId, false);
-}
-
 /*
  * Restart the workers of database dboid running as role roleid (either
  * InvalidOid: any) when the transaction commits.
@@ -690,29 +657,23 @@ outbox_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 static void
 outbox_xact_callback(XactEvent event, void *arg)
 {
+	outbox_launcher_at_eoxact(event);
 	if (event == XACT_EVENT_COMMIT && outbox_launcher_exists())
 	{
-		if (wake_at_commit)
-			outbox_launcher_wake_worker(MyDatabaseId);
 		for (int i = 0; i < nrestarts; i++)
 			outbox_launcher_restart_workers(restarts[i].database, restarts[i].role);
 		if (extension_created)
 			outbox_launcher_extension_created(MyDatabaseId);
-		if (none_undelivered)
-			outbox_launcher_none_undelivered(MyDatabaseId, undelivered_changes);
 	}
 	if (event == XACT_EVENT_ABORT && OidIsValid(held_database))
 		outbox_launcher_hold_database(held_database, false);
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
 		event == XACT_EVENT_PREPARE)
 	{
-		/* a prepared transaction wakes the worker at COMMIT PREPARED */
-		wake_at_commit = false;
 		extension_created = false;
 		nrestarts = 0;
 		held_database = InvalidOid;
 		drop_counted = InvalidOid;
-		none_undelivered = false;
 	}
 }
 

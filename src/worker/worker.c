@@ -82,7 +82,6 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "access/xlog_internal.h"
-#include "catalog/pg_authid.h"
 #include "commands/dbcommands.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -95,7 +94,6 @@
 #include "utils/guc_tables.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
-#include "utils/syscache.h"
 #include "utils/timestamp.h"
 #include "utils/xid8.h"
 
@@ -1406,46 +1404,6 @@ publish_loop(void)
 }
 
 /*
- * The first step: find whether the extension exists in this database,
- * whether the database wants it served, and whether its owner may log in;
- * leave the verdict for the launcher and exit.  Connected as the bootstrap
- * superuser, this reads the catalogs and runs nothing else.
- */
-static void
-look_up_owner(void)
-{
-	OutboxExtension ext;
-	OutboxLookup lookup = OUTBOX_LOOKUP_NO_EXTENSION;
-
-	StartTransactionCommand();
-	if (outbox_extension_find(&ext))
-	{
-		HeapTuple	roletup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(ext.owner));
-
-		lookup = OUTBOX_LOOKUP_FOUND;
-		if (!outbox_enabled)
-		{
-			set_state(OUTBOX_WORKER_DISABLED, "outbox.enabled is off for this database");
-			lookup = OUTBOX_LOOKUP_DISABLED;
-		}
-		else if (HeapTupleIsValid(roletup) && !((Form_pg_authid) GETSTRUCT(roletup))->rolcanlogin)
-		{
-			set_state(OUTBOX_WORKER_WAITING_FOR_EXTENSION,
-					  psprintf("role \"%s\", which owns the extension, cannot log in",
-							   NameStr(((Form_pg_authid) GETSTRUCT(roletup))->rolname)));
-			lookup = OUTBOX_LOOKUP_CANNOT_LOG_IN;
-		}
-		if (HeapTupleIsValid(roletup))
-			ReleaseSysCache(roletup);
-	}
-	CommitTransactionCommand();
-	outbox_slot_lock();
-	my_slot->lookup = lookup;
-	my_slot->owner = ext.owner;
-	outbox_slot_unlock();
-}
-
-/*
  * The context of every line the worker logs: its database and cluster.
  */
 static void
@@ -1486,7 +1444,7 @@ outbox_worker_main(Datum main_arg)
 
 	if (!OidIsValid(args.owner))
 	{
-		look_up_owner();
+		outbox_look_up_owner(my_slot);
 		proc_exit(0);
 	}
 
