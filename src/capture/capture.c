@@ -1,48 +1,13 @@
 /*-------------------------------------------------------------------------
  *
  * capture.c
- *		Capture row changes as events: the outbox_capture() trigger,
- *		outbox_attach(), which installs it, and outbox_detach(), which
- *		removes it (and the router's trigger, src/capture/router.c).
- *
- * Each changed row becomes events in the changing transaction, in one of
- * two formats, which the trigger's arguments name:
- *
- * - outbox (arguments: topic [, key_column ...], as 1.1 wrote them): one
- *   event with the extension's own JSON envelope,
- *
- *		{"op": "c", "before": null, "after": {...},
- *		 "source": {"schema": "public", "table": "orders",
- *					"txid": 745, "ts_ms": 1732260000000}}
- *
- *   op is c (insert), u (update), d (delete), t (truncate) or r (a row
- *   read by a snapshot).  The key is the text of the key column; with
- *   several key columns, a JSON array of their texts.
- *
- * - debezium (arguments: format=debezium, topic=<prefix>, the connector's
- *   settings, key=<column> ...): the change events of Debezium's
- *   PostgreSQL connector (src/capture/debezium.c) on <prefix>.<schema>.<table>,
- *   keyed by a JSON object of the key columns.  An update that changes the
- *   key is a delete of the old key and a create of the new one, with the
- *   headers __debezium.newkey and __debezium.oldkey, as the connector
- *   writes it; with tombstones, each delete is followed by a tombstone of
- *   its key; the operations of skipped_operations are not published.
- *   Unless the table's REPLICA IDENTITY is FULL, before is what logical
- *   decoding gives the connector: nothing for an update that keeps the
- *   identity, the identity's columns for a delete, and TOASTed values that
- *   an update left alone are the connector's placeholder.
- *
- * The key columns are the named ones, else the primary key.  Snapshots
- * (src/capture/snapshot.c) build their events with outbox_capture_event too, from
- * the trigger's arguments, so that they are the same as the trigger's.
- *
- * Security: the trigger runs with the rights of the role that changed the
- * row, because building the envelope runs code of the table's owner (output
- * functions of its types, its casts to json).  The event is stored as
- * outbox_enqueue stores it, straight into the table without a permission
- * check and without evaluating anything but built-in functions
- * (src/queue/enqueue.c); the EXECUTE privilege that CREATE TRIGGER needs on
- * outbox_capture is the gate.
+ *		Row changes as events: the capture trigger's arguments
+ *		(CaptureConfig), the table as its events name it (CaptureTable),
+ *		and the events of one row's change in either format, the
+ *		extension's envelope or Debezium's (debezium.c), which the trigger
+ *		(attach.c) and the snapshot's chunks (snapshot.c) both build.  The
+ *		formats are in README.md (outbox_attach) and docs/debezium.md;
+ *		docs/design.md, "Capture, the router and snapshots", says why.
  *
  * src/capture/capture.c
  *
@@ -636,7 +601,7 @@ unchanged_toasted(const CaptureTable *table, HeapTuple before, HeapTuple after)
 }
 
 /*
- * The events of a change in the debezium format: see the file header.
+ * The events of a change in the debezium format (docs/debezium.md).
  */
 static void
 debezium_format_event(const OutboxExtension *ext, const CaptureConfig *config,

@@ -2,52 +2,11 @@
  *
  * router.c
  *		An outbox table as Debezium's outbox event router reads it: the
- *		outbox_router() trigger and outbox_attach_router(), which installs
- *		it.
- *
- * The application inserts its events into a table of its own (id,
- * aggregatetype, aggregateid, type, payload, by default); each insert
- * becomes one event, in the inserting transaction, as the router would
- * write it with the converters of Debezium's outbox example (JsonConverter
- * for keys and values, schemas.enable=false), unless options say
- * otherwise:
- *
- * - topic: the topic pattern, ${routedByValue} replaced by the route_by
- *   column's value ("outbox.event.${routedByValue}");
- * - key: the key column's value as JSON, a string quoted ("1"), null a
- *   JSON null; with key_converter=string the value's text (StringConverter),
- *   no key if it is null;
- * - value: the payload column's text as a JSON string
- *   (table.expand.json.payload=false), a null payload the JSON null, or a
- *   tombstone with tombstone_on_empty_payload (then an empty or blank text
- *   too, as route.tombstone.on.empty.payload); with expand=true the JSON
- *   expanded: an object or an array, without white space, members whose
- *   value is null or an empty array left out (the router's defaults of
- *   table.json.payload.null.behavior and .empty.array.behavior); a payload
- *   that is not an object or an array, or not JSON, stays a JSON string; a
- *   bytea payload is its bytes (ByteArrayConverter);
- * - schemas_enable: key and value as {"schema":..., "payload":...}, with the
- *   schema the connector gives the column (debezium.c);
- * - headers: "id", the text of the id column, of any type; a uuid is also
- *   the event's event_id (so the "event_id" header every record carries
- *   equals it, and an id used again is refused while its event is kept),
- *   another type gets an event_id of its own; and the columns of
- *   header_columns under their names;
- * - timestamp: the timestamp column (a timestamp without time zone is
- *   UTC), from 1970 to an hour ahead of the transaction, else the start of
- *   the transaction.
- *
- * Updates and deletes emit nothing: the trigger is AFTER INSERT only, so
- * "insert, then delete in the same transaction" keeps the table empty.
- *
- * The configuration is the trigger's arguments, keyword=value, checked by
- * outbox_attach_router; the options 1.3 added are absent from the triggers
- * that 1.2 made, which keep doing what 1.2 did (RouterConfig).  The table's
- * owner may retype, rename or drop the columns afterwards, without any
- * right on the extension: the trigger reads each column by name from the
- * row's descriptor and checks its type before it reads the datum.  The
- * trigger runs with the rights of the role that inserted the row, as the
- * capture trigger does (src/capture/capture.c).
+ *		outbox_router() trigger, AFTER INSERT (each row inserted is one
+ *		event), and outbox_attach_router(), which installs it.  Its options
+ *		and the records it writes are in docs/debezium.md; docs/design.md,
+ *		"Capture, the router and snapshots", says why the trigger reads its
+ *		columns as it does.
  *
  * src/capture/router.c
  *
@@ -535,7 +494,7 @@ router_error_context(void *arg)
 
 /*
  * outbox_router(): AFTER INSERT FOR EACH ROW; arguments keyword=value, as
- * outbox_attach_router writes them.  See the file header.
+ * outbox_attach_router writes them.  docs/debezium.md says what it writes.
  */
 Datum
 outbox_router(PG_FUNCTION_ARGS)

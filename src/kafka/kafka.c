@@ -1,36 +1,13 @@
 /*-------------------------------------------------------------------------
  *
  * kafka.c
- *		The producers, one per Kafka cluster: configuration, producing a
- *		batch, delivery reports, broker outages.
- *
- * The only file that talks to librdkafka.  librdkafka's own threads never
- * call back into PostgreSQL: logs go to a queue (log.queue) and, like
- * errors and delivery reports, are served by rd_kafka_poll()/flush() on the
- * worker's main thread, in short slices with interrupt checks in between.
- *
- * A producer (OutboxProducer) is a cluster as the topics' settings name it
- * (topics.c): its own librdkafka handle, properties, outage tracking,
- * statistics, and the part of the batch being published that goes to it.
- * A batch goes to each producer it has events for; every event belongs to
- * one, by its topic.  The worker (worker.c) says which; this file keeps
- * the list of producers.
- *
- * A batch's outcome per event comes from its delivery report only, or from
- * the cluster's metadata when it refuses the event's topic.  While no
- * broker of a cluster is reachable its part of the batch is purged after a
- * short grace and its events released untouched: an outage costs no
- * attempt.  A cluster seen down is asked for metadata without waiting, and
- * its statistics say when a broker answers again, so that it holds back no
- * other cluster while it is down.
- *
- * Order per key rests on how a batch is sent (outbox_kafka_publish) and on
- * settings that the Kafka properties cannot change (properties.c):
- * the idempotent producer, and librdkafka's batching left to the worker.
- * The properties come from outbox.kafka_properties and from the file that
- * the topic's settings or outbox.kafka_properties_file name; only the
- * librdkafka properties known to be safe are taken, and no message ever
- * shows a property's value.
+ *		The producers, one per Kafka cluster: building each (with
+ *		properties.c), producing a batch's part in waves, delivery reports,
+ *		broker outages and the probe.  librdkafka's own threads never call
+ *		back into PostgreSQL: logs, errors and delivery reports are served
+ *		on the worker's main thread, in short slices with interrupt checks
+ *		in between.  docs/design.md, "Producers per cluster" and "Order per
+ *		key", says why.
  *
  * src/kafka/kafka.c
  *

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * kafka.h
- *		The producer: the only part of the extension that talks to
- *		librdkafka.  No SPI, no transaction needed.
+ *		The producers, one per Kafka cluster.  No SPI, no transaction
+ *		needed.
  *
  * src/kafka/kafka.h
  *

@@ -1,44 +1,13 @@
 /*-------------------------------------------------------------------------
  *
  * launcher.c
- *		The outbox launcher: starts a publishing worker for every database of
- *		outbox.databases that has the extension, as the role that owns the
- *		extension there, restarts it, and stops it when the database goes;
- *		and the shared memory it owns, through which backends ask it, and
- *		the workers, for what concerns them.
- *
- * A process connects to one database as one role, for good, and whether
- * a database has the extension, and who owns it, can only be read inside
- * the database.  So a database is served in two steps, each a process the
- * launcher starts:
- *
- * 1. the owner lookup connects as the bootstrap superuser, reads the
- *    catalogs only (no SPI, no user code), leaves what it found in the
- *    database's slot and exits: no extension (the database is left alone
- *    until CREATE EXTENSION outbox commits there), an owner that cannot
- *    log in (looked up again every few seconds), outbox.enabled off for
- *    the database (left alone until its settings change), or the owner;
- * 2. the publishing worker connects as that owner and publishes until the
- *    extension is dropped or changes hands, or it is asked to start again,
- *    then exits, and step 1 runs again.
- *
- * Lookups run one at a time; at most outbox.max_workers publishing
- * workers run at once.  A database that waits for one says so in its slot
- * and in the log, and gets one as soon as a worker exits (bgw_notify_pid
- * wakes the launcher).  While one waits, a worker idle for
- * outbox.worker_idle_timeout with nothing left to do gives its slot back:
- * it parks its database (worker.c) and exits; the next commit there that
- * would wake it wakes the launcher instead, which starts it again.  The launcher itself connects to no database: it
- * reads pg_database, so that a database created later is found and one
- * that is dropped loses its worker.
- *
- * Shared memory: a slot per database that is served or waits to be (see
- * launcher_internal.h), outbox.max_workers of them for publishing workers
- * and WAITING_SLOTS more so that databases waiting for a worker show in
- * outbox_worker_status() too; the databases the launcher should look at
- * again (CREATE EXTENSION, changed settings); the databases DROP DATABASE
- * works on; the backends that write the event log by hand (a restore).
- * It exists only where the library is preloaded.
+ *		The outbox launcher: starts, for every database of outbox.databases
+ *		that has the extension, the owner lookup, then a publishing worker
+ *		as the extension's owner; starts it again, and stops it when the
+ *		database goes.  And the shared memory it owns (the slots, the
+ *		requests of backends, the restores and drops under way), with the
+ *		flags a transaction sets for it at commit.  docs/design.md,
+ *		"Processes and shared memory", says why.
  *
  * src/launcher/launcher.c
  *
@@ -293,12 +262,12 @@ set_lookup_state(OutboxWorkerSlot *slot, OutboxWorkerState state, const char *er
 }
 
 /*
- * The owner lookup, the first step of serving a database (see the file
- * header), in the process started for slot: find whether the extension
- * exists in this database, whether the database wants it served, and
- * whether its owner may log in; leave the verdict in slot for the
- * launcher.  Connected as the bootstrap superuser, this reads the catalogs
- * and runs nothing else.
+ * The owner lookup, the first step of serving a database (docs/design.md,
+ * "Processes and shared memory"), in the process started for slot: find
+ * whether the extension exists in this database, whether the database
+ * wants it served, and whether its owner may log in; leave the verdict in
+ * slot for the launcher.  Connected as the bootstrap superuser, this reads
+ * the catalogs and runs nothing else.
  */
 void
 outbox_look_up_owner(OutboxWorkerSlot *slot)

@@ -2,7 +2,8 @@
  *
  * launcher_internal.h
  *		The launcher's shared memory, as the workers and
- *		outbox_worker_status() see it.
+ *		outbox_worker_status() see it; what the launcher passes a worker it
+ *		starts, and the owner lookup that such a worker runs first.
  *
  * One slot per database that is served or waits to be.  The launcher
  * assigns a slot to a database and frees it (in_use, database, dbname);

@@ -1,24 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * reader_row.c
- *		The row of outbox_reader, where the claim is in the log: read and
- *		written with the table access methods, not with SQL.
- *
- * The claim updates the row once per batch.  Under a snapshot held
- * elsewhere (a long transaction, a lagging slot), its old versions cannot
- * be pruned, and a scan of the table reads all of them: a claim that
- * scanned would cost more with every batch.  So the row is fetched where
- * it was last seen (its ctid) when that version is the one the snapshot
- * sees, and scanned for only otherwise; and it is updated at that ctid.
- * Any version of it that the snapshot sees is the row: the table has one.
- * The page is pruned first, as a scan would, so that its dead versions go
- * as soon as no snapshot needs them.
- * The planner, given "WHERE ctid = $1" on a table it believes to be one
- * page, scans it.
- *
- * The update bypasses the executor: no trigger or rule a superuser might
- * add to the table runs, as for the log (enqueue.c).  The table's index
- * entries are added when the update is not HOT.
+ *		The row of outbox_reader, where the claim is in the log
+ *		(OutboxReader): read and written with the table access methods, not
+ *		with SQL, found at its ctid; and its xid8[] columns.  docs/design.md,
+ *		"Storage: a log that publishing does not rewrite", says why.
  *
  * src/queue/reader_row.c
  *
