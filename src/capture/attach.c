@@ -36,6 +36,18 @@ PG_FUNCTION_INFO_V1(outbox_capture);
 PG_FUNCTION_INFO_V1(outbox_attach);
 PG_FUNCTION_INFO_V1(outbox_detach);
 
+/* the trigger and the table of an outbox_capture() call, for errcontext */
+static void
+capture_error_context(void *arg)
+{
+	TriggerData *trigdata = (TriggerData *) arg;
+	Relation	rel = trigdata->tg_relation;
+
+	errcontext("trigger \"%s\" on table %s", trigdata->tg_trigger->tgname,
+			   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+										  RelationGetRelationName(rel)));
+}
+
 /*
  * outbox_capture(): AFTER INSERT OR UPDATE OR DELETE FOR EACH ROW, and
  * AFTER TRUNCATE FOR EACH STATEMENT; arguments as outbox_capture_config
@@ -52,22 +64,28 @@ outbox_capture(PG_FUNCTION_ARGS)
 	char		op;
 	CaptureConfig config;
 	CaptureTable table;
+	ErrorContextCallback errcallback;
 
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("outbox_capture: must be called as trigger")));
+				 errmsg("function \"%s\" was not called by trigger manager", "outbox_capture")));
+	/* the errors of its firing and its arguments name the trigger */
+	errcallback.callback = capture_error_context;
+	errcallback.arg = trigdata;
+	errcallback.previous = error_context_stack;
+	error_context_stack = &errcallback;
 	if (!TRIGGER_FIRED_AFTER(trigdata->tg_event))
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("outbox_capture: must be fired AFTER the change"),
+				 errmsg("function \"%s\" must be fired AFTER the change", "outbox_capture"),
 				 errhint("Use outbox_attach() to create the trigger.")));
 	if (TRIGGER_FIRED_BY_TRUNCATE(trigdata->tg_event))
 		op = 't';
 	else if (!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("outbox_capture: must be fired FOR EACH ROW"),
+				 errmsg("function \"%s\" must be fired FOR EACH ROW", "outbox_capture"),
 				 errhint("Use outbox_attach() to create the trigger.")));
 	else if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
 	{
@@ -87,6 +105,7 @@ outbox_capture(PG_FUNCTION_ARGS)
 	}
 	outbox_capture_config(trigdata->tg_trigger->tgnargs, trigdata->tg_trigger->tgargs,
 						  &config);
+	error_context_stack = errcallback.previous;
 
 	ext = outbox_entry(fcinfo);
 	rel = trigdata->tg_relation;

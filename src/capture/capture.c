@@ -126,7 +126,7 @@ outbox_capture_config(int nargs, char **args, CaptureConfig *config)
 	if (nargs < 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("outbox_capture: no topic given"),
+				 errmsg("no topic given"),
 				 errdetail("The trigger's first argument is the topic."),
 				 errhint("Use outbox_attach() to create the trigger.")));
 	if (!keyword_arg(args[0], "format", &value))
@@ -151,7 +151,7 @@ outbox_capture_config(int nargs, char **args, CaptureConfig *config)
 			else
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("outbox_capture: unknown format \"%s\"", value),
+						 errmsg("unknown format \"%s\"", value),
 						 errhint("Use outbox_attach() to create the trigger.")));
 		}
 		else if (keyword_arg(args[i], "topic", &value))
@@ -175,13 +175,13 @@ outbox_capture_config(int nargs, char **args, CaptureConfig *config)
 		else
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("outbox_capture: unknown argument \"%s\"", args[i]),
+					 errmsg("unknown argument \"%s\"", args[i]),
 					 errhint("Use outbox_attach() to create the trigger.")));
 	}
 	if (config->topic == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("outbox_capture: no topic given"),
+				 errmsg("no topic given"),
 				 errdetail("The trigger's arguments name no topic."),
 				 errhint("Use outbox_attach() to create the trigger.")));
 }
@@ -284,7 +284,7 @@ outbox_capture_table(const CaptureConfig *config, Relation rel, TupleDesc tupdes
 		if (attnum == SPI_ERROR_NOATTRIBUTE || attnum <= 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_COLUMN),
-					 errmsg("outbox_capture: key column \"%s\" does not exist", names[i]),
+					 errmsg("key column \"%s\" does not exist", names[i]),
 					 errcontext("table %s", quote_qualified_identifier(table->schema, table->table))));
 		table->key_attnums[i] = attnum;
 	}

@@ -103,7 +103,7 @@ router_config(int nargs, char **args, RouterConfig *config)
 		if (eq == NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("outbox_router: bad argument \"%s\"", args[i]),
+					 errmsg("bad argument \"%s\"", args[i]),
 					 errhint("Use outbox_attach_router() to create the trigger.")));
 		name = pnstrdup(args[i], eq - args[i]);
 		value = eq + 1;
@@ -136,13 +136,13 @@ router_config(int nargs, char **args, RouterConfig *config)
 		else
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("outbox_router: bad argument \"%s\"", args[i]),
+					 errmsg("bad argument \"%s\"", args[i]),
 					 errhint("Use outbox_attach_router() to create the trigger.")));
 	}
 	if (config->topic_pattern == NULL || config->id == NULL || config->payload == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("outbox_router: the topic pattern, the id column and the payload column must be given"),
+				 errmsg("the topic pattern, the id column and the payload column must be given"),
 				 errhint("Use outbox_attach_router() to create the trigger.")));
 }
 
@@ -521,20 +521,20 @@ outbox_router(PG_FUNCTION_ARGS)
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("outbox_router: must be called as trigger")));
-	if (!TRIGGER_FIRED_AFTER(trigdata->tg_event) ||
-		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
-		!TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("outbox_router: must be fired AFTER INSERT FOR EACH ROW"),
-				 errhint("Use outbox_attach_router() to create the trigger.")));
+				 errmsg("function \"%s\" was not called by trigger manager", "outbox_router")));
 	errcallback.callback = router_error_context;
 	errcallback.arg = psprintf("trigger \"%s\" on table %s", trigdata->tg_trigger->tgname,
 							   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(trigdata->tg_relation)),
 														  RelationGetRelationName(trigdata->tg_relation)));
 	errcallback.previous = error_context_stack;
 	error_context_stack = &errcallback;
+	if (!TRIGGER_FIRED_AFTER(trigdata->tg_event) ||
+		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
+		!TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("function \"%s\" must be fired AFTER INSERT FOR EACH ROW", "outbox_router"),
+				 errhint("Use outbox_attach_router() to create the trigger.")));
 
 	router_config(trigdata->tg_trigger->tgnargs, trigdata->tg_trigger->tgargs, &config);
 	tupdesc = RelationGetDescr(trigdata->tg_relation);
@@ -551,7 +551,7 @@ outbox_router(PG_FUNCTION_ARGS)
 		if (isnull)
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("outbox_router: column \"%s\" is null", config.route_by),
+					 errmsg("column \"%s\" is null", config.route_by),
 					 errdetail("The topic of the event is made from its value.")));
 		topic = route(config.topic_pattern,
 					  outbox_debezium_text(value, attr->atttypid, attr->atttypmod));
@@ -574,7 +574,7 @@ outbox_router(PG_FUNCTION_ARGS)
 	if (isnull)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("outbox_router: column \"%s\" is null", config.id),
+				 errmsg("column \"%s\" is null", config.id),
 				 errdetail("It is the id of the event.")));
 	id_text = outbox_debezium_text(value, attr->atttypid, attr->atttypmod);
 	if (getBaseType(attr->atttypid) == UUIDOID)

@@ -42,7 +42,7 @@ outbox_restored(PG_FUNCTION_ARGS)
 		!TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("outbox_restored: must be fired BEFORE INSERT")));
+				 errmsg("function \"%s\" must be fired BEFORE INSERT", "outbox_restored")));
 	outbox_entry(fcinfo);
 	if (outbox_launcher_exists())
 		outbox_launcher_note_restore(MyDatabaseId);
