@@ -36,18 +36,6 @@ PG_FUNCTION_INFO_V1(outbox_capture);
 PG_FUNCTION_INFO_V1(outbox_attach);
 PG_FUNCTION_INFO_V1(outbox_detach);
 
-/* the trigger and the table of an outbox_capture() call, for errcontext */
-static void
-capture_error_context(void *arg)
-{
-	TriggerData *trigdata = (TriggerData *) arg;
-	Relation	rel = trigdata->tg_relation;
-
-	errcontext("trigger \"%s\" on table %s", trigdata->tg_trigger->tgname,
-			   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
-										  RelationGetRelationName(rel)));
-}
-
 /*
  * outbox_capture(): AFTER INSERT OR UPDATE OR DELETE FOR EACH ROW, and
  * AFTER TRUNCATE FOR EACH STATEMENT; arguments as outbox_capture_config
@@ -71,7 +59,7 @@ outbox_capture(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("function \"%s\" was not called by trigger manager", "outbox_capture")));
 	/* the errors of its firing and its arguments name the trigger */
-	errcallback.callback = capture_error_context;
+	errcallback.callback = outbox_trigger_error_context;
 	errcallback.arg = trigdata;
 	errcallback.previous = error_context_stack;
 	error_context_stack = &errcallback;

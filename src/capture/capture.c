@@ -21,6 +21,7 @@
 #include "catalog/pg_index.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
+#include "commands/trigger.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
@@ -288,6 +289,21 @@ outbox_capture_table(const CaptureConfig *config, Relation rel, TupleDesc tupdes
 					 errcontext("table %s", quote_qualified_identifier(table->schema, table->table))));
 		table->key_attnums[i] = attnum;
 	}
+}
+
+/*
+ * The errcontext of a trigger of the extension: its name and its table;
+ * arg is the call's TriggerData.
+ */
+void
+outbox_trigger_error_context(void *arg)
+{
+	TriggerData *trigdata = (TriggerData *) arg;
+	Relation	rel = trigdata->tg_relation;
+
+	errcontext("trigger \"%s\" on table %s", trigdata->tg_trigger->tgname,
+			   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+										  RelationGetRelationName(rel)));
 }
 
 /*

@@ -485,13 +485,6 @@ record_timestamp(const char *name, Datum value, Oid typid)
 	return ts;
 }
 
-/* the table and the trigger of an outbox_router() call, for errcontext */
-static void
-router_error_context(void *arg)
-{
-	errcontext("%s", (char *) arg);
-}
-
 /*
  * outbox_router(): AFTER INSERT FOR EACH ROW; arguments keyword=value, as
  * outbox_attach_router writes them.  docs/debezium.md says what it writes.
@@ -522,10 +515,8 @@ outbox_router(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("function \"%s\" was not called by trigger manager", "outbox_router")));
-	errcallback.callback = router_error_context;
-	errcallback.arg = psprintf("trigger \"%s\" on table %s", trigdata->tg_trigger->tgname,
-							   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(trigdata->tg_relation)),
-														  RelationGetRelationName(trigdata->tg_relation)));
+	errcallback.callback = outbox_trigger_error_context;
+	errcallback.arg = trigdata;
 	errcallback.previous = error_context_stack;
 	error_context_stack = &errcallback;
 	if (!TRIGGER_FIRED_AFTER(trigdata->tg_event) ||
