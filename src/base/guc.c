@@ -1,16 +1,15 @@
 /*-------------------------------------------------------------------------
  *
  * guc.c
- *		The outbox.* settings: definitions, defaults and check hooks.
+ *		The outbox.* settings but Kafka's properties (kafka/properties.c):
+ *		definitions, defaults and check hooks.
  *
- * outbox.databases and outbox.max_workers are the launcher's, and exist
- * only where the library is preloaded.  The publishing settings are
- * PGC_SUSET, so that ALTER DATABASE ... SET can give each database's
- * worker its own while only a superuser can change where events go; a
- * worker sees a reload between batches, and is started again when the
- * settings of its database or role change (utility.c).
- * outbox.kafka_properties and outbox.kafka_properties_file are the Kafka
- * folder's (src/kafka/properties.c).  outbox.headers is for any session.
+ * outbox.databases, outbox.max_workers and outbox.worker_idle_timeout are
+ * the launcher's, and exist only where the library is preloaded; the
+ * publishing settings are PGC_SUSET, and outbox.headers is for any
+ * session.  A worker sees a reload between batches, and is started again
+ * when the settings of its database or role change: docs/design.md, "The
+ * hooks of every backend", says why.
  *
  * src/base/guc.c
  *
