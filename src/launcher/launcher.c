@@ -88,6 +88,16 @@ struct OutboxShared
 
 OutboxShared *outbox_shared = NULL;
 
+/*
+ * What the current transaction asked of the launcher for its database, done
+ * at commit: wake its worker; say that it holds no event that is not
+ * delivered, once backends had said undelivered_changes times that some
+ * may be.
+ */
+static bool wake_at_commit = false;
+static bool none_undelivered = false;
+static uint64 undelivered_changes = 0;
+
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
@@ -518,16 +528,6 @@ outbox_launcher_wake_worker(Oid dboid)
 			look_again(dboid);
 	}
 }
-
-/*
- * What the current transaction asked of the launcher for its database, done
- * at commit: wake its worker; say that it holds no event that is not
- * delivered, once backends had said undelivered_changes times that some
- * may be.
- */
-static bool wake_at_commit = false;
-static bool none_undelivered = false;
-static uint64 undelivered_changes = 0;
 
 /*
  * Backend: ask for the worker of this database to be woken when the
