@@ -5,11 +5,13 @@ OBJS = \
 	src/base/catalog.o \
 	src/base/event.o \
 	src/base/guc.o \
+	src/capture/attach.o \
 	src/capture/capture.o \
 	src/capture/debezium.o \
 	src/capture/router.o \
 	src/capture/snapshot.o \
 	src/kafka/kafka.o \
+	src/kafka/properties.o \
 	src/kafka/topics.o \
 	src/launcher/launcher.o \
 	src/launcher/status.o \

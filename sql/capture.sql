@@ -104,6 +104,10 @@ SELECT fire('AFTER INSERT ON wrong FOR EACH ROW EXECUTE FUNCTION outbox_capture(
 SELECT fire('AFTER INSERT ON wrong FOR EACH ROW EXECUTE FUNCTION outbox_capture(''a/b'')') AS bad_topic;
 SELECT outbox_capture();
 \echo :LAST_ERROR_SQLSTATE
+-- the error's context names the trigger and its table
+CREATE TRIGGER hand_made AFTER INSERT ON wrong FOR EACH ROW EXECUTE FUNCTION outbox_capture();
+INSERT INTO wrong VALUES (1);
+DROP TRIGGER hand_made ON wrong;
 SELECT count(*) AS nothing_stored FROM wrong;
 
 DROP TABLE orders, lines, notes, wrong CASCADE;

@@ -16,8 +16,10 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "utils/guc.h"
 
 #include "base/guc.h"
+#include "kafka/properties.h"
 #include "launcher/launcher.h"
 #include "queue/utility.h"
 
@@ -34,6 +36,8 @@ _PG_init(void)
 	bool		preloaded = process_shared_preload_libraries_in_progress;
 
 	outbox_define_gucs();
+	outbox_kafka_define_gucs();
+	MarkGUCPrefixReserved("outbox");
 	outbox_utility_init(preloaded);
 	if (!preloaded)
 		return;

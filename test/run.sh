@@ -2,7 +2,8 @@
 #
 # Run every test suite against the installed extension:
 #
-# 1. make installcheck (pg_regress: sql/, isolation: specs/) against a
+# 1. test/layers.sh (the folders of src/ include only downwards), then
+#    make installcheck (pg_regress: sql/, isolation: specs/) against a
 #    stock server (a Debian cluster's defaults, the library preloaded, its
 #    worker running), then against a server started the way the README
 #    says, with a local Kafka-protocol broker and prepared transactions;
@@ -134,6 +135,12 @@ CONF
 }
 
 if [ $# -eq 0 ]; then
+	# the layers of src/: no include up, no two files that include each other
+	if "$ROOT/test/layers.sh"; then
+		passed=$((passed + 1))
+	else
+		failed=$((failed + 1))
+	fi
 	# the server a Debian cluster is (pg_createcluster's initdb options,
 	# nothing set but the library), the worker running without a broker:
 	# the specs that prepare transactions say they are skipped

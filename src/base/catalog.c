@@ -3,25 +3,9 @@
  * catalog.c
  *		The extension in the current database, as the catalogs say: where it
  *		is, who owns it, which version it is at and whether its schema can be
- *		trusted; and the saved plans of the statements run on its tables.
- *
- * The extension's SQL names its tables through the schema's name.  Whoever
- * owns that schema can rename it and put look-alike tables and functions
- * in its place, and the extension's code would then run theirs with its
- * own rights (the worker's, a superuser's who calls a function).  So the
- * schema must be owned by the extension's owner or by a superuser (for a
- * schema owned by pg_database_owner, that is the database's owner): the
- * scripts refuse to create or update the extension in any other, and every
- * statement that names it (outbox_plan), and the worker before each batch,
- * refuse to work in one that has changed hands since.  What finds the
- * extension's relations by the schema's oid (enqueue, capture, the index
- * scans of the log) goes on working there.
- *
- * Statements on the extension's tables are kept as saved plans (SPI); they
- * call built-in functions and operators only, never one of the extension's:
- * a role with CREATE on its schema could plant a closer overload beside
- * one, or one that makes a call ambiguous, and a statement that named it
- * would run the planted one, or fail.
+ *		trusted; the saved plans of the statements run on its tables; the
+ *		entry check of every SQL-callable function.  docs/design.md, "Trust:
+ *		what the extension's code may run", says why.
  *
  * src/base/catalog.c
  *

@@ -1,18 +1,15 @@
 /*-------------------------------------------------------------------------
  *
  * guc.c
- *		The outbox.* settings: definitions, defaults and check hooks.
+ *		The outbox.* settings but Kafka's properties (kafka/properties.c):
+ *		definitions, defaults and check hooks.
  *
- * outbox.databases and outbox.max_workers are the launcher's, and exist
- * only where the library is preloaded.  The publishing settings are
- * PGC_SUSET, so that ALTER DATABASE ... SET can give each database's
- * worker its own while only a superuser can change where events go; a
- * worker sees a reload between batches, and is started again when the
- * settings of its database or role change (utility.c).
- * outbox.kafka_properties and the file that outbox.kafka_properties_file
- * names take only the librdkafka properties known to be safe (kafka.c);
- * a secret among them is refused where the setting would be stored in a
- * catalog that every role can read.  outbox.headers is for any session.
+ * outbox.databases, outbox.max_workers and outbox.worker_idle_timeout are
+ * the launcher's, and exist only where the library is preloaded; the
+ * publishing settings are PGC_SUSET, and outbox.headers is for any
+ * session.  A worker sees a reload between batches, and is started again
+ * when the settings of its database or role change: docs/design.md, "The
+ * hooks of every backend", says why.
  *
  * src/base/guc.c
  *
@@ -23,7 +20,6 @@
 #include <float.h>
 #include <limits.h>
 
-#include "access/xact.h"
 #include "common/jsonapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
@@ -34,15 +30,12 @@
 
 #include "base/event.h"
 #include "base/guc.h"
-#include "kafka/kafka.h"
 
 char	   *outbox_databases = NULL;
 int			outbox_max_workers = 8;
 int			outbox_worker_idle_timeout = 2000;
 bool		outbox_enabled = true;
 char	   *outbox_brokers = NULL;
-char	   *outbox_kafka_properties = NULL;
-char	   *outbox_kafka_properties_file = NULL;
 int			outbox_max_message_bytes = 1000000;
 int			outbox_batch_size = 1000;
 int			outbox_poll_interval = 1000;
@@ -97,106 +90,6 @@ check_brokers(char **newval, void **extra, GucSource source)
 		return false;
 	}
 	return true;
-}
-
-/*
- * Is a setting from this source stored in a catalog that every role can
- * read?  ALTER DATABASE/ROLE ... SET keep it in pg_db_role_setting, a
- * function's SET clause in pg_proc.proconfig: PGC_S_TEST is how those
- * statements check a value before they store it, the others how a stored
- * value is applied when a session (or a worker) starts.
- */
-static bool
-source_is_catalog(GucSource source)
-{
-	switch (source)
-	{
-		case PGC_S_GLOBAL:
-		case PGC_S_DATABASE:
-		case PGC_S_USER:
-		case PGC_S_DATABASE_USER:
-		case PGC_S_TEST:
-			return true;
-		default:
-			return false;
-	}
-}
-
-/*
- * Report refused Kafka properties from a check hook.  A statement that
- * would store the setting (source PGC_S_TEST) fails with the error raised
- * here rather than the GUC machinery's: the same ERROR, but without the
- * statement in the server log, for the statement holds the values, maybe
- * a secret.  (The copy of the value the GUC machinery made for the hook is
- * left behind; a statement that fails costs that much.)  Elsewhere the
- * hook returns false, with the message set here in place of the usual one,
- * which would show the value.
- */
-static void
-report_property_error(const OutboxPropertyError *error, GucSource source)
-{
-	if (source == PGC_S_TEST)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg_internal("%s", error->message),
-				 error->detail[0] ? errdetail_internal("%s", error->detail) : 0,
-				 error->hint ? errhint("%s", error->hint) : 0,
-				 errhidestmt(true)));
-	GUC_check_errmsg("%s", error->message);
-	if (error->detail[0])
-		GUC_check_errdetail("%s", error->detail);
-	if (error->hint)
-		GUC_check_errhint("%s", error->hint);
-}
-
-/*
- * Judge each name=value pair, so that a property outbox does not allow, or
- * a value librdkafka does not take, is refused when the setting is made
- * rather than when the worker next builds a producer.  Secrets are refused
- * from a catalog (source_is_catalog).
- */
-static bool
-check_kafka_properties(char **newval, void **extra, GucSource source)
-{
-	OutboxPropertyError error;
-
-	if (*newval == NULL ||
-		outbox_kafka_check_properties(*newval, !source_is_catalog(source), &error))
-		return true;
-	report_property_error(&error, source);
-	return false;
-}
-
-/*
- * outbox.kafka_properties_file: the file is read when a statement sets the
- * setting (ALTER SYSTEM, ALTER DATABASE ... SET, SET; pg_file_settings
- * too), and refused if it cannot be used; for ALTER DATABASE or ALTER
- * ROLE ... SET, a file that does not exist yet only earns a notice, as
- * PGC_S_TEST asks.  Not when the setting is applied, at server start, in
- * every session and at every reload (PGC_S_FILE outside a transaction is
- * postgresql.conf read): the worker reads the file itself when it builds
- * its producer, and keeps the producer it has if it cannot (kafka.c).
- */
-static bool
-check_kafka_properties_file(char **newval, void **extra, GucSource source)
-{
-	OutboxPropertyError error;
-	bool		statement = source == PGC_S_TEST || source == PGC_S_SESSION ||
-		(source == PGC_S_FILE && IsTransactionState());
-
-	if (*newval == NULL || **newval == '\0' || !statement ||
-		outbox_kafka_check_properties_file(*newval, &error))
-		return true;
-	if (error.missing && source == PGC_S_TEST)
-	{
-		ereport(NOTICE,
-				(errcode(ERRCODE_UNDEFINED_FILE),
-				 errmsg_internal("%s", error.message),
-				 errdetail("The worker reads the file when it builds its producer.")));
-		return true;
-	}
-	report_property_error(&error, source);
-	return false;
 }
 
 /*
@@ -309,8 +202,9 @@ check_standby_slots(char **newval, void **extra, GucSource source)
 }
 
 /*
- * Define every outbox.* setting and reserve the prefix.  Called from
- * _PG_init in every process that loads the library.
+ * Define the outbox.* settings, but for the Kafka properties
+ * (src/kafka/properties.c).  Called from _PG_init in every process that
+ * loads the library, before the prefix is reserved.
  */
 void
 outbox_define_gucs(void)
@@ -365,24 +259,6 @@ outbox_define_gucs(void)
 							   PGC_SUSET,
 							   0,
 							   check_brokers, NULL, NULL);
-
-	DefineCustomStringVariable("outbox.kafka_properties",
-							   "Extra librdkafka producer properties, as name=value pairs separated by semicolons.",
-							   "Only the properties known to be safe are allowed; secrets only where no catalog stores them.",
-							   &outbox_kafka_properties,
-							   "",
-							   PGC_SUSET,
-							   GUC_SUPERUSER_ONLY,
-							   check_kafka_properties, NULL, NULL);
-
-	DefineCustomStringVariable("outbox.kafka_properties_file",
-							   "File of further librdkafka producer properties, one name=value per line, secrets included.",
-							   "Read by the worker when it builds its producer; other users must have no access to it.",
-							   &outbox_kafka_properties_file,
-							   "",
-							   PGC_SUSET,
-							   0,
-							   check_kafka_properties_file, NULL, NULL);
 
 	DefineCustomIntVariable("outbox.max_message_bytes",
 							"Largest event outbox_enqueue accepts: payload, key and headers, in bytes.",
@@ -540,6 +416,4 @@ outbox_define_gucs(void)
 							PGC_SUSET,
 							GUC_UNIT_S,
 							NULL, NULL, NULL);
-
-	MarkGUCPrefixReserved("outbox");
 }

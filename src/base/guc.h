@@ -17,8 +17,6 @@ extern int	outbox_max_workers;
 extern int	outbox_worker_idle_timeout;
 extern bool outbox_enabled;
 extern char *outbox_brokers;
-extern char *outbox_kafka_properties;
-extern char *outbox_kafka_properties_file;
 extern int	outbox_max_message_bytes;
 extern int	outbox_batch_size;
 extern int	outbox_poll_interval;

@@ -1,48 +1,13 @@
 /*-------------------------------------------------------------------------
  *
  * capture.c
- *		Capture row changes as events: the outbox_capture() trigger,
- *		outbox_attach(), which installs it, and outbox_detach(), which
- *		removes it (and the router's trigger, src/capture/router.c).
- *
- * Each changed row becomes events in the changing transaction, in one of
- * two formats, which the trigger's arguments name:
- *
- * - outbox (arguments: topic [, key_column ...], as 1.1 wrote them): one
- *   event with the extension's own JSON envelope,
- *
- *		{"op": "c", "before": null, "after": {...},
- *		 "source": {"schema": "public", "table": "orders",
- *					"txid": 745, "ts_ms": 1732260000000}}
- *
- *   op is c (insert), u (update), d (delete), t (truncate) or r (a row
- *   read by a snapshot).  The key is the text of the key column; with
- *   several key columns, a JSON array of their texts.
- *
- * - debezium (arguments: format=debezium, topic=<prefix>, the connector's
- *   settings, key=<column> ...): the change events of Debezium's
- *   PostgreSQL connector (src/capture/debezium.c) on <prefix>.<schema>.<table>,
- *   keyed by a JSON object of the key columns.  An update that changes the
- *   key is a delete of the old key and a create of the new one, with the
- *   headers __debezium.newkey and __debezium.oldkey, as the connector
- *   writes it; with tombstones, each delete is followed by a tombstone of
- *   its key; the operations of skipped_operations are not published.
- *   Unless the table's REPLICA IDENTITY is FULL, before is what logical
- *   decoding gives the connector: nothing for an update that keeps the
- *   identity, the identity's columns for a delete, and TOASTed values that
- *   an update left alone are the connector's placeholder.
- *
- * The key columns are the named ones, else the primary key.  Snapshots
- * (src/capture/snapshot.c) build their events with outbox_capture_event too, from
- * the trigger's arguments, so that they are the same as the trigger's.
- *
- * Security: the trigger runs with the rights of the role that changed the
- * row, because building the envelope runs code of the table's owner (output
- * functions of its types, its casts to json).  The event is stored as
- * outbox_enqueue stores it, straight into the table without a permission
- * check and without evaluating anything but built-in functions
- * (src/queue/enqueue.c); the EXECUTE privilege that CREATE TRIGGER needs on
- * outbox_capture is the gate.
+ *		Row changes as events: the capture trigger's arguments
+ *		(CaptureConfig), the table as its events name it (CaptureTable),
+ *		and the events of one row's change in either format, the
+ *		extension's envelope or Debezium's (debezium.c), which the trigger
+ *		(attach.c) and the snapshot's chunks (snapshot.c) both build.  The
+ *		formats are in README.md (outbox_attach) and docs/debezium.md;
+ *		docs/design.md, "Capture, the router and snapshots", says why.
  *
  * src/capture/capture.c
  *
@@ -63,7 +28,6 @@
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
-#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/json.h"
@@ -73,17 +37,11 @@
 #include "utils/relcache.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
-#include "utils/typcache.h"
 
 #include "base/catalog.h"
 #include "capture/capture.h"
 #include "capture/debezium.h"
-#include "capture/snapshot.h"
 #include "queue/enqueue.h"
-
-PG_FUNCTION_INFO_V1(outbox_capture);
-PG_FUNCTION_INFO_V1(outbox_attach);
-PG_FUNCTION_INFO_V1(outbox_detach);
 
 /*
  * Is arg "name=value"?  Then *value points at value.
@@ -169,7 +127,7 @@ outbox_capture_config(int nargs, char **args, CaptureConfig *config)
 	if (nargs < 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("outbox_capture: no topic given"),
+				 errmsg("no topic given"),
 				 errdetail("The trigger's first argument is the topic."),
 				 errhint("Use outbox_attach() to create the trigger.")));
 	if (!keyword_arg(args[0], "format", &value))
@@ -194,7 +152,7 @@ outbox_capture_config(int nargs, char **args, CaptureConfig *config)
 			else
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("outbox_capture: unknown format \"%s\"", value),
+						 errmsg("unknown format \"%s\"", value),
 						 errhint("Use outbox_attach() to create the trigger.")));
 		}
 		else if (keyword_arg(args[i], "topic", &value))
@@ -218,13 +176,13 @@ outbox_capture_config(int nargs, char **args, CaptureConfig *config)
 		else
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("outbox_capture: unknown argument \"%s\"", args[i]),
+					 errmsg("unknown argument \"%s\"", args[i]),
 					 errhint("Use outbox_attach() to create the trigger.")));
 	}
 	if (config->topic == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("outbox_capture: no topic given"),
+				 errmsg("no topic given"),
 				 errdetail("The trigger's arguments name no topic."),
 				 errhint("Use outbox_attach() to create the trigger.")));
 }
@@ -327,10 +285,25 @@ outbox_capture_table(const CaptureConfig *config, Relation rel, TupleDesc tupdes
 		if (attnum == SPI_ERROR_NOATTRIBUTE || attnum <= 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_COLUMN),
-					 errmsg("outbox_capture: key column \"%s\" does not exist", names[i]),
+					 errmsg("key column \"%s\" does not exist", names[i]),
 					 errcontext("table %s", quote_qualified_identifier(table->schema, table->table))));
 		table->key_attnums[i] = attnum;
 	}
+}
+
+/*
+ * The errcontext of a trigger of the extension: its name and its table;
+ * arg is the call's TriggerData.
+ */
+void
+outbox_trigger_error_context(void *arg)
+{
+	TriggerData *trigdata = (TriggerData *) arg;
+	Relation	rel = trigdata->tg_relation;
+
+	errcontext("trigger \"%s\" on table %s", trigdata->tg_trigger->tgname,
+			   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+										  RelationGetRelationName(rel)));
 }
 
 /*
@@ -644,7 +617,7 @@ unchanged_toasted(const CaptureTable *table, HeapTuple before, HeapTuple after)
 }
 
 /*
- * The events of a change in the debezium format: see the file header.
+ * The events of a change in the debezium format (docs/debezium.md).
  */
 static void
 debezium_format_event(const OutboxExtension *ext, const CaptureConfig *config,
@@ -743,136 +716,14 @@ outbox_capture_event(const OutboxExtension *ext, const CaptureConfig *config,
 }
 
 /*
- * outbox_capture(): AFTER INSERT OR UPDATE OR DELETE FOR EACH ROW, and
- * AFTER TRUNCATE FOR EACH STATEMENT; arguments as outbox_capture_config
- * reads them.
- */
-Datum
-outbox_capture(PG_FUNCTION_ARGS)
-{
-	TriggerData *trigdata = (TriggerData *) fcinfo->context;
-	const OutboxExtension *ext;
-	Relation	rel;
-	HeapTuple	before = NULL;
-	HeapTuple	after = NULL;
-	char		op;
-	CaptureConfig config;
-	CaptureTable table;
-
-	if (!CALLED_AS_TRIGGER(fcinfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("outbox_capture: must be called as trigger")));
-	if (!TRIGGER_FIRED_AFTER(trigdata->tg_event))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("outbox_capture: must be fired AFTER the change"),
-				 errhint("Use outbox_attach() to create the trigger.")));
-	if (TRIGGER_FIRED_BY_TRUNCATE(trigdata->tg_event))
-		op = 't';
-	else if (!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("outbox_capture: must be fired FOR EACH ROW"),
-				 errhint("Use outbox_attach() to create the trigger.")));
-	else if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
-	{
-		op = 'c';
-		after = trigdata->tg_trigtuple;
-	}
-	else if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
-	{
-		op = 'u';
-		before = trigdata->tg_trigtuple;
-		after = trigdata->tg_newtuple;
-	}
-	else
-	{
-		op = 'd';
-		before = trigdata->tg_trigtuple;
-	}
-	outbox_capture_config(trigdata->tg_trigger->tgnargs, trigdata->tg_trigger->tgargs,
-						  &config);
-
-	ext = outbox_entry(fcinfo);
-	rel = trigdata->tg_relation;
-	if (op == 't')
-	{
-		CaptureConfig nokeys = config;
-
-		/* a truncate has no key: its key columns are not looked for */
-		nokeys.nkeys = 0;
-		outbox_capture_table(&nokeys, rel, RelationGetDescr(rel), &table);
-		table.nkeys = 0;
-	}
-	else
-		outbox_capture_table(&config, rel, RelationGetDescr(rel), &table);
-
-	/*
-	 * A row that a snapshot in progress will read is left to its r event
-	 * (src/capture/snapshot.c): a change is published only for rows it has read,
-	 * and a row moved past them is deleted where it was.
-	 */
-	if (op != 't' && outbox_snapshot_ahead(ext, rel, after != NULL ? after : before))
-	{
-		if (before == NULL || after == NULL || outbox_snapshot_ahead(ext, rel, before))
-			return PointerGetDatum(NULL);
-		op = 'd';
-		after = NULL;
-	}
-	outbox_capture_event(ext, &config, &table, op, before, after, "false");
-
-	return PointerGetDatum(NULL);
-}
-
-/*
- * The columns a snapshot of rel walks, in order: the primary key, else the
- * key columns of config if all are NOT NULL and ordered by a btree; an
- * error otherwise.
- */
-static char **
-snapshot_walk_columns(Relation rel, const CaptureConfig *config, int *ncolumns)
-{
-	char	  **names = outbox_primary_key(rel, ncolumns);
-
-	if (names != NULL)
-		return names;
-	if (config->nkeys == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("cannot snapshot table \"%s\": it has no primary key",
-						RelationGetRelationName(rel)),
-				 errdetail("A snapshot reads the table in the order of its primary key, or of NOT NULL key columns."),
-				 errhint("Add a primary key, or name NOT NULL key columns in key_columns.")));
-	for (int i = 0; i < config->nkeys; i++)
-	{
-		AttrNumber	attnum = get_attnum(RelationGetRelid(rel), config->keys[i]);
-		Form_pg_attribute attr = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
-		TypeCacheEntry *typentry = lookup_type_cache(attr->atttypid, TYPECACHE_LT_OPR);
-
-		if (!attr->attnotnull || !OidIsValid(typentry->lt_opr))
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("cannot snapshot table \"%s\" by key column \"%s\"",
-							RelationGetRelationName(rel), config->keys[i]),
-					 errdetail(!attr->attnotnull ?
-							   "A table without a primary key is read in the order of its key columns, which must be NOT NULL." :
-							   "A table without a primary key is read in the order of its key columns, which must have an ordering."),
-					 errhint("Add a primary key, or mark the key columns NOT NULL.")));
-	}
-	*ncolumns = config->nkeys;
-	return config->keys;
-}
-
-/*
  * The connector's settings among outbox_attach's arguments (1.3: the last
  * four, and tombstones), into config, each NULL giving the connector's
  * default: decimal_handling (precise), tombstones (true),
  * skipped_operations ('t') and schemas_enable (false).  Only the debezium
  * format has them.
  */
-static void
-debezium_settings(FunctionCallInfo fcinfo, CaptureConfig *config)
+void
+outbox_capture_debezium_settings(FunctionCallInfo fcinfo, CaptureConfig *config)
 {
 	/* the arguments after tombstones */
 	const char *const names[] = {"decimal_handling", "skipped_operations", "schemas_enable"};
@@ -904,193 +755,4 @@ debezium_settings(FunctionCallInfo fcinfo, CaptureConfig *config)
 				 errmsg("invalid skipped_operations \"%s\"", text_to_cstring(PG_GETARG_TEXT_PP(7))),
 				 errdetail("It is \"none\" or a list of c, u, d and t separated by commas, as the connector's skipped.operations.")));
 	config->options.schemas = !PG_ARGISNULL(8) && PG_GETARG_BOOL(8);
-}
-
-/*
- * outbox_attach(tbl regclass, topic text, key_columns text[] DEFAULT NULL,
- *				 format text DEFAULT 'outbox', snapshot boolean DEFAULT false,
- *				 tombstones boolean DEFAULT NULL,
- *				 decimal_handling text DEFAULT NULL,
- *				 skipped_operations text DEFAULT NULL,
- *				 schemas_enable boolean DEFAULT NULL)
- *
- * Capture the changes of tbl with the triggers outbox_capture (rows) and
- * outbox_capture_truncate, replacing them if they exist; with snapshot,
- * also publish the rows it has (src/capture/snapshot.c).  A 1.1 database declares
- * the first three arguments only, a 1.2 database the first six (tombstones
- * DEFAULT false): their debezium triggers write what 1.2 wrote.
- */
-Datum
-outbox_attach(PG_FUNCTION_ARGS)
-{
-	const OutboxExtension *ext = outbox_entry(fcinfo);
-	Oid			relid = PG_GETARG_OID(0);
-	const char *format = "outbox";
-	bool		snapshot = false;
-	CaptureConfig config;
-	Relation	rel;
-	char	   *relname;
-	char	   *function;
-	char	  **args;
-	int			nargs;
-	StringInfoData arglist;
-	AclResult	aclresult;
-
-	if (PG_NARGS() != 3 && PG_NARGS() != 6 && PG_NARGS() != 9)
-		elog(ERROR, "outbox_attach called with %d arguments", PG_NARGS());
-	if (PG_NARGS() >= 6 && fcinfo->flinfo->fn_expr != NULL &&
-		(get_fn_expr_argtype(fcinfo->flinfo, 3) != TEXTOID ||
-		 get_fn_expr_argtype(fcinfo->flinfo, 4) != BOOLOID ||
-		 get_fn_expr_argtype(fcinfo->flinfo, 5) != BOOLOID ||
-		 (PG_NARGS() == 9 &&
-		  (get_fn_expr_argtype(fcinfo->flinfo, 6) != TEXTOID ||
-		   get_fn_expr_argtype(fcinfo->flinfo, 7) != TEXTOID ||
-		   get_fn_expr_argtype(fcinfo->flinfo, 8) != BOOLOID))))
-		elog(ERROR, "outbox_attach called with arguments of unexpected types");
-
-	memset(&config, 0, sizeof(config));
-	if (PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("topic must not be null")));
-	config.topic = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	outbox_check_topic(config.topic, strlen(config.topic));
-	if (PG_NARGS() >= 6)
-	{
-		if (PG_ARGISNULL(3))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("format must not be null")));
-		format = text_to_cstring(PG_GETARG_TEXT_PP(3));
-		snapshot = !PG_ARGISNULL(4) && PG_GETARG_BOOL(4);
-		config.tombstones = !PG_ARGISNULL(5) && PG_GETARG_BOOL(5);
-	}
-	if (strcmp(format, "outbox") == 0)
-		config.format = CAPTURE_FORMAT_OUTBOX;
-	else if (strcmp(format, "debezium") == 0)
-		config.format = CAPTURE_FORMAT_DEBEZIUM;
-	else
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown format \"%s\"", format),
-				 errdetail("The formats are \"outbox\" and \"debezium\"."),
-				 errhint("An outbox table in the shape that Debezium's outbox event router reads is attached with outbox_attach_router().")));
-	if (config.tombstones && config.format != CAPTURE_FORMAT_DEBEZIUM)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("tombstones are written in the debezium format only")));
-	if (PG_NARGS() == 9)
-		debezium_settings(fcinfo, &config);
-	rel = outbox_open_to_attach(relid);
-	if (outbox_has_trigger(ext, rel, ROUTER_TRIGGER))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("table \"%s\" is attached as an outbox router", RelationGetRelationName(rel)),
-				 errdetail("Its inserts are published as the events that the application writes in it."),
-				 errhint("Call outbox_detach() first to capture its changes instead.")));
-	if (config.format == CAPTURE_FORMAT_DEBEZIUM)
-	{
-		char	   *topic = outbox_debezium_topic(config.topic,
-												  get_namespace_name(RelationGetNamespace(rel)),
-												  RelationGetRelationName(rel));
-
-		outbox_check_topic(topic, strlen(topic));
-	}
-	if (!PG_ARGISNULL(2))
-	{
-		Datum	   *names;
-		bool	   *nulls;
-		int			n;
-
-		deconstruct_array(PG_GETARG_ARRAYTYPE_P(2), TEXTOID, -1, false, TYPALIGN_INT,
-						  &names, &nulls, &n);
-		config.keys = palloc(Max(n, 1) * sizeof(char *));
-		for (int i = 0; i < n; i++)
-		{
-			char	   *name = nulls[i] ? "" : TextDatumGetCString(names[i]);
-
-			if (get_attnum(relid, name) <= 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_UNDEFINED_COLUMN),
-						 errmsg("column \"%s\" of relation \"%s\" does not exist",
-								name, get_rel_name(relid))));
-			config.keys[config.nkeys++] = name;
-		}
-	}
-	if (snapshot)
-	{
-		aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
-		if (aclresult != ACLCHECK_OK)
-			aclcheck_error(aclresult, OBJECT_TABLE, get_rel_name(relid));
-	}
-
-	args = outbox_capture_args(&config, &nargs);
-	initStringInfo(&arglist);
-	for (int i = 0; i < nargs; i++)
-		appendStringInfo(&arglist, "%s%s", i > 0 ? ", " : "", quote_literal_cstr(args[i]));
-	relname = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
-										 RelationGetRelationName(rel));
-	function = quote_qualified_identifier(get_namespace_name(ext->schema), "outbox_capture");
-	SPI_connect();
-	if (SPI_execute(psprintf("CREATE OR REPLACE TRIGGER " CAPTURE_TRIGGER " "
-							 "AFTER INSERT OR UPDATE OR DELETE ON %s "
-							 "FOR EACH ROW EXECUTE FUNCTION %s(%s)",
-							 relname, function, arglist.data), false, 0) != SPI_OK_UTILITY ||
-		SPI_execute(psprintf("CREATE OR REPLACE TRIGGER " CAPTURE_TRUNCATE_TRIGGER " "
-							 "AFTER TRUNCATE ON %s "
-							 "FOR EACH STATEMENT EXECUTE FUNCTION %s(%s)",
-							 relname, function, arglist.data), false, 0) != SPI_OK_UTILITY)
-		elog(ERROR, "creating the capture triggers failed");
-	SPI_finish();
-	outbox_note_attachment(ext, relid, true);
-
-	/* a snapshot asked for starts (again); one of another configuration stops */
-	if (ext->version >= OUTBOX_VERSION(1, 2))
-	{
-		if (snapshot)
-		{
-			char	  **walk;
-			int			nwalk;
-
-			walk = snapshot_walk_columns(rel, &config, &nwalk);
-			outbox_snapshot_request(ext, rel, format, config.topic, args, nargs, walk, nwalk);
-		}
-		else
-			outbox_snapshot_forget(ext, relid, args, nargs);
-	}
-	table_close(rel, NoLock);
-	PG_RETURN_VOID();
-}
-
-/*
- * outbox_detach(tbl regclass): drop the triggers of outbox_attach and
- * outbox_attach_router, and cancel a snapshot in progress.  Nothing is
- * said of triggers that are not there.
- */
-Datum
-outbox_detach(PG_FUNCTION_ARGS)
-{
-	const OutboxExtension *ext = outbox_entry(fcinfo);
-	Oid			relid = PG_GETARG_OID(0);
-	const char *const triggers[] = {CAPTURE_TRIGGER, CAPTURE_TRUNCATE_TRIGGER, ROUTER_TRIGGER};
-	char	   *relname;
-
-	if (get_rel_name(relid) == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("relation with OID %u does not exist", relid)));
-	relname = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-										 get_rel_name(relid));
-	SPI_connect();
-	for (int i = 0; i < lengthof(triggers); i++)
-	{
-		if (OidIsValid(get_trigger_oid(relid, triggers[i], true)) &&
-			SPI_execute(psprintf("DROP TRIGGER %s ON %s", triggers[i], relname),
-						false, 0) != SPI_OK_UTILITY)
-			elog(ERROR, "dropping trigger %s failed", triggers[i]);
-	}
-	SPI_finish();
-	outbox_note_attachment(ext, relid, false);
-	outbox_snapshot_forget(ext, relid, NULL, 0);
-	PG_RETURN_VOID();
 }

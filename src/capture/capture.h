@@ -14,6 +14,7 @@
 
 #include "access/htup.h"
 #include "access/tupdesc.h"
+#include "fmgr.h"
 #include "nodes/bitmapset.h"
 #include "utils/relcache.h"
 
@@ -73,5 +74,7 @@ extern bool outbox_has_trigger(const OutboxExtension *ext, Relation rel,
 extern Relation outbox_open_to_attach(Oid relid);
 extern void outbox_note_attachment(const OutboxExtension *ext, Oid relid, bool attached);
 extern char **outbox_primary_key(Relation rel, int *nkeys);
+extern void outbox_trigger_error_context(void *arg);
+extern void outbox_capture_debezium_settings(FunctionCallInfo fcinfo, CaptureConfig *config);
 
 #endif							/* OUTBOX_CAPTURE_H */

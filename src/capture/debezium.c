@@ -2,39 +2,12 @@
  *
  * debezium.c
  *		Change events as Debezium's PostgreSQL connector writes them with
- *		the JSON converter and schemas.enable=false.
- *
- * A change event is a key, a JSON object of the key columns, and a value:
- *
- *		{"before":null,"after":{...},
- *		 "source":{"version":"outbox-1.3","connector":"postgresql",
- *				   "name":"<prefix>","ts_ms":...,"snapshot":"false","db":"...",
- *				   "sequence":null,"ts_us":...,"ts_ns":...,"schema":"public",
- *				   "table":"orders","txId":...,"lsn":...,"xmin":null,
- *				   "origin":null,"origin_lsn":null},
- *		 "transaction":null,"op":"c","ts_ms":...,"ts_us":...,"ts_ns":...}
- *
- * in the connector's field order, without white space, on the topic
- * <prefix>.<schema>.<table>.  Column values are encoded as the connector
- * encodes them with the settings the trigger's arguments give
- * (DebeziumOptions: decimal.handling.mode, hstore as JSON or as 1.2 wrote
- * it); docs/debezium.md has the table, type by type, and this file
- * follows it.  Numbers are written as Java writes them (1.0, 1.0E10), so
- * that a value reads the same whichever of the two wrote it.
- *
- * Values are computed from the datums (timestamps as epoch numbers, bytes
- * as base64, the rest as their type's text), never from settings, so that
- * the same row gives the same bytes in any session: a key must, or a
- * snapshot's record and a trigger's record of one row would go to
- * different partitions.  Types written as their own text (ranges,
- * composites, types of extensions) may depend on DateStyle, TimeZone and
- * the like: events of tables with such columns are built with those
- * settings pinned (outbox_debezium_pin_settings).
- *
- * Nothing here checks permissions or runs anything but the output
- * functions of the columns' types, with the rights of the caller: the
- * capture trigger's (the role that changed the row) or the snapshot's (the
- * table's owner, in a restricted context).
+ *		the JSON converter and schemas.enable=false: the key, the value in
+ *		the connector's field order, and each column's value type by type,
+ *		as docs/debezium.md lists them, with DebeziumOptions.  Values come
+ *		from the datums, never from settings (outbox_debezium_pin_settings
+ *		pins those that a type's own text reads): docs/design.md, "Capture,
+ *		the router and snapshots", says why.
  *
  * src/capture/debezium.c
  *

@@ -2,52 +2,11 @@
  *
  * router.c
  *		An outbox table as Debezium's outbox event router reads it: the
- *		outbox_router() trigger and outbox_attach_router(), which installs
- *		it.
- *
- * The application inserts its events into a table of its own (id,
- * aggregatetype, aggregateid, type, payload, by default); each insert
- * becomes one event, in the inserting transaction, as the router would
- * write it with the converters of Debezium's outbox example (JsonConverter
- * for keys and values, schemas.enable=false), unless options say
- * otherwise:
- *
- * - topic: the topic pattern, ${routedByValue} replaced by the route_by
- *   column's value ("outbox.event.${routedByValue}");
- * - key: the key column's value as JSON, a string quoted ("1"), null a
- *   JSON null; with key_converter=string the value's text (StringConverter),
- *   no key if it is null;
- * - value: the payload column's text as a JSON string
- *   (table.expand.json.payload=false), a null payload the JSON null, or a
- *   tombstone with tombstone_on_empty_payload (then an empty or blank text
- *   too, as route.tombstone.on.empty.payload); with expand=true the JSON
- *   expanded: an object or an array, without white space, members whose
- *   value is null or an empty array left out (the router's defaults of
- *   table.json.payload.null.behavior and .empty.array.behavior); a payload
- *   that is not an object or an array, or not JSON, stays a JSON string; a
- *   bytea payload is its bytes (ByteArrayConverter);
- * - schemas_enable: key and value as {"schema":..., "payload":...}, with the
- *   schema the connector gives the column (debezium.c);
- * - headers: "id", the text of the id column, of any type; a uuid is also
- *   the event's event_id (so the "event_id" header every record carries
- *   equals it, and an id used again is refused while its event is kept),
- *   another type gets an event_id of its own; and the columns of
- *   header_columns under their names;
- * - timestamp: the timestamp column (a timestamp without time zone is
- *   UTC), from 1970 to an hour ahead of the transaction, else the start of
- *   the transaction.
- *
- * Updates and deletes emit nothing: the trigger is AFTER INSERT only, so
- * "insert, then delete in the same transaction" keeps the table empty.
- *
- * The configuration is the trigger's arguments, keyword=value, checked by
- * outbox_attach_router; the options 1.3 added are absent from the triggers
- * that 1.2 made, which keep doing what 1.2 did (RouterConfig).  The table's
- * owner may retype, rename or drop the columns afterwards, without any
- * right on the extension: the trigger reads each column by name from the
- * row's descriptor and checks its type before it reads the datum.  The
- * trigger runs with the rights of the role that inserted the row, as the
- * capture trigger does (src/capture/capture.c).
+ *		outbox_router() trigger, AFTER INSERT (each row inserted is one
+ *		event), and outbox_attach_router(), which installs it.  Its options
+ *		and the records it writes are in docs/debezium.md; docs/design.md,
+ *		"Capture, the router and snapshots", says why the trigger reads its
+ *		columns as it does.
  *
  * src/capture/router.c
  *
@@ -144,7 +103,7 @@ router_config(int nargs, char **args, RouterConfig *config)
 		if (eq == NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("outbox_router: bad argument \"%s\"", args[i]),
+					 errmsg("bad argument \"%s\"", args[i]),
 					 errhint("Use outbox_attach_router() to create the trigger.")));
 		name = pnstrdup(args[i], eq - args[i]);
 		value = eq + 1;
@@ -177,13 +136,13 @@ router_config(int nargs, char **args, RouterConfig *config)
 		else
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("outbox_router: bad argument \"%s\"", args[i]),
+					 errmsg("bad argument \"%s\"", args[i]),
 					 errhint("Use outbox_attach_router() to create the trigger.")));
 	}
 	if (config->topic_pattern == NULL || config->id == NULL || config->payload == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("outbox_router: the topic pattern, the id column and the payload column must be given"),
+				 errmsg("the topic pattern, the id column and the payload column must be given"),
 				 errhint("Use outbox_attach_router() to create the trigger.")));
 }
 
@@ -526,16 +485,9 @@ record_timestamp(const char *name, Datum value, Oid typid)
 	return ts;
 }
 
-/* the table and the trigger of an outbox_router() call, for errcontext */
-static void
-router_error_context(void *arg)
-{
-	errcontext("%s", (char *) arg);
-}
-
 /*
  * outbox_router(): AFTER INSERT FOR EACH ROW; arguments keyword=value, as
- * outbox_attach_router writes them.  See the file header.
+ * outbox_attach_router writes them.  docs/debezium.md says what it writes.
  */
 Datum
 outbox_router(PG_FUNCTION_ARGS)
@@ -562,20 +514,18 @@ outbox_router(PG_FUNCTION_ARGS)
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("outbox_router: must be called as trigger")));
+				 errmsg("function \"%s\" was not called by trigger manager", "outbox_router")));
+	errcallback.callback = outbox_trigger_error_context;
+	errcallback.arg = trigdata;
+	errcallback.previous = error_context_stack;
+	error_context_stack = &errcallback;
 	if (!TRIGGER_FIRED_AFTER(trigdata->tg_event) ||
 		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
 		!TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("outbox_router: must be fired AFTER INSERT FOR EACH ROW"),
+				 errmsg("function \"%s\" must be fired AFTER INSERT FOR EACH ROW", "outbox_router"),
 				 errhint("Use outbox_attach_router() to create the trigger.")));
-	errcallback.callback = router_error_context;
-	errcallback.arg = psprintf("trigger \"%s\" on table %s", trigdata->tg_trigger->tgname,
-							   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(trigdata->tg_relation)),
-														  RelationGetRelationName(trigdata->tg_relation)));
-	errcallback.previous = error_context_stack;
-	error_context_stack = &errcallback;
 
 	router_config(trigdata->tg_trigger->tgnargs, trigdata->tg_trigger->tgargs, &config);
 	tupdesc = RelationGetDescr(trigdata->tg_relation);
@@ -592,7 +542,7 @@ outbox_router(PG_FUNCTION_ARGS)
 		if (isnull)
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("outbox_router: column \"%s\" is null", config.route_by),
+					 errmsg("column \"%s\" is null", config.route_by),
 					 errdetail("The topic of the event is made from its value.")));
 		topic = route(config.topic_pattern,
 					  outbox_debezium_text(value, attr->atttypid, attr->atttypmod));
@@ -615,7 +565,7 @@ outbox_router(PG_FUNCTION_ARGS)
 	if (isnull)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("outbox_router: column \"%s\" is null", config.id),
+				 errmsg("column \"%s\" is null", config.id),
 				 errdetail("It is the id of the event.")));
 	id_text = outbox_debezium_text(value, attr->atttypid, attr->atttypmod);
 	if (getBaseType(attr->atttypid) == UUIDOID)

@@ -1,74 +1,14 @@
 /*-------------------------------------------------------------------------
  *
  * snapshot.c
- *		Snapshots on attach: outbox_attach(..., snapshot => true) asks for
- *		one, and the worker publishes the rows the table has as read (r)
- *		events, a chunk between two batches, while the capture trigger goes
- *		on publishing the changes.
- *
- * The request is a row of outbox_snapshots_state, written in the
- * attaching transaction, after the triggers: whatever changes the table
- * once the request is seen is captured.  The worker then takes one chunk
- * at a time, each in a short transaction of its own:
- *
- *		SELECT <key> FROM t WHERE (<key>) > (<last key>) ORDER BY <key>
- *			OFFSET n - 1 LIMIT 2;							-- the bound
- *		SELECT t.* FROM t WHERE (<key>) > (<last key>) AND (<key>) <= (<bound>)
- *			ORDER BY <key>;
- *
- * one r event per row, and the bound saved as the last key, in the same
- * transaction.  The key is the columns of a unique index (the primary key,
- * or key columns that are NOT NULL and unique), so that a chunk holds at
- * most n rows whatever the data.  A chunk with no row after its bound (n
- * rows or fewer left) is the last: it reads to the end, its last row says
- * so (source.snapshot "last"; the first row of the first chunk says
- * "first"), and the snapshot is finished.
- *
- * The order of a row's events (docs/design.md has the argument): no change
- * of a row is published before the row's r event.  A change whose rows are
- * all past the last key (outbox_snapshot_ahead) is not published: the
- * snapshot's r event will carry it.  Its transaction holds the snapshot
- * lock of the table (a lock on the object (outbox_snapshots_state, relid),
- * which only this code takes) in share mode until it ends; a chunk takes
- * it in exclusive mode, so it reads the range past the last key while no
- * transaction that changed it is in progress, and writers whose rows are
- * past the last key wait for the chunk to commit, then see the new last
- * key.  A change of a row the snapshot has read is published, after the
- * r event.  A database at 1.2 reads its chunks FOR SHARE instead, and
- * publishes every change.
- *
- * A chunk is bounded in time: its statements are cancelled after
- * CHUNK_MS (a statement timeout), and the worker stops after twice that
- * (a table owner's code may catch the cancel), losing only the chunk.  At
- * 1.3, a chunk that ran out of time, or that the worker did not finish
- * (it notes each chunk's start, committed, beforehand), makes the next
- * ones ten times smaller, for good (a table slow at times would otherwise
- * stop the worker again and again); one of a single row fails the
- * snapshot, with the reason in outbox_snapshots.  Publishing thus waits
- * for a chunk at most CHUNK_MS, or twice that, a few times per snapshot.
- * A database at 1.2 has no place to note a chunk's size: the start of each
- * chunk puts its snapshot's next attempt SLOW_RETRY_MS away, undone when
- * it ends, so that a chunk that stops the worker or is cancelled is tried
- * again as it was, but only that much later.
- *
- * The key's types, collations and operator families are noted when the
- * snapshot is asked for; a chunk that finds them changed (ALTER TABLE ...
- * TYPE, COLLATE), or the key's unique index gone, fails the snapshot: the
- * last key read means nothing in another order, and a snapshot must never
- * finish short.
- *
- * The chunk reads the table and builds the events as the table's owner, in
- * a security-restricted context, the way maintenance commands run code of
- * a table's owner: the worker, whose role is the extension's owner, never
- * runs the table's code (operators and output functions of its types) with
- * its own rights.  Who asks for a snapshot must be able to read every row
- * (row-level security must not apply to her), or be its owner.  The
- * statements on the extension's table go through saved plans (catalog.c),
- * as the extension's owner.
- *
- * A snapshot ends when its table is detached (the row is deleted), when
- * the table or its capture trigger goes or changes (cancelled), or when
- * it is asked for again (it starts over).
+ *		Snapshots on attach: the request (a row of outbox_snapshots_state
+ *		that outbox_attach writes), the chunks of read (r) events that the
+ *		worker publishes between batches, and whether a change is left to
+ *		the snapshot (outbox_snapshot_ahead).  A writer that leaves a change
+ *		to it holds the table's snapshot lock in share mode to the end of
+ *		its transaction; a chunk takes it in exclusive mode.
+ *		docs/design.md, "Capture, the router and snapshots", has the order
+ *		argument, the bounds and the failures.
  *
  * src/capture/snapshot.c
  *
@@ -112,7 +52,7 @@
 #include "base/catalog.h"
 #include "capture/capture.h"
 #include "capture/snapshot.h"
-#include "queue/utility.h"
+#include "launcher/launcher.h"
 
 /* rows read by a chunk, at most */
 #define CHUNK_ROWS 1000

@@ -1,36 +1,13 @@
 /*-------------------------------------------------------------------------
  *
  * kafka.c
- *		The producers, one per Kafka cluster: configuration, producing a
- *		batch, delivery reports, broker outages.
- *
- * The only file that talks to librdkafka.  librdkafka's own threads never
- * call back into PostgreSQL: logs go to a queue (log.queue) and, like
- * errors and delivery reports, are served by rd_kafka_poll()/flush() on the
- * worker's main thread, in short slices with interrupt checks in between.
- *
- * A producer (OutboxProducer) is a cluster as the topics' settings name it
- * (topics.c): its own librdkafka handle, properties, outage tracking,
- * statistics, and the part of the batch being published that goes to it.
- * A batch goes to each producer it has events for; every event belongs to
- * one, by its topic.  The worker (worker.c) says which; this file keeps
- * the list of producers.
- *
- * A batch's outcome per event comes from its delivery report only, or from
- * the cluster's metadata when it refuses the event's topic.  While no
- * broker of a cluster is reachable its part of the batch is purged after a
- * short grace and its events released untouched: an outage costs no
- * attempt.  A cluster seen down is asked for metadata without waiting, and
- * its statistics say when a broker answers again, so that it holds back no
- * other cluster while it is down.
- *
- * Order per key rests on how a batch is sent (outbox_kafka_publish) and on
- * settings that the Kafka properties cannot change (kafka_property_list):
- * the idempotent producer, and librdkafka's batching left to the worker.
- * The properties come from outbox.kafka_properties and from the file that
- * the topic's settings or outbox.kafka_properties_file name; only the
- * librdkafka properties known to be safe are taken, and no message ever
- * shows a property's value.
+ *		The producers, one per Kafka cluster: building each (with
+ *		properties.c), producing a batch's part in waves, delivery reports,
+ *		broker outages and the probe.  librdkafka's own threads never call
+ *		back into PostgreSQL: logs, errors and delivery reports are served
+ *		on the worker's main thread, in short slices with interrupt checks
+ *		in between.  docs/design.md, "Producers per cluster" and "Order per
+ *		key", says why.
  *
  * src/kafka/kafka.c
  *
@@ -38,22 +15,18 @@
  */
 #include "postgres.h"
 
-#include <sys/stat.h>
-
 #include <librdkafka/rdkafka.h>
 
 #include "common/hashfn.h"
-#include "common/string.h"
-#include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "postmaster/interrupt.h"
-#include "storage/fd.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "base/guc.h"
 #include "kafka/kafka.h"
+#include "kafka/properties.h"
 
 /*
  * how long all brokers of a cluster may be down before the batch in flight
@@ -85,17 +58,6 @@
 /* PostgreSQL counts time from 2000-01-01, Kafka from 1970-01-01 */
 #define UNIX_EPOCH_OFFSET_MS \
 	((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000)
-
-/* what identifies the contents of the properties file that was read */
-typedef struct FileVersion
-{
-	bool		exists;
-	dev_t		dev;
-	ino_t		ino;
-	off_t		size;
-	struct timespec mtime;
-	struct timespec ctime;
-} FileVersion;
 
 /*
  * What a producer knows of each topic it has published to, from the
@@ -136,8 +98,8 @@ struct OutboxProducer
 	 * The properties file the handle read, and the last one it could not
 	 * use (path and version), with why, for the worker's status: "" if none.
 	 */
-	FileVersion file_version;
-	FileVersion refused_file_version;
+	OutboxFileVersion file_version;
+	OutboxFileVersion refused_file_version;
 	char		refused_file_path[MAXPGPATH];
 	char		settings_refused[256];
 
@@ -183,485 +145,6 @@ struct OutboxProducer
 /* every producer of the worker, in producer_cxt */
 static List *producers = NIL;
 static MemoryContext producer_cxt = NULL;
-
-/*
- * The librdkafka properties that outbox.kafka_properties and the properties
- * file may set, from librdkafka 2.0's CONFIGURATION.md.  It is an
- * allow-list: a property not listed is refused, so that one added by a
- * later librdkafka is refused until someone judges it.  Some are listed as
- * refused only to say why: they would run a command or load code in the
- * server, switch off what the guarantees depend on, or belong to another
- * outbox.* setting.  Aliases are listed too.
- *
- * A secret is allowed, but never from a setting stored in a catalog that
- * every role can read (guc.c).  values, when set, lists what each item of
- * the property's comma-separated value may be; shell_safe values go into
- * the command line of librdkafka's default kinit command, and may hold no
- * shell metacharacter.  reason says why a property is refused, or why its
- * values are limited.
- */
-typedef enum PropertyKind
-{
-	PROPERTY_ALLOWED,
-	PROPERTY_SECRET,
-	PROPERTY_REFUSED
-} PropertyKind;
-
-typedef struct KafkaProperty
-{
-	const char *name;
-	PropertyKind kind;
-	const char *values;
-	bool		shell_safe;
-	const char *reason;
-} KafkaProperty;
-
-#define ALLOWED(name) {name, PROPERTY_ALLOWED, NULL, false, NULL}
-#define SECRET(name) {name, PROPERTY_SECRET, NULL, false, NULL}
-#define REFUSED(name, reason) {name, PROPERTY_REFUSED, NULL, false, reason}
-
-#define RUNS_KINIT "librdkafka puts it in the shell command that runs kinit."
-#define LOADS_CODE "It loads code (a library, an OpenSSL engine or provider) into the server's processes."
-#define ONE_REQUEST "The worker sends each wave of a batch in one request per partition."
-#define WHOLE_WAVE "The worker queues each wave of a batch whole before it sends it."
-
-static const KafkaProperty kafka_property_list[] = {
-	/* who the producer is, and how it authenticates */
-	ALLOWED("client.id"),
-	ALLOWED("security.protocol"),
-	ALLOWED("sasl.mechanism"),
-	ALLOWED("sasl.mechanisms"),
-	ALLOWED("sasl.username"),
-	SECRET("sasl.password"),
-	ALLOWED("sasl.kerberos.service.name"),
-	{"sasl.kerberos.principal", PROPERTY_ALLOWED, NULL, true, RUNS_KINIT},
-	{"sasl.kerberos.keytab", PROPERTY_ALLOWED, NULL, true, RUNS_KINIT},
-	ALLOWED("sasl.kerberos.min.time.before.relogin"),
-	ALLOWED("sasl.oauthbearer.method"),
-	ALLOWED("sasl.oauthbearer.client.id"),
-	SECRET("sasl.oauthbearer.client.secret"),
-	ALLOWED("sasl.oauthbearer.scope"),
-	ALLOWED("sasl.oauthbearer.extensions"),
-	ALLOWED("sasl.oauthbearer.token.endpoint.url"),
-	SECRET("sasl.oauthbearer.config"),
-	ALLOWED("enable.sasl.oauthbearer.unsecure.jwt"),
-	ALLOWED("ssl.certificate.location"),
-	ALLOWED("ssl.certificate.pem"),
-	ALLOWED("ssl.key.location"),
-	SECRET("ssl.key.password"),
-	SECRET("ssl.key.pem"),
-	ALLOWED("ssl.keystore.location"),
-	SECRET("ssl.keystore.password"),
-	ALLOWED("ssl.ca.location"),
-	ALLOWED("ssl.ca.pem"),
-	ALLOWED("ssl.crl.location"),
-	ALLOWED("ssl.cipher.suites"),
-	ALLOWED("ssl.curves.list"),
-	ALLOWED("ssl.sigalgs.list"),
-	ALLOWED("ssl.endpoint.identification.algorithm"),
-	ALLOWED("enable.ssl.certificate.verification"),
-
-	/* connections, timeouts, metadata */
-	ALLOWED("broker.address.family"),
-	ALLOWED("broker.address.ttl"),
-	ALLOWED("socket.timeout.ms"),
-	ALLOWED("socket.connection.setup.timeout.ms"),
-	ALLOWED("socket.keepalive.enable"),
-	ALLOWED("socket.nagle.disable"),
-	ALLOWED("socket.send.buffer.bytes"),
-	ALLOWED("socket.receive.buffer.bytes"),
-	ALLOWED("connections.max.idle.ms"),
-	ALLOWED("reconnect.backoff.ms"),
-	ALLOWED("reconnect.backoff.max.ms"),
-	ALLOWED("request.timeout.ms"),
-	ALLOWED("retry.backoff.ms"),
-	ALLOWED("api.version.request.timeout.ms"),
-	ALLOWED("topic.metadata.refresh.interval.ms"),
-	ALLOWED("topic.metadata.refresh.fast.interval.ms"),
-	ALLOWED("topic.metadata.propagation.max.ms"),
-	ALLOWED("metadata.max.age.ms"),
-
-	/* records */
-	ALLOWED("compression.type"),
-	ALLOWED("compression.codec"),
-	ALLOWED("compression.level"),
-	{"partitioner", PROPERTY_ALLOWED,
-		"murmur2_random,murmur2,consistent_random,consistent,fnv1a_random,fnv1a", false,
-	"Order per key needs a partitioner that sends a key to one partition."},
-	ALLOWED("sticky.partitioning.linger.ms"),
-
-	/* librdkafka's logs, which go to the server log */
-	ALLOWED("log_level"),
-	ALLOWED("log.connection.close"),
-	{"debug", PROPERTY_ALLOWED,
-		"generic,broker,topic,metadata,feature,queue,msg,protocol,security,eos", false,
-	"The other contexts are of no use to a producer, or can log the values of properties, secrets among them."},
-
-	/* would run a command or load code in the server */
-	REFUSED("sasl.kerberos.kinit.cmd", "It runs a shell command as the operating system user of the server."),
-	REFUSED("plugin.library.paths", LOADS_CODE),
-	REFUSED("ssl.engine.location", LOADS_CODE),
-	REFUSED("ssl.engine.id", LOADS_CODE),
-	REFUSED("ssl.providers", LOADS_CODE),
-	REFUSED("internal.termination.signal", "The server's processes use their signals themselves."),
-
-	/* would switch off what the guarantees depend on */
-	REFUSED("enable.idempotence", "Order per key and one copy per retry depend on it."),
-	REFUSED("acks", "Durability depends on it: the worker waits for every in-sync replica."),
-	REFUSED("request.required.acks", "Durability depends on it: the worker waits for every in-sync replica."),
-	REFUSED("message.send.max.retries", "The idempotent producer depends on librdkafka's retries."),
-	REFUSED("retries", "The idempotent producer depends on librdkafka's retries."),
-	REFUSED("queuing.strategy", "Order per key depends on it."),
-	REFUSED("linger.ms", ONE_REQUEST),
-	REFUSED("queue.buffering.max.ms", ONE_REQUEST),
-	REFUSED("batch.num.messages", ONE_REQUEST),
-	REFUSED("batch.size", ONE_REQUEST),
-	REFUSED("queue.buffering.max.messages", WHOLE_WAVE),
-	REFUSED("queue.buffering.max.kbytes", WHOLE_WAVE),
-	REFUSED("delivery.report.only.error", "Each event's outcome comes from its delivery report."),
-	REFUSED("log.queue", "librdkafka's threads must not call into the server."),
-	REFUSED("statistics.interval.ms", "outbox_worker_status() depends on it."),
-
-	/* belong to another setting */
-	REFUSED("bootstrap.servers", "Set outbox.brokers instead."),
-	REFUSED("metadata.broker.list", "Set outbox.brokers instead."),
-	REFUSED("message.timeout.ms", "Set outbox.delivery_timeout instead."),
-	REFUSED("delivery.timeout.ms", "Set outbox.delivery_timeout instead."),
-	REFUSED("message.max.bytes", "Set outbox.max_message_bytes instead."),
-};
-
-/* the characters a shell_safe value may hold */
-#define SHELL_SAFE_CHARS \
-	"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/@:+="
-
-static const KafkaProperty *
-find_property(const char *name)
-{
-	for (int i = 0; i < lengthof(kafka_property_list); i++)
-	{
-		if (strcmp(kafka_property_list[i].name, name) == 0)
-			return &kafka_property_list[i];
-	}
-	return NULL;
-}
-
-/*
- * Is each comma-separated item of value one of the comma-separated list?
- */
-static bool
-value_in_list(const char *value, const char *list)
-{
-	char	   *items = pstrdup(value);
-	char	   *saveptr = NULL;
-	bool		ok = true;
-
-	for (char *item = strtok_r(items, ",", &saveptr); item != NULL && ok;
-		 item = strtok_r(NULL, ",", &saveptr))
-	{
-		const char *p = list;
-		size_t		len;
-
-		item += strspn(item, " ");
-		len = strcspn(item, " ");
-		ok = false;
-		while (*p != '\0' && !ok)
-		{
-			size_t		n = strcspn(p, ",");
-
-			ok = n == len && strncmp(p, item, len) == 0;
-			p += n + (p[n] == ',');
-		}
-	}
-	pfree(items);
-	return ok;
-}
-
-/*
- * Judge one property and set it on conf (a scratch one when only
- * checking): is it allowed, here, and does librdkafka take its value?
- * where names the setting or the file and line, for the message.  No
- * message shows the value: it may be a secret.
- */
-static bool
-set_property(rd_kafka_conf_t *conf, const char *name, const char *value,
-			 bool secrets_allowed, const char *where,
-			 OutboxPropertyError *error)
-{
-	const KafkaProperty *property = find_property(name);
-	char		errbuf[512];
-
-	memset(error, 0, sizeof(*error));
-	if (property == NULL || property->kind == PROPERTY_REFUSED)
-	{
-		snprintf(error->message, sizeof(error->message),
-				 "Kafka property \"%s\" is not allowed in %s", name, where);
-		if (property != NULL)
-			strlcpy(error->detail, property->reason, sizeof(error->detail));
-		else
-		{
-			strlcpy(error->detail,
-					"It is not one of the librdkafka producer properties that outbox allows.",
-					sizeof(error->detail));
-			error->hint = "The properties allowed are listed in docs/kafka-properties.md of outbox.";
-		}
-		return false;
-	}
-	if (property->kind == PROPERTY_SECRET && !secrets_allowed)
-	{
-		snprintf(error->message, sizeof(error->message),
-				 "Kafka property \"%s\" cannot be set per database, per role or per function",
-				 name);
-		strlcpy(error->detail,
-				"It is a secret, and such settings are stored in catalogs that every role can read.",
-				sizeof(error->detail));
-		error->hint = "Set it in postgresql.conf, or in the file that outbox.kafka_properties_file names, which can be set per database.";
-		return false;
-	}
-
-	snprintf(error->message, sizeof(error->message),
-			 "invalid value for Kafka property \"%s\" in %s", name, where);
-	if (property->values != NULL && !value_in_list(value, property->values))
-	{
-		snprintf(error->detail, sizeof(error->detail), "Allowed values: %s. %s",
-				 property->values, property->reason);
-		return false;
-	}
-	if (property->shell_safe && strspn(value, SHELL_SAFE_CHARS) != strlen(value))
-	{
-		snprintf(error->detail, sizeof(error->detail),
-				 "It may hold only letters, digits and the characters \"%s\". %s",
-				 "._-/@:+=", property->reason);
-		return false;
-	}
-	if (rd_kafka_conf_set(conf, name, value, errbuf, sizeof(errbuf)) != RD_KAFKA_CONF_OK)
-	{
-		/* librdkafka's message, unless it shows the value */
-		if (*value != '\0' && strstr(errbuf, value) != NULL)
-			strlcpy(error->detail, "librdkafka does not accept the value given.",
-					sizeof(error->detail));
-		else
-			snprintf(error->detail, sizeof(error->detail), "%s.", errbuf);
-		error->hint = "librdkafka's CONFIGURATION.md lists the values each property takes.";
-		return false;
-	}
-	error->message[0] = '\0';
-	return true;
-}
-
-/*
- * Trim the white space around s, in place.
- */
-static char *
-trim(char *s)
-{
-	char	   *end;
-
-	s += strspn(s, " \t\r\n");
-	end = s + strlen(s);
-	while (end > s && strchr(" \t\r\n", end[-1]) != NULL)
-		*--end = '\0';
-	return s;
-}
-
-/*
- * Split "name = value" at its first '='; false if it has none or no name.
- */
-static bool
-split_property(char *item, char **name, char **value)
-{
-	char	   *eq = strchr(item, '=');
-
-	if (eq == NULL)
-		return false;
-	*eq = '\0';
-	*name = trim(item);
-	*value = trim(eq + 1);
-	return **name != '\0';
-}
-
-/*
- * Set each name=value pair of a ';'-separated list (outbox.kafka_properties)
- * on conf.  On failure, returns false with the reason in *error.
- */
-static bool
-apply_property_list(rd_kafka_conf_t *conf, const char *properties,
-					bool secrets_allowed, OutboxPropertyError *error)
-{
-	char	   *list = pstrdup(properties);
-	char	   *saveptr = NULL;
-	int			itemno = 0;
-
-	for (char *item = strtok_r(list, ";", &saveptr); item != NULL;
-		 item = strtok_r(NULL, ";", &saveptr))
-	{
-		char	   *name;
-		char	   *value;
-
-		if (*trim(item) == '\0')
-			continue;
-		itemno++;
-		if (!split_property(item, &name, &value))
-		{
-			memset(error, 0, sizeof(*error));
-			strlcpy(error->message,
-					"invalid Kafka property in outbox.kafka_properties",
-					sizeof(error->message));
-			snprintf(error->detail, sizeof(error->detail),
-					 "Item %d of the list is not of the form name=value.", itemno);
-			return false;
-		}
-		if (!set_property(conf, name, value, secrets_allowed,
-						  "outbox.kafka_properties", error))
-			return false;
-	}
-	pfree(list);
-	return true;
-}
-
-/*
- * Check outbox.kafka_properties: would every property be taken?  Secrets
- * only if secrets_allowed.  For the check hook.
- */
-bool
-outbox_kafka_check_properties(const char *properties, bool secrets_allowed,
-							  OutboxPropertyError *error)
-{
-	rd_kafka_conf_t *conf = rd_kafka_conf_new();
-	bool		ok = apply_property_list(conf, properties, secrets_allowed, error);
-
-	rd_kafka_conf_destroy(conf);
-	return ok;
-}
-
-/* what identifies the contents of a file, from its stat */
-static void
-file_version_of(const struct stat *st, FileVersion *version)
-{
-	memset(version, 0, sizeof(*version));
-	version->exists = true;
-	version->dev = st->st_dev;
-	version->ino = st->st_ino;
-	version->size = st->st_size;
-	version->mtime = st->st_mtim;
-	version->ctime = st->st_ctim;
-}
-
-/* the same file, unchanged (or both missing)? */
-static bool
-same_file_version(const FileVersion *a, const FileVersion *b)
-{
-	return a->exists == b->exists && a->dev == b->dev && a->ino == b->ino &&
-		a->size == b->size &&
-		a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec &&
-		a->ctime.tv_sec == b->ctime.tv_sec && a->ctime.tv_nsec == b->ctime.tv_nsec;
-}
-
-/*
- * Set the properties of the file at path on conf: one name=value per line,
- * lines that start with # are comments.  The file may hold secrets: it must
- * be a regular file that other users cannot read.  *version gets what
- * identifies the contents read.  On failure, returns false with the reason
- * in *error, naming the file and line.
- */
-static bool
-apply_property_file(rd_kafka_conf_t *conf, const char *path,
-					FileVersion *version, OutboxPropertyError *error)
-{
-	FILE	   *file;
-	struct stat st;
-	StringInfoData line;
-	int			lineno = 0;
-	bool		ok = true;
-
-	memset(error, 0, sizeof(*error));
-	memset(version, 0, sizeof(*version));
-	file = AllocateFile(path, "r");
-	if (file == NULL)
-	{
-		int			save_errno = errno;
-
-		error->missing = save_errno == ENOENT;
-		errno = save_errno;
-		snprintf(error->message, sizeof(error->message),
-				 "could not open Kafka properties file \"%s\": %m", path);
-		return false;
-	}
-	if (fstat(fileno(file), &st) != 0)
-	{
-		snprintf(error->message, sizeof(error->message),
-				 "could not stat Kafka properties file \"%s\": %m", path);
-		FreeFile(file);
-		return false;
-	}
-	file_version_of(&st, version);
-	if (!S_ISREG(st.st_mode))
-	{
-		snprintf(error->message, sizeof(error->message),
-				 "Kafka properties file \"%s\" is not a regular file", path);
-		FreeFile(file);
-		return false;
-	}
-	if ((st.st_mode & S_IRWXO) != 0)
-	{
-		snprintf(error->message, sizeof(error->message),
-				 "Kafka properties file \"%s\" is accessible by other users", path);
-		strlcpy(error->detail,
-				"It may hold secrets: its permissions must give other users no access.",
-				sizeof(error->detail));
-		error->hint = "Remove their access, for example with chmod o-rwx.";
-		FreeFile(file);
-		return false;
-	}
-
-	initStringInfo(&line);
-	while (ok && pg_get_line_buf(file, &line))
-	{
-		char	   *text = trim(line.data);
-		char	   *name;
-		char	   *value;
-		char		where[MAXPGPATH + 32];
-
-		lineno++;
-		if (*text == '\0' || *text == '#')
-			continue;
-		snprintf(where, sizeof(where), "file \"%s\", line %d", path, lineno);
-		if (!split_property(text, &name, &value))
-		{
-			snprintf(error->message, sizeof(error->message),
-					 "invalid Kafka property in %s", where);
-			strlcpy(error->detail, "The line is not of the form name=value.",
-					sizeof(error->detail));
-			ok = false;
-		}
-		else
-			ok = set_property(conf, name, value, true, where, error);
-	}
-	if (ok && ferror(file))
-	{
-		snprintf(error->message, sizeof(error->message),
-				 "could not read Kafka properties file \"%s\": %m", path);
-		ok = false;
-	}
-	pfree(line.data);
-	FreeFile(file);
-	return ok;
-}
-
-/*
- * Check the file that outbox.kafka_properties_file names: would every
- * property in it be taken?  For the check hook and for a file changed
- * under a running producer.
- */
-bool
-outbox_kafka_check_properties_file(const char *path, OutboxPropertyError *error)
-{
-	rd_kafka_conf_t *conf = rd_kafka_conf_new();
-	FileVersion version;
-	bool		ok = apply_property_file(conf, path, &version, error);
-
-	rd_kafka_conf_destroy(conf);
-	return ok;
-}
 
 /*
  * Raise the error that a property check returned.
@@ -896,7 +379,7 @@ conf_set_or_error(rd_kafka_conf_t *conf, const char *name, const char *value)
  * what was read of it), then what the guarantees depend on.
  */
 static rd_kafka_conf_t *
-make_conf(OutboxProducer *p, FileVersion *file_version)
+make_conf(OutboxProducer *p, OutboxFileVersion *file_version)
 {
 	rd_kafka_conf_t *conf = rd_kafka_conf_new();
 	OutboxPropertyError error;
@@ -908,9 +391,9 @@ make_conf(OutboxProducer *p, FileVersion *file_version)
 	/* Nagle's algorithm holds small produce requests back by up to 40 ms */
 	conf_set_or_error(conf, "socket.nagle.disable", "true");
 	/* the check hook refused secrets where they came from a catalog */
-	if (!apply_property_list(conf, outbox_kafka_properties, true, &error) ||
+	if (!outbox_kafka_apply_property_list(conf, outbox_kafka_properties, true, &error) ||
 		(*properties_file_of(p) != '\0' &&
-		 !apply_property_file(conf, properties_file_of(p), file_version, &error)))
+		 !outbox_kafka_apply_property_file(conf, properties_file_of(p), file_version, &error)))
 	{
 		rd_kafka_conf_destroy(conf);
 		report_property_error(&error);
@@ -956,17 +439,6 @@ malloc_strdup(const char *s)
 	return copy;
 }
 
-/* The version of the file at path now. */
-static void
-properties_file_version(const char *path, FileVersion *version)
-{
-	struct stat st;
-
-	memset(version, 0, sizeof(*version));
-	if (stat(path, &st) == 0)
-		file_version_of(&st, version);
-}
-
 /*
  * Can p's properties file be used, as it is now (version)?  One that
  * cannot (missing, open to other users, a property refused) is reported
@@ -976,14 +448,14 @@ properties_file_version(const char *path, FileVersion *version)
  * under it and a setting changed to a file that cannot be used alike.
  */
 static bool
-properties_file_usable(OutboxProducer *p, const FileVersion *version)
+properties_file_usable(OutboxProducer *p, const OutboxFileVersion *version)
 {
 	const char *path = properties_file_of(p);
 	OutboxPropertyError error;
 
 	if (p->settings_refused[0] != '\0' &&
 		strcmp(p->refused_file_path, path) == 0 &&
-		same_file_version(version, &p->refused_file_version))
+		outbox_kafka_same_file_version(version, &p->refused_file_version))
 		return false;
 	if (outbox_kafka_check_properties_file(path, &error))
 		return true;
@@ -1111,7 +583,7 @@ void
 outbox_kafka_configure(OutboxProducer *p)
 {
 	rd_kafka_conf_t *conf;
-	FileVersion file_version;
+	OutboxFileVersion file_version;
 	char		errbuf[512];
 	bool		same_settings;
 	ErrorContextCallback context;
@@ -1121,7 +593,7 @@ outbox_kafka_configure(OutboxProducer *p)
 	context.previous = error_context_stack;
 	error_context_stack = &context;
 
-	properties_file_version(properties_file_of(p), &file_version);
+	outbox_kafka_file_version(properties_file_of(p), &file_version);
 	same_settings = p->rk != NULL &&
 		strcmp(p->built_brokers, brokers_of(p)) == 0 &&
 		strcmp(p->built_properties, outbox_kafka_properties) == 0 &&
@@ -1129,7 +601,7 @@ outbox_kafka_configure(OutboxProducer *p)
 		p->built_delivery_timeout == outbox_delivery_timeout &&
 		p->built_max_message_bytes == outbox_max_message_bytes;
 	if (same_settings && (*properties_file_of(p) == '\0' ||
-						  same_file_version(&file_version, &p->file_version)))
+						  outbox_kafka_same_file_version(&file_version, &p->file_version)))
 	{
 		p->settings_refused[0] = '\0';
 		error_context_stack = context.previous;

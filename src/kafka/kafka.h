@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * kafka.h
- *		The producer: the only part of the extension that talks to
- *		librdkafka.  No SPI, no transaction needed.
+ *		The producers, one per Kafka cluster.  No SPI, no transaction
+ *		needed.
  *
  * src/kafka/kafka.h
  *
@@ -16,20 +16,6 @@
 
 #include "base/event.h"
 
-/* why Kafka properties are refused, for an ereport; never their values */
-typedef struct OutboxPropertyError
-{
-	char		message[MAXPGPATH + 256];
-	char		detail[512];
-	const char *hint;			/* a constant, or NULL */
-	bool		missing;		/* the properties file does not exist */
-} OutboxPropertyError;
-
-extern bool outbox_kafka_check_properties(const char *properties,
-										  bool secrets_allowed,
-										  OutboxPropertyError *error);
-extern bool outbox_kafka_check_properties_file(const char *path,
-											   OutboxPropertyError *error);
 /*
  * A producer: one Kafka cluster, as the topics' settings name it (brokers
  * and properties file, NULL for the outbox.* setting), with its own

@@ -2,22 +2,10 @@
  *
  * topics.c
  *		The settings of topics: outbox_set_topic(), outbox_reset_topic(),
- *		outbox_topic(), and their reading by the worker.
- *
- * A row of outbox_topic_settings names a topic, or a prefix followed by
- * '*', and the cluster its events go to: brokers and a properties file,
- * each NULL for the outbox.* setting.  A topic takes the row of the
- * longest pattern that matches it, its own name before any prefix; the
- * row is taken whole.  The worker reads the rows at the start of each of
- * its transactions, when nothing is in flight (docs/design.md says why
- * that keeps the order of a key whose topic moves).
- *
- * Only superusers may set them, as only they may set outbox.brokers: the
- * brokers of a row are where the credentials of its properties file, or
- * of outbox.kafka_properties_file, go, and the worker reads the file as
- * the server.  The table belongs to the bootstrap superuser, so that an
- * extension's owner that is no longer one cannot write it either.  The
- * file is checked as outbox.kafka_properties_file is.
+ *		outbox_topic(), and their reading by the worker, which takes for a
+ *		topic the row of the longest pattern that matches it.  Superusers
+ *		only; the table belongs to the bootstrap superuser.  docs/design.md,
+ *		"Producers per cluster", says why.
  *
  * src/kafka/topics.c
  *
@@ -34,6 +22,7 @@
 #include "base/event.h"
 #include "base/guc.h"
 #include "kafka/kafka.h"
+#include "kafka/properties.h"
 #include "kafka/topics.h"
 
 static OutboxPlan settings_plan = {

@@ -1,44 +1,13 @@
 /*-------------------------------------------------------------------------
  *
  * launcher.c
- *		The outbox launcher: starts a publishing worker for every database of
- *		outbox.databases that has the extension, as the role that owns the
- *		extension there, restarts it, and stops it when the database goes;
- *		and the shared memory it owns, through which backends ask it, and
- *		the workers, for what concerns them.
- *
- * A process connects to one database as one role, for good, and whether
- * a database has the extension, and who owns it, can only be read inside
- * the database.  So a database is served in two steps, each a process the
- * launcher starts:
- *
- * 1. the owner lookup connects as the bootstrap superuser, reads the
- *    catalogs only (no SPI, no user code), leaves what it found in the
- *    database's slot and exits: no extension (the database is left alone
- *    until CREATE EXTENSION outbox commits there), an owner that cannot
- *    log in (looked up again every few seconds), outbox.enabled off for
- *    the database (left alone until its settings change), or the owner;
- * 2. the publishing worker connects as that owner and publishes until the
- *    extension is dropped or changes hands, or it is asked to start again,
- *    then exits, and step 1 runs again.
- *
- * Lookups run one at a time; at most outbox.max_workers publishing
- * workers run at once.  A database that waits for one says so in its slot
- * and in the log, and gets one as soon as a worker exits (bgw_notify_pid
- * wakes the launcher).  While one waits, a worker idle for
- * outbox.worker_idle_timeout with nothing left to do gives its slot back:
- * it parks its database (worker.c) and exits; the next commit there that
- * would wake it wakes the launcher instead, which starts it again.  The launcher itself connects to no database: it
- * reads pg_database, so that a database created later is found and one
- * that is dropped loses its worker.
- *
- * Shared memory: a slot per database that is served or waits to be (see
- * launcher_internal.h), outbox.max_workers of them for publishing workers
- * and WAITING_SLOTS more so that databases waiting for a worker show in
- * outbox_worker_status() too; the databases the launcher should look at
- * again (CREATE EXTENSION, changed settings); the databases DROP DATABASE
- * works on; the backends that write the event log by hand (a restore).
- * It exists only where the library is preloaded.
+ *		The outbox launcher: starts, for every database of outbox.databases
+ *		that has the extension, the owner lookup, then a publishing worker
+ *		as the extension's owner; starts it again, and stops it when the
+ *		database goes.  And the shared memory it owns (the slots, the
+ *		requests of backends, the restores and drops under way), with the
+ *		flags a transaction sets for it at commit.  docs/design.md,
+ *		"Processes and shared memory", says why.
  *
  * src/launcher/launcher.c
  *
@@ -53,6 +22,7 @@
 #include "access/tableam.h"
 #include "access/transam.h"
 #include "access/xact.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_database.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -68,14 +38,15 @@
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 #include "utils/varlena.h"
 
+#include "base/catalog.h"
 #include "base/event.h"
 #include "base/guc.h"
 #include "launcher/launcher.h"
 #include "launcher/launcher_internal.h"
-#include "worker/worker.h"
 
 /* how often pg_database is read for databases created or dropped */
 #define DATABASE_CHECK_MS 5000
@@ -116,6 +87,16 @@ struct OutboxShared
 };
 
 OutboxShared *outbox_shared = NULL;
+
+/*
+ * What the current transaction asked of the launcher for its database, done
+ * at commit: wake its worker; say that it holds no event that is not
+ * delivered, once backends had said undelivered_changes times that some
+ * may be.
+ */
+static bool wake_at_commit = false;
+static bool none_undelivered = false;
+static uint64 undelivered_changes = 0;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -271,6 +252,65 @@ report_slot(int slotno, OutboxWorkerState state, const char *error)
 	if (error != NULL)
 		strlcpy(slot->last_error, error, sizeof(slot->last_error));
 	SpinLockRelease(&outbox_shared->mutex);
+}
+
+/*
+ * Show state and error in the slot of an owner lookup, as its worker
+ * shows what it does.
+ */
+static void
+set_lookup_state(OutboxWorkerSlot *slot, OutboxWorkerState state, const char *error)
+{
+	outbox_slot_lock();
+	if (slot->state != state)
+	{
+		slot->state = state;
+		slot->state_since = GetCurrentTimestamp();
+	}
+	strlcpy(slot->last_error, error, sizeof(slot->last_error));
+	outbox_slot_unlock();
+}
+
+/*
+ * The owner lookup, the first step of serving a database (docs/design.md,
+ * "Processes and shared memory"), in the process started for slot: find
+ * whether the extension exists in this database, whether the database
+ * wants it served, and whether its owner may log in; leave the verdict in
+ * slot for the launcher.  Connected as the bootstrap superuser, this reads
+ * the catalogs and runs nothing else.
+ */
+void
+outbox_look_up_owner(OutboxWorkerSlot *slot)
+{
+	OutboxExtension ext;
+	OutboxLookup lookup = OUTBOX_LOOKUP_NO_EXTENSION;
+
+	StartTransactionCommand();
+	if (outbox_extension_find(&ext))
+	{
+		HeapTuple	roletup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(ext.owner));
+
+		lookup = OUTBOX_LOOKUP_FOUND;
+		if (!outbox_enabled)
+		{
+			set_lookup_state(slot, OUTBOX_WORKER_DISABLED, "outbox.enabled is off for this database");
+			lookup = OUTBOX_LOOKUP_DISABLED;
+		}
+		else if (HeapTupleIsValid(roletup) && !((Form_pg_authid) GETSTRUCT(roletup))->rolcanlogin)
+		{
+			set_lookup_state(slot, OUTBOX_WORKER_WAITING_FOR_EXTENSION,
+							 psprintf("role \"%s\", which owns the extension, cannot log in",
+									  NameStr(((Form_pg_authid) GETSTRUCT(roletup))->rolname)));
+			lookup = OUTBOX_LOOKUP_CANNOT_LOG_IN;
+		}
+		if (HeapTupleIsValid(roletup))
+			ReleaseSysCache(roletup);
+	}
+	CommitTransactionCommand();
+	outbox_slot_lock();
+	slot->lookup = lookup;
+	slot->owner = ext.owner;
+	outbox_slot_unlock();
 }
 
 /*
@@ -486,6 +526,54 @@ outbox_launcher_wake_worker(Oid dboid)
 		pg_read_barrier();
 		if (slot->state == OUTBOX_WORKER_PARKED)
 			look_again(dboid);
+	}
+}
+
+/*
+ * Backend: ask for the worker of this database to be woken when the
+ * current transaction commits.
+ */
+void
+outbox_wake_at_commit(void)
+{
+	wake_at_commit = true;
+}
+
+/*
+ * Backend: say, when the current transaction commits, that this database
+ * holds no event that is not delivered (it drops the extension, or
+ * discards them), unless a commit since now may have added some: for DROP
+ * DATABASE.
+ */
+void
+outbox_none_undelivered_at_commit(void)
+{
+	if (none_undelivered || !outbox_launcher_exists())
+		return;
+	none_undelivered = true;
+	undelivered_changes = outbox_launcher_some_undelivered(MyDatabaseId, false);
+}
+
+/*
+ * Backend, at the end of each transaction (utility.c's callback): at
+ * commit, do what it asked of the launcher; forget it at commit, abort or
+ * prepare (a prepared transaction wakes the worker at COMMIT PREPARED).
+ */
+void
+outbox_launcher_at_eoxact(XactEvent event)
+{
+	if (event == XACT_EVENT_COMMIT && outbox_launcher_exists())
+	{
+		if (wake_at_commit)
+			outbox_launcher_wake_worker(MyDatabaseId);
+		if (none_undelivered)
+			outbox_launcher_none_undelivered(MyDatabaseId, undelivered_changes);
+	}
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PREPARE)
+	{
+		wake_at_commit = false;
+		none_undelivered = false;
 	}
 }
 

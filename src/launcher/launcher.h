@@ -12,6 +12,8 @@
 #ifndef OUTBOX_LAUNCHER_H
 #define OUTBOX_LAUNCHER_H
 
+#include "access/xact.h"
+
 /* is the launcher's shared memory there (the library preloaded)? */
 extern bool outbox_launcher_exists(void);
 
@@ -30,5 +32,10 @@ extern void outbox_launcher_note_restore(Oid dboid);
 extern int	outbox_launcher_undelivered(Oid dboid);
 extern uint64 outbox_launcher_some_undelivered(Oid dboid, bool say);
 extern void outbox_launcher_none_undelivered(Oid dboid, uint64 seen);
+
+/* asked by backends of the current transaction, done at its commit */
+extern void outbox_wake_at_commit(void);
+extern void outbox_none_undelivered_at_commit(void);
+extern void outbox_launcher_at_eoxact(XactEvent event);
 
 #endif							/* OUTBOX_LAUNCHER_H */

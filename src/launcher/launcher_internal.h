@@ -2,7 +2,8 @@
  *
  * launcher_internal.h
  *		The launcher's shared memory, as the workers and
- *		outbox_worker_status() see it.
+ *		outbox_worker_status() see it; what the launcher passes a worker it
+ *		starts, and the owner lookup that such a worker runs first.
  *
  * One slot per database that is served or waits to be.  The launcher
  * assigns a slot to a database and frees it (in_use, database, dbname);
@@ -40,6 +41,13 @@ typedef enum OutboxWorkerState
 	OUTBOX_WORKER_WAITING_FOR_RESTORE,
 	OUTBOX_WORKER_PARKED		/* no worker: gave it back, idle (launcher.c) */
 } OutboxWorkerState;
+
+/* what the launcher passes a worker it starts, in bgw_extra */
+typedef struct OutboxWorkerArgs
+{
+	Oid			database;
+	Oid			owner;			/* InvalidOid: look the owner up */
+} OutboxWorkerArgs;
 
 /* what the owner lookup of a database found */
 typedef enum OutboxLookup
@@ -120,5 +128,6 @@ extern pid_t outbox_restoring_backend(Oid dboid);
 extern uint64 outbox_slot_say_maybe(OutboxWorkerSlot *slot);
 extern void outbox_slot_note_undelivered(OutboxWorkerSlot *slot, uint64 seen, bool some);
 extern bool outbox_take_waiting_database(void);
+extern void outbox_look_up_owner(OutboxWorkerSlot *slot);
 
 #endif							/* OUTBOX_LAUNCHER_INTERNAL_H */

@@ -3,13 +3,9 @@
  * status.c
  *		outbox_worker_status() and outbox_cluster_status(): what each
  *		database's worker is doing, and each Kafka cluster it publishes to,
- *		from shared memory only, so that they answer however large or
- *		locked the tables are, and from any database.
- *
- * A worker's last_error may name what another database holds (a slot, a
- * role, a topic), and its clusters where that database's events go: they
- * are shown for the caller's own database, and for the others to
- * superusers and members of pg_monitor only.
+ *		from shared memory only; another database's only to superusers and
+ *		members of pg_monitor.  docs/design.md, "What the operator sees",
+ *		says why.
  *
  * src/launcher/status.c
  *

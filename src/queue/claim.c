@@ -2,33 +2,10 @@
  *
  * claim.c
  *		Claim a batch of due events: the due events of the retry table, then
- *		the next events of the log.
- *
- * A batch lives in one transaction: the claim takes the claim lock (one
- * claim at a time) and the rows of the retry table it takes (FOR UPDATE
- * SKIP LOCKED), moves the reader's cursor past the log events it takes,
- * and the outcomes are recorded before commit (record.c), which a
- * pre-commit check enforces.  A worker that dies mid-batch loses its locks
- * and its cursor move with its transaction, so its events are due again at
- * once.
- *
- * The claim is one SPI session: saved plans for the reader row and the
- * retry table, the log read with index scans in between (reader.c).
- * outbox_claim() runs the same code for SQL.
- *
- * The claim lock is a lock on the extension object itself, in a sub-object
- * number nothing else uses: only code of the extension can take it, where
- * an advisory lock could be taken by any role, and it writes nothing, where
- * a row lock writes the row.  Version 1.1's functions take an advisory
- * lock instead; in a database still at 1.1 the claim takes both, and
- * passes over the advisory lock while only roles that cannot run those
- * functions hold it.
- *
- * The reader row is updated once per batch that moves it, and found where
- * this backend's last update put it (reader_row.c says why).
- *
- * Every function here is called inside a transaction with an active
- * snapshot; those that take a connection to SPI say so.
+ *		the next events of the log; the claim lock, the in-memory count of
+ *		claimed events not yet recorded and its pre-commit check.  One SPI
+ *		session; every function runs in a transaction with an active
+ *		snapshot.  docs/design.md, "The claim", says why.
  *
  * src/queue/claim.c
  *

@@ -37,7 +37,6 @@
 #include "base/guc.h"
 #include "launcher/launcher.h"
 #include "queue/enqueue.h"
-#include "queue/utility.h"
 
 PG_FUNCTION_INFO_V1(outbox_enqueue);
 

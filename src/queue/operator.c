@@ -4,13 +4,8 @@
  *		What an operator does to events by hand: retry them, give up on
  *		them (abandon, discard), copy abandoned ones to the dead-letter
  *		topic; and the count of undelivered events that DROP EXTENSION
- *		asks for.
- *
- * Giving up on an event that the log holds unread copies it to the retry
- * table first, under the claim lock, so that the claim passes
- * over it; an event in flight is waited for (its batch holds the lock).
- * The statements touch the extension's tables and built-in functions only
- * (catalog.c says why).
+ *		asks for.  Giving up takes the claim lock: docs/design.md, "The
+ *		claim", says why.
  *
  * src/queue/operator.c
  *
@@ -26,11 +21,11 @@
 #include "utils/xid8.h"
 
 #include "base/guc.h"
+#include "launcher/launcher.h"
 #include "queue/claim.h"
 #include "queue/operator.h"
 #include "queue/reader.h"
 #include "queue/record.h"
-#include "queue/utility.h"
 
 /* the pending and failed events of id $1 (all if null) abandoned, error $2 */
 static OutboxPlan abandon_plan = {

@@ -2,36 +2,10 @@
  *
  * reader.c
  *		Reading the event log in id order: the log part of a claim, the log
- *		rows of given ids, and the unread events that monitoring counts.
- *
- * The log tables are read with index scans opened here, not with SQL:
- * they are never vacuumed, so never analyzed, and the planner, without
- * statistics, was measured to answer "the next 1,000 ids past last_id"
- * with a sort of the whole backlog, per batch.  An index scan of each of
- * the four tables, merged by id, reads what the batch takes and no more.
- * The only functions evaluated are built-in btree comparisons.  Reading
- * events needs the SELECT privilege on each log table; counting them only
- * the right to run the counting function.
- *
- * Counting for monitoring is bounded whatever the log holds: it counts the
- * first UNREAD_COUNT_LIMIT unread events, reads the rows of all running
- * (or draining) transactions with one scan per table (an array of txids),
- * none for a transaction still in progress, looks at no more than twice
- * that many index entries, visible or not (a transaction of a million
- * events in progress, or rolled back, lies in the log until it is
- * emptied), and bounds the rest by the highest id of an index entry, read
- * without a visit to the heap.
- *
- * The claim reads the log in id order past the highest id it has read.
- * outbox_enqueue takes its transaction's xid before the event's id, so an
- * event with a smaller id that the claim could not see belongs to a
- * transaction that had its xid when the snapshot was taken and had not
- * ended: one in the snapshot's xip, or one at or past its xmax (which xip
- * leaves out) whose xid was assigned before the snapshot.  All of those
- * are below the next xid read after the snapshot.  Prepared transactions
- * are in xip until COMMIT PREPARED.  Those transactions are kept as
- * running; once one has ended, its events up to that highest id are read
- * through the (txid, id) indexes.
+ *		rows of given ids, and the unread events that monitoring counts,
+ *		with index scans of the log tables merged by id, not with SQL.
+ *		docs/design.md, "Storage: a log that publishing does not rewrite"
+ *		and "Why no event is skipped", says why.
  *
  * src/queue/reader.c
  *
@@ -415,33 +389,6 @@ xid_in(FullTransactionId xid, FullTransactionId *set, int n)
 		if (FullTransactionIdEquals(xid, set[i]))
 			return true;
 	return false;
-}
-
-/* The xids of an xid8[] datum, palloc'd; returns how many. */
-int
-outbox_xids_of(Datum array, FullTransactionId **xids)
-{
-	Datum	   *datums;
-	int			n;
-
-	deconstruct_array(DatumGetArrayTypeP(array), XID8OID, sizeof(FullTransactionId),
-					  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &datums, NULL, &n);
-	*xids = palloc((n + 1) * sizeof(FullTransactionId));
-	for (int i = 0; i < n; i++)
-		(*xids)[i] = DatumGetFullTransactionId(datums[i]);
-	return n;
-}
-
-/* An xid8[] datum of n xids. */
-Datum
-outbox_xid_array(FullTransactionId *xids, int n)
-{
-	Datum	   *datums = palloc((n + 1) * sizeof(Datum));
-
-	for (int i = 0; i < n; i++)
-		datums[i] = FullTransactionIdGetDatum(xids[i]);
-	return PointerGetDatum(construct_array(datums, n, XID8OID, sizeof(FullTransactionId),
-										   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 }
 
 /*

@@ -1,24 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * reader_row.c
- *		The row of outbox_reader, where the claim is in the log: read and
- *		written with the table access methods, not with SQL.
- *
- * The claim updates the row once per batch.  Under a snapshot held
- * elsewhere (a long transaction, a lagging slot), its old versions cannot
- * be pruned, and a scan of the table reads all of them: a claim that
- * scanned would cost more with every batch.  So the row is fetched where
- * it was last seen (its ctid) when that version is the one the snapshot
- * sees, and scanned for only otherwise; and it is updated at that ctid.
- * Any version of it that the snapshot sees is the row: the table has one.
- * The page is pruned first, as a scan would, so that its dead versions go
- * as soon as no snapshot needs them.
- * The planner, given "WHERE ctid = $1" on a table it believes to be one
- * page, scans it.
- *
- * The update bypasses the executor: no trigger or rule a superuser might
- * add to the table runs, as for the log (enqueue.c).  The table's index
- * entries are added when the update is not HOT.
+ *		The row of outbox_reader, where the claim is in the log
+ *		(OutboxReader): read and written with the table access methods, not
+ *		with SQL, found at its ctid; and its xid8[] columns.  docs/design.md,
+ *		"Storage: a log that publishing does not rewrite", says why.
  *
  * src/queue/reader_row.c
  *
@@ -32,11 +18,14 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/index.h"
+#include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "storage/bufmgr.h"
+#include "utils/array.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
+#include "utils/xid8.h"
 
 #include "queue/reader_row.h"
 
@@ -61,6 +50,33 @@ copy_reader(OutboxReader *to, const OutboxReader *from)
 	memcpy(to->running, from->running, from->nrunning * sizeof(FullTransactionId));
 	to->draining = palloc((from->ndraining + 1) * sizeof(FullTransactionId));
 	memcpy(to->draining, from->draining, from->ndraining * sizeof(FullTransactionId));
+}
+
+/* The xids of an xid8[] datum, palloc'd; returns how many. */
+int
+outbox_xids_of(Datum array, FullTransactionId **xids)
+{
+	Datum	   *datums;
+	int			n;
+
+	deconstruct_array(DatumGetArrayTypeP(array), XID8OID, sizeof(FullTransactionId),
+					  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &datums, NULL, &n);
+	*xids = palloc((n + 1) * sizeof(FullTransactionId));
+	for (int i = 0; i < n; i++)
+		(*xids)[i] = DatumGetFullTransactionId(datums[i]);
+	return n;
+}
+
+/* An xid8[] datum of n xids. */
+Datum
+outbox_xid_array(FullTransactionId *xids, int n)
+{
+	Datum	   *datums = palloc((n + 1) * sizeof(Datum));
+
+	for (int i = 0; i < n; i++)
+		datums[i] = FullTransactionIdGetDatum(xids[i]);
+	return PointerGetDatum(construct_array(datums, n, XID8OID, sizeof(FullTransactionId),
+										   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 }
 
 /*

@@ -1,20 +1,12 @@
 /*-------------------------------------------------------------------------
  *
  * record.c
- *		Record what became of claimed events.
- *
- * A batch is recorded in its own transaction, before it commits: delivered
- * events of the log are one ledger row, nothing per event; delivered events
- * of the retry table are marked published there; refused events of the
- * log are copied to the retry table and, like the refused events already
- * there, are charged an attempt and wait for their retry or are abandoned
- * (and copied to the dead-letter topic); released events of the log are
- * copied there unsent, due again with no attempt charged.  The statistics
- * of the outcomes are summed in memory for the caller to write (stats.c).
- *
- * The statements touch the extension's tables and built-in functions only
- * (catalog.c says why).  outbox_mark_published(), outbox_mark_failed() and
- * outbox_mark_released() record outcomes from SQL with the same code.
+ *		Record what became of claimed events, in the transaction that
+ *		claimed them: a ledger row for the delivered events of the log, the
+ *		retry table for the rest, attempts and backoff, the dead-letter
+ *		copy; the statistics summed in memory (stats.c); and the SQL
+ *		outbox_mark_* functions, with the same code.  docs/design.md, "The
+ *		path of an event", says why.
  *
  * src/queue/record.c
  *
@@ -325,7 +317,8 @@ outbox_retry_policy(void)
 }
 
 /*
- * Record the outcome of each event of the batch (see the file header),
+ * Record the outcome of each event of the batch (docs/design.md, "The path
+ * of an event"),
  * and count them in stats; with keep false (outbox.published_retention =
  * 0) delivered events are not kept.  Takes a connection to SPI; the batch
  * must have been claimed in this transaction, or its events locked

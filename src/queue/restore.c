@@ -1,19 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * restore.c
- *		Events that enter the log by hand: a restore of a dump.
- *
- * outbox_enqueue and the capture trigger write the log without INSERT, so
- * triggers on the log tables fire only for rows written by hand, which is
- * what pg_restore does (COPY).  A dump holds the events that were not
- * published when it was taken (the scripts mark the log tables for
- * pg_dump with that filter), and a restore must publish them all, in key
- * order, with the retry table's events restored after them: so the worker
- * of the database waits while a session that writes the log by hand is
- * connected (launcher.c), unless what it wrote was rolled back, which is
- * no restore; and each row restored takes the restoring transaction as
- * its txid, which the claim reads like that of any transaction that
- * committed late (reader.c) instead of an xid of another server.
+ *		Events that enter the log by hand (a restore of a dump): the trigger
+ *		on the log tables that notes the restoring backend for the launcher
+ *		and gives each restored row the restoring transaction as its txid.
+ *		docs/design.md, "Versions, dumps and drops", says why.
  *
  * src/queue/restore.c
  *
@@ -51,7 +42,7 @@ outbox_restored(PG_FUNCTION_ARGS)
 		!TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("outbox_restored: must be fired BEFORE INSERT")));
+				 errmsg("function \"%s\" must be fired BEFORE INSERT", "outbox_restored")));
 	outbox_entry(fcinfo);
 	if (outbox_launcher_exists())
 		outbox_launcher_note_restore(MyDatabaseId);

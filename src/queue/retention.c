@@ -3,19 +3,10 @@
  * retention.c
  *		Remove what is past its retention: published and abandoned rows of
  *		the retry table, a thousand at a time; the log a table at a time, by
- *		TRUNCATE; statistics older than two hours, summed into one row per
- *		topic so that the totals only grow.
- *
- * The log is a ring of four tables.  Enqueue moves on to the next once the
- * current one has taken events for half the retention (10 s at least) and
- * the next is empty; another table is emptied once every event in it has
- * been read and the last of them was published longer ago than the
- * retention.  Emptying takes the table's ACCESS EXCLUSIVE lock without
- * waiting: a transaction that wrote to it and is still open holds a lock,
- * so a table is never emptied under one, and the worker never waits for
- * anyone.  Whether a table may be emptied is decided on a snapshot taken
- * once its lock is held, so the caller's isolation level cannot hide a
- * commit from the decision.
+ *		TRUNCATE, its lock taken without waiting; statistics older than two
+ *		hours, summed into one row per topic so that the totals only grow.
+ *		docs/design.md, "Storage: a log that publishing does not rewrite",
+ *		says why.
  *
  * src/queue/retention.c
  *
@@ -214,10 +205,10 @@ may_empty(const OutboxExtension *ext, int t, OutboxReader *reader, Datum retenti
 }
 
 /*
- * Rotate the log and empty the tables that may be (see the file header),
- * with a retention of published events of retention_s seconds; adds the
- * events removed to *removed (unless NULL), and returns the table enqueue
- * writes to, or
+ * Rotate the log and empty the tables that may be (docs/design.md,
+ * "Storage: a log that publishing does not rewrite"), with a retention of
+ * published events of retention_s seconds; adds the events removed to
+ * *removed (unless NULL), and returns the table enqueue writes to, or
  * -1 if another session holds the claim lock and wait is false.  Takes a
  * connection to SPI.
  */

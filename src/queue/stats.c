@@ -2,13 +2,10 @@
  *
  * stats.c
  *		Delivery statistics per topic and 10-second bucket: deliveries,
- *		refused attempts, abandoned events and a latency histogram.
- *
- * Outcomes are summed in memory, then written to outbox_publish_stats
- * with one statement.  The worker writes what its batches summed at most
- * once a second (worker.c): a row updated by every batch would leave a
- * row version per batch, which a snapshot held elsewhere keeps from being
- * pruned, and which every later update of the bucket then reads.
+ *		refused attempts, abandoned events and a latency histogram, summed
+ *		in memory and written to outbox_publish_stats with one statement.
+ *		docs/design.md, "Storage: a log that publishing does not rewrite",
+ *		says why.
  *
  * src/queue/stats.c
  *

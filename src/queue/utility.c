@@ -2,55 +2,13 @@
  *
  * utility.c
  *		What every backend does for the launcher, the workers and the
- *		extension's safety.
- *
- * The ProcessUtility hook, for statements that concern a worker:
- *
- * - CREATE, ALTER and DROP EXTENSION outbox, and ALTER DATABASE or ALTER
- *   ROLE ... SET of an outbox.* setting that the worker uses, ask the
- *   workers concerned to start again (with the extension and the settings
- *   as they are then) when the transaction commits, once it has done them:
- *   a statement that fails, or that a role may not make, asks nothing.
- * - DROP EXTENSION outbox, and DROP SCHEMA ... CASCADE or DROP OWNED BY
- *   that would drop it, refuse while events are not delivered; so does
- *   DROP DATABASE of a database whose worker said it holds some, or may
- *   since (a commit that enqueued, a restore), which it keeps in shared
- *   memory (launcher.c): the statement runs in another database.  Rights
- *   are checked first: a statement that PostgreSQL refuses takes no lock
- *   here and is refused as usual.
- * - ALTER SCHEMA ... RENAME of the extension's schema is refused: the
- *   filters that make pg_dump keep the queue name the schema.
- * - DROP DATABASE, ALTER DATABASE ... RENAME and CREATE DATABASE ...
- *   TEMPLATE need the database free of sessions: when they are certain to
- *   run (not in a transaction block, by the database's owner, no other
- *   client connected), its worker is asked to leave first, and the
- *   database is served again at once if the statement fails after all.
- * - COMMIT PREPARED wakes the worker once it is done, as the commit of a
- *   transaction that enqueued does: the prepared transaction may hold
- *   events, and a wakeup costs less than finding out.
- *
- * The post-parse-analyze hook refuses a statement that names a relation of
- * the extension on which the role has no right at all, before it takes a
- * lock: parse analysis locks what a statement names before permissions are
- * checked (at execution), so "PREPARE p AS SELECT FROM outbox_log_0" would
- * otherwise hold a lock that keeps the log from being emptied, by a role
- * with no right to read it.  A few statements analyze queries of their own,
- * out of that hook's sight (the actions of CREATE RULE, the expressions of
- * CREATE and ALTER POLICY, the body of a function in SQL-standard form):
- * once one has run, it is refused if it left the role such a lock.
- *
- * The object access hook refuses the drop of the extension's relations
- * while events are not delivered, however the extension is dropped: by a
- * statement that names it (refused above, before it runs, but counted
- * again here) or by cascade (DROP OWNED BY the owner of its schema).  It counts before the first of them goes,
- * when the drop holds the lock of every one: no event can commit after the
- * count, which sees every one committed before it, whatever the isolation
- * level.
- *
- * One end-of-transaction callback does, at commit, what was asked: wake the
- * worker of the database (outbox_enqueue, COMMIT PREPARED, outbox_retry),
- * restart workers, tell the launcher of a new extension; at abort, forgets
- * it, and serves again a database that DROP DATABASE did not drop.
+ *		extension's safety: the ProcessUtility hook (workers restarted when
+ *		their settings change, drops refused while events are undelivered,
+ *		a database freed for the statements that need it), the
+ *		post-parse-analyze and object access hooks, and the
+ *		end-of-transaction callback that does at commit what they asked.
+ *		docs/design.md, "The hooks of every backend", says what each
+ *		refuses and why.
  *
  * src/queue/utility.c
  *
@@ -98,7 +56,6 @@ static object_access_hook_type prev_object_access = NULL;
 
 /* asked of the current transaction, done at commit */
 #define MAX_RESTARTS 8
-static bool wake_at_commit = false;
 static bool extension_created = false;
 static struct
 {
@@ -110,38 +67,6 @@ static int	nrestarts = 0;
 static Oid	held_database = InvalidOid;
 /* the extension whose drop the current statement has counted events for */
 static Oid	drop_counted = InvalidOid;
-/*
- * The current transaction dropped the extension or discarded its events,
- * leaving none undelivered, once backends had said undelivered_changes
- * times that some may be (launcher.c)
- */
-static bool none_undelivered = false;
-static uint64 undelivered_changes = 0;
-
-/*
- * Ask for the worker of this database to be woken when the current
- * transaction commits.
- */
-void
-outbox_wake_at_commit(void)
-{
-	wake_at_commit = true;
-}
-
-/*
- * Say, when the current transaction commits, that this database holds no
- * event that is not delivered (it drops the extension, or discards them),
- * unless a commit since now may have added some: for DROP DATABASE.
- */
-void
-outbox_none_undelivered_at_commit(void)
-{
-	if (none_undelivered || !outbox_launcher_exists())
-		return;
-	none_undelivered = true;
-	undelivered_changes = outbox_launcher_some_undelivered(MyDatabaseId, false);
-}
-
 /*
  * Restart the workers of database dboid running as role roleid (either
  * InvalidOid: any) when the transaction commits.
@@ -308,7 +233,8 @@ refuse_dropping_events(Node *stmt)
 /*
  * Refuse the drop of relation relid, whatever drops it, if it is one of
  * the extension's (or an index of one) and the extension is being dropped
- * with events that are not delivered: see the file header.  Counts once a
+ * with events that are not delivered: docs/design.md, "The hooks of every
+ * backend".  Counts once a
  * statement, before the first of its relations goes.
  */
 static void
@@ -615,7 +541,7 @@ outbox_process_utility(PlannedStmt *pstmt, const char *queryString,
 
 /*
  * Refuse a statement that names, on a relation of the extension, a role
- * with no right at all on it: see the file header.
+ * with no right at all on it: docs/design.md, "The hooks of every backend".
  */
 static void
 guard_relation(Oid relid)
@@ -690,29 +616,23 @@ outbox_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 static void
 outbox_xact_callback(XactEvent event, void *arg)
 {
+	outbox_launcher_at_eoxact(event);
 	if (event == XACT_EVENT_COMMIT && outbox_launcher_exists())
 	{
-		if (wake_at_commit)
-			outbox_launcher_wake_worker(MyDatabaseId);
 		for (int i = 0; i < nrestarts; i++)
 			outbox_launcher_restart_workers(restarts[i].database, restarts[i].role);
 		if (extension_created)
 			outbox_launcher_extension_created(MyDatabaseId);
-		if (none_undelivered)
-			outbox_launcher_none_undelivered(MyDatabaseId, undelivered_changes);
 	}
 	if (event == XACT_EVENT_ABORT && OidIsValid(held_database))
 		outbox_launcher_hold_database(held_database, false);
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
 		event == XACT_EVENT_PREPARE)
 	{
-		/* a prepared transaction wakes the worker at COMMIT PREPARED */
-		wake_at_commit = false;
 		extension_created = false;
 		nrestarts = 0;
 		held_database = InvalidOid;
 		drop_counted = InvalidOid;
-		none_undelivered = false;
 	}
 }
 

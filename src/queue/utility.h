@@ -14,7 +14,5 @@
 #define OUTBOX_UTILITY_H
 
 extern void outbox_utility_init(bool preloaded);
-extern void outbox_wake_at_commit(void);
-extern void outbox_none_undelivered_at_commit(void);
 
 #endif							/* OUTBOX_UTILITY_H */

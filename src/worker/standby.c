@@ -1,17 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * standby.c
- *		Publish only what the standbys have: the outbox.standby_slots gate.
- *
- * An event published before a standby has its commit becomes a phantom
- * if that standby is promoted: consumers act on a transaction that, for the
- * surviving database, never happened.  With outbox.standby_slots set, the
- * worker publishes a batch only once every listed physical replication slot
- * has confirmed flushing WAL past the batch's commits: the promise that
- * PostgreSQL 17's synchronized_standby_slots gives logical walsenders.
- *
- * A physical slot's restart_lsn is the flush position its standby last
- * reported; it is read from shared memory, under the slot's spinlock.
+ *		Publish only what the standbys have: the outbox.standby_slots gate
+ *		(README.md, high availability, says what it prevents).  A physical
+ *		slot's restart_lsn, the flush position its standby last reported,
+ *		is read from shared memory under the slot's spinlock.
  *
  * src/worker/standby.c
  *

@@ -2,72 +2,14 @@
  *
  * worker.c
  *		The publishing worker of one database: its session, its loop, its
- *		signals, its recovery from errors.
+ *		signals, its recovery from errors, and its slot's state.
  *
- * Started by the launcher (launcher.c) for one database, in one of two
- * steps: look up the extension's owner, or publish as that owner.
- *
- * The loop: checks at the top (shutdown, a restart asked for, what keeps
- * it from publishing: the extension gone or at a version this library does
- * not serve, its schema in untrusted hands, outbox.enabled off, a restore
- * writing the log), then one batch, then the cleanup when it is due.
- *
- * A transaction publishes batches one after the other: claim (claim.c),
- * make sure the claiming snapshot's commits are flushed to WAL and, with
- * outbox.standby_slots, that the standbys have them (standby.c), produce
- * to the cluster of each event's topic and wait for every delivery report
- * (kafka.c), record the outcomes (record.c).  The SQL of one batch runs
- * while Kafka acknowledges the other: the next batch is claimed while the
- * current one is in flight, and the current one is recorded while the next
- * is.  Only one batch is in Kafka at a time, and the keys that stopped in
- * one (an event not delivered) send nothing in the next.  The transaction commits when a
- * claim finds nothing, after RUN_MAX_MS, or once its batches hold
- * RUN_MAX_BYTES.
- *
- * A producer per cluster that the settings of topics name (topics.c), read
- * at the start of each transaction, when nothing is in flight: a topic
- * moved to another cluster has its events in flight finished by the old
- * one first.  A cluster whose brokers are all down is sent nothing: its
- * events are released and their topics held, which the claim leaves in
- * the retry table until it answers again, so the other clusters go on.
- *
- * The worker commits with synchronous_commit = off: a commit that waited
- * for its WAL to be flushed would stop publishing for as long as the disk
- * takes, which a checkpoint can make hundreds of milliseconds.  What a
- * crash can publish again is what was delivered since the last commit that
- * reached the disk: the transaction in flight, and the commits of the
- * last 3 × wal_writer_delay at most.  Nothing else is lost: the claim's
- * move, the outcomes and the retry table's rows go together.  An event is
- * still published only after its own transaction's commit is on disk
- * (flush_commits_of).
- *
- * An error anywhere aborts the transaction; what delivery reports said is
- * recorded in a new one, events without a report stay due untouched, and
- * the worker pauses (longer while errors repeat) before the next batch.
- * Recovery runs after PG_END_TRY, so an error in it is caught like any
- * other.
- *
- * The statistics of the batches are summed in memory and written at most
- * once a second, with a batch's transaction or an idle look's
- * (stats.c says why).
- *
- * After each batch it takes a chunk of a snapshot, if one is asked for
- * (snapshot.c), in a transaction of its own: a chunk that fails is
- * recorded on its snapshot and tried again later, and publishing goes on.
- *
- * Every 10 s it deletes events past their retention, a thousand per
- * transaction, and rotates the log (retention.c).
- *
- * The session sets what the worker relies on, whatever the server, the
- * database or the role say: READ COMMITTED, read-write, no timeouts, the
- * origin replication role, a search path of pg_catalog only; and it
- * ignores the other per-database and per-role defaults of its database
- * (a database owner's ALTER DATABASE ... SET), running with their built-in
- * defaults.  Its own outbox.* settings it takes from everywhere.
- *
- * SIGTERM ends any wait at once, but for a batch produced to Kafka: that
- * one is given a bounded time (kafka.c), recorded, and then the worker
- * exits.  SIGINT (pg_cancel_backend) cancels the batch in flight only.
+ * Started by the launcher for one database: first for the owner lookup
+ * (launcher.c), then as the extension's owner.  Each turn: the checks,
+ * then the batches of one transaction (claim.c, standby.c, kafka.c,
+ * record.c), a chunk of a snapshot (snapshot.c), and every 10 s the
+ * cleanup (retention.c).  docs/design.md, "The worker's loop" and
+ * "Batches in one transaction", says why.
  *
  * src/worker/worker.c
  *
@@ -82,7 +24,6 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "access/xlog_internal.h"
-#include "catalog/pg_authid.h"
 #include "commands/dbcommands.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -95,7 +36,6 @@
 #include "utils/guc_tables.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
-#include "utils/syscache.h"
 #include "utils/timestamp.h"
 #include "utils/xid8.h"
 
@@ -166,7 +106,10 @@ static const struct
 	{"standard_conforming_strings", "on"},
 	/* the worker's statements are small: compiling them costs latency */
 	{"jit", "off"},
-	/* a crash can lose a commit of the worker: see the file header */
+	/*
+	 * a crash can lose a commit of the worker: docs/design.md, "Batches in
+	 * one transaction"
+	 */
 	{"synchronous_commit", "off"},
 };
 
@@ -908,7 +851,8 @@ log_restart(void)
 }
 
 /*
- * Publish batches in one transaction (see the file header).  Returns how
+ * Publish batches in one transaction (docs/design.md, "Batches in one
+ * transaction").  Returns how
  * long to wait before the next turn: 0 after a transaction cut short by
  * its time, poll_interval once a claim found nothing; negative (not
  * wakeable) when a standby lags, and *undo if the transaction is to be
@@ -1406,46 +1350,6 @@ publish_loop(void)
 }
 
 /*
- * The first step: find whether the extension exists in this database,
- * whether the database wants it served, and whether its owner may log in;
- * leave the verdict for the launcher and exit.  Connected as the bootstrap
- * superuser, this reads the catalogs and runs nothing else.
- */
-static void
-look_up_owner(void)
-{
-	OutboxExtension ext;
-	OutboxLookup lookup = OUTBOX_LOOKUP_NO_EXTENSION;
-
-	StartTransactionCommand();
-	if (outbox_extension_find(&ext))
-	{
-		HeapTuple	roletup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(ext.owner));
-
-		lookup = OUTBOX_LOOKUP_FOUND;
-		if (!outbox_enabled)
-		{
-			set_state(OUTBOX_WORKER_DISABLED, "outbox.enabled is off for this database");
-			lookup = OUTBOX_LOOKUP_DISABLED;
-		}
-		else if (HeapTupleIsValid(roletup) && !((Form_pg_authid) GETSTRUCT(roletup))->rolcanlogin)
-		{
-			set_state(OUTBOX_WORKER_WAITING_FOR_EXTENSION,
-					  psprintf("role \"%s\", which owns the extension, cannot log in",
-							   NameStr(((Form_pg_authid) GETSTRUCT(roletup))->rolname)));
-			lookup = OUTBOX_LOOKUP_CANNOT_LOG_IN;
-		}
-		if (HeapTupleIsValid(roletup))
-			ReleaseSysCache(roletup);
-	}
-	CommitTransactionCommand();
-	outbox_slot_lock();
-	my_slot->lookup = lookup;
-	my_slot->owner = ext.owner;
-	outbox_slot_unlock();
-}
-
-/*
  * The context of every line the worker logs: its database, and its
  * cluster while it has one only (with several, a line about one of them
  * names it in a context of its own).
@@ -1489,7 +1393,7 @@ outbox_worker_main(Datum main_arg)
 
 	if (!OidIsValid(args.owner))
 	{
-		look_up_owner();
+		outbox_look_up_owner(my_slot);
 		proc_exit(0);
 	}
 

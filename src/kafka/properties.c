@@ -1,0 +1,647 @@
+/*-------------------------------------------------------------------------
+ *
+ * properties.c
+ *		The librdkafka properties that outbox allows: the allow-list, the
+ *		settings outbox.kafka_properties and outbox.kafka_properties_file
+ *		and their check hooks, and the reading of the properties file.
+ *
+ * Only the librdkafka properties known to be safe are taken; a secret
+ * among them is refused where the setting would be stored in a catalog
+ * that every role can read.
+ *
+ * src/kafka/properties.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <sys/stat.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include "access/xact.h"
+#include "common/string.h"
+#include "storage/fd.h"
+#include "utils/guc.h"
+
+#include "kafka/properties.h"
+
+char	   *outbox_kafka_properties = NULL;
+char	   *outbox_kafka_properties_file = NULL;
+
+/*
+ * The librdkafka properties that outbox.kafka_properties and the properties
+ * file may set, from librdkafka 2.0's CONFIGURATION.md.  It is an
+ * allow-list: a property not listed is refused, so that one added by a
+ * later librdkafka is refused until someone judges it.  Some are listed as
+ * refused only to say why: they would run a command or load code in the
+ * server, switch off what the guarantees depend on, or belong to another
+ * outbox.* setting.  Aliases are listed too.
+ *
+ * A secret is allowed, but never from a setting stored in a catalog that
+ * every role can read (check_kafka_properties).  values, when set, lists
+ * what each item of the property's comma-separated value may be;
+ * shell_safe values go into the command line of librdkafka's default kinit
+ * command, and may hold no shell metacharacter.  reason says why a
+ * property is refused, or why its values are limited.
+ */
+typedef enum PropertyKind
+{
+	PROPERTY_ALLOWED,
+	PROPERTY_SECRET,
+	PROPERTY_REFUSED
+} PropertyKind;
+
+typedef struct KafkaProperty
+{
+	const char *name;
+	PropertyKind kind;
+	const char *values;
+	bool		shell_safe;
+	const char *reason;
+} KafkaProperty;
+
+#define ALLOWED(name) {name, PROPERTY_ALLOWED, NULL, false, NULL}
+#define SECRET(name) {name, PROPERTY_SECRET, NULL, false, NULL}
+#define REFUSED(name, reason) {name, PROPERTY_REFUSED, NULL, false, reason}
+
+#define RUNS_KINIT "librdkafka puts it in the shell command that runs kinit."
+#define LOADS_CODE "It loads code (a library, an OpenSSL engine or provider) into the server's processes."
+#define ONE_REQUEST "The worker sends each wave of a batch in one request per partition."
+#define WHOLE_WAVE "The worker queues each wave of a batch whole before it sends it."
+
+static const KafkaProperty kafka_property_list[] = {
+	/* who the producer is, and how it authenticates */
+	ALLOWED("client.id"),
+	ALLOWED("security.protocol"),
+	ALLOWED("sasl.mechanism"),
+	ALLOWED("sasl.mechanisms"),
+	ALLOWED("sasl.username"),
+	SECRET("sasl.password"),
+	ALLOWED("sasl.kerberos.service.name"),
+	{"sasl.kerberos.principal", PROPERTY_ALLOWED, NULL, true, RUNS_KINIT},
+	{"sasl.kerberos.keytab", PROPERTY_ALLOWED, NULL, true, RUNS_KINIT},
+	ALLOWED("sasl.kerberos.min.time.before.relogin"),
+	ALLOWED("sasl.oauthbearer.method"),
+	ALLOWED("sasl.oauthbearer.client.id"),
+	SECRET("sasl.oauthbearer.client.secret"),
+	ALLOWED("sasl.oauthbearer.scope"),
+	ALLOWED("sasl.oauthbearer.extensions"),
+	ALLOWED("sasl.oauthbearer.token.endpoint.url"),
+	SECRET("sasl.oauthbearer.config"),
+	ALLOWED("enable.sasl.oauthbearer.unsecure.jwt"),
+	ALLOWED("ssl.certificate.location"),
+	ALLOWED("ssl.certificate.pem"),
+	ALLOWED("ssl.key.location"),
+	SECRET("ssl.key.password"),
+	SECRET("ssl.key.pem"),
+	ALLOWED("ssl.keystore.location"),
+	SECRET("ssl.keystore.password"),
+	ALLOWED("ssl.ca.location"),
+	ALLOWED("ssl.ca.pem"),
+	ALLOWED("ssl.crl.location"),
+	ALLOWED("ssl.cipher.suites"),
+	ALLOWED("ssl.curves.list"),
+	ALLOWED("ssl.sigalgs.list"),
+	ALLOWED("ssl.endpoint.identification.algorithm"),
+	ALLOWED("enable.ssl.certificate.verification"),
+
+	/* connections, timeouts, metadata */
+	ALLOWED("broker.address.family"),
+	ALLOWED("broker.address.ttl"),
+	ALLOWED("socket.timeout.ms"),
+	ALLOWED("socket.connection.setup.timeout.ms"),
+	ALLOWED("socket.keepalive.enable"),
+	ALLOWED("socket.nagle.disable"),
+	ALLOWED("socket.send.buffer.bytes"),
+	ALLOWED("socket.receive.buffer.bytes"),
+	ALLOWED("connections.max.idle.ms"),
+	ALLOWED("reconnect.backoff.ms"),
+	ALLOWED("reconnect.backoff.max.ms"),
+	ALLOWED("request.timeout.ms"),
+	ALLOWED("retry.backoff.ms"),
+	ALLOWED("api.version.request.timeout.ms"),
+	ALLOWED("topic.metadata.refresh.interval.ms"),
+	ALLOWED("topic.metadata.refresh.fast.interval.ms"),
+	ALLOWED("topic.metadata.propagation.max.ms"),
+	ALLOWED("metadata.max.age.ms"),
+
+	/* records */
+	ALLOWED("compression.type"),
+	ALLOWED("compression.codec"),
+	ALLOWED("compression.level"),
+	{"partitioner", PROPERTY_ALLOWED,
+		"murmur2_random,murmur2,consistent_random,consistent,fnv1a_random,fnv1a", false,
+	"Order per key needs a partitioner that sends a key to one partition."},
+	ALLOWED("sticky.partitioning.linger.ms"),
+
+	/* librdkafka's logs, which go to the server log */
+	ALLOWED("log_level"),
+	ALLOWED("log.connection.close"),
+	{"debug", PROPERTY_ALLOWED,
+		"generic,broker,topic,metadata,feature,queue,msg,protocol,security,eos", false,
+	"The other contexts are of no use to a producer, or can log the values of properties, secrets among them."},
+
+	/* would run a command or load code in the server */
+	REFUSED("sasl.kerberos.kinit.cmd", "It runs a shell command as the operating system user of the server."),
+	REFUSED("plugin.library.paths", LOADS_CODE),
+	REFUSED("ssl.engine.location", LOADS_CODE),
+	REFUSED("ssl.engine.id", LOADS_CODE),
+	REFUSED("ssl.providers", LOADS_CODE),
+	REFUSED("internal.termination.signal", "The server's processes use their signals themselves."),
+
+	/* would switch off what the guarantees depend on */
+	REFUSED("enable.idempotence", "Order per key and one copy per retry depend on it."),
+	REFUSED("acks", "Durability depends on it: the worker waits for every in-sync replica."),
+	REFUSED("request.required.acks", "Durability depends on it: the worker waits for every in-sync replica."),
+	REFUSED("message.send.max.retries", "The idempotent producer depends on librdkafka's retries."),
+	REFUSED("retries", "The idempotent producer depends on librdkafka's retries."),
+	REFUSED("queuing.strategy", "Order per key depends on it."),
+	REFUSED("linger.ms", ONE_REQUEST),
+	REFUSED("queue.buffering.max.ms", ONE_REQUEST),
+	REFUSED("batch.num.messages", ONE_REQUEST),
+	REFUSED("batch.size", ONE_REQUEST),
+	REFUSED("queue.buffering.max.messages", WHOLE_WAVE),
+	REFUSED("queue.buffering.max.kbytes", WHOLE_WAVE),
+	REFUSED("delivery.report.only.error", "Each event's outcome comes from its delivery report."),
+	REFUSED("log.queue", "librdkafka's threads must not call into the server."),
+	REFUSED("statistics.interval.ms", "outbox_worker_status() depends on it."),
+
+	/* belong to another setting */
+	REFUSED("bootstrap.servers", "Set outbox.brokers instead."),
+	REFUSED("metadata.broker.list", "Set outbox.brokers instead."),
+	REFUSED("message.timeout.ms", "Set outbox.delivery_timeout instead."),
+	REFUSED("delivery.timeout.ms", "Set outbox.delivery_timeout instead."),
+	REFUSED("message.max.bytes", "Set outbox.max_message_bytes instead."),
+};
+
+/* the characters a shell_safe value may hold */
+#define SHELL_SAFE_CHARS \
+	"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/@:+="
+
+static const KafkaProperty *
+find_property(const char *name)
+{
+	for (int i = 0; i < lengthof(kafka_property_list); i++)
+	{
+		if (strcmp(kafka_property_list[i].name, name) == 0)
+			return &kafka_property_list[i];
+	}
+	return NULL;
+}
+
+/*
+ * Is each comma-separated item of value one of the comma-separated list?
+ */
+static bool
+value_in_list(const char *value, const char *list)
+{
+	char	   *items = pstrdup(value);
+	char	   *saveptr = NULL;
+	bool		ok = true;
+
+	for (char *item = strtok_r(items, ",", &saveptr); item != NULL && ok;
+		 item = strtok_r(NULL, ",", &saveptr))
+	{
+		const char *p = list;
+		size_t		len;
+
+		item += strspn(item, " ");
+		len = strcspn(item, " ");
+		ok = false;
+		while (*p != '\0' && !ok)
+		{
+			size_t		n = strcspn(p, ",");
+
+			ok = n == len && strncmp(p, item, len) == 0;
+			p += n + (p[n] == ',');
+		}
+	}
+	pfree(items);
+	return ok;
+}
+
+/*
+ * Judge one property and set it on conf (a scratch one when only
+ * checking): is it allowed, here, and does librdkafka take its value?
+ * where names the setting or the file and line, for the message.  No
+ * message shows the value: it may be a secret.
+ */
+static bool
+set_property(rd_kafka_conf_t *conf, const char *name, const char *value,
+			 bool secrets_allowed, const char *where,
+			 OutboxPropertyError *error)
+{
+	const KafkaProperty *property = find_property(name);
+	char		errbuf[512];
+
+	memset(error, 0, sizeof(*error));
+	if (property == NULL || property->kind == PROPERTY_REFUSED)
+	{
+		snprintf(error->message, sizeof(error->message),
+				 "Kafka property \"%s\" is not allowed in %s", name, where);
+		if (property != NULL)
+			strlcpy(error->detail, property->reason, sizeof(error->detail));
+		else
+		{
+			strlcpy(error->detail,
+					"It is not one of the librdkafka producer properties that outbox allows.",
+					sizeof(error->detail));
+			error->hint = "The properties allowed are listed in docs/kafka-properties.md of outbox.";
+		}
+		return false;
+	}
+	if (property->kind == PROPERTY_SECRET && !secrets_allowed)
+	{
+		snprintf(error->message, sizeof(error->message),
+				 "Kafka property \"%s\" cannot be set per database, per role or per function",
+				 name);
+		strlcpy(error->detail,
+				"It is a secret, and such settings are stored in catalogs that every role can read.",
+				sizeof(error->detail));
+		error->hint = "Set it in postgresql.conf, or in the file that outbox.kafka_properties_file names, which can be set per database.";
+		return false;
+	}
+
+	snprintf(error->message, sizeof(error->message),
+			 "invalid value for Kafka property \"%s\" in %s", name, where);
+	if (property->values != NULL && !value_in_list(value, property->values))
+	{
+		snprintf(error->detail, sizeof(error->detail), "Allowed values: %s. %s",
+				 property->values, property->reason);
+		return false;
+	}
+	if (property->shell_safe && strspn(value, SHELL_SAFE_CHARS) != strlen(value))
+	{
+		snprintf(error->detail, sizeof(error->detail),
+				 "It may hold only letters, digits and the characters \"%s\". %s",
+				 "._-/@:+=", property->reason);
+		return false;
+	}
+	if (rd_kafka_conf_set(conf, name, value, errbuf, sizeof(errbuf)) != RD_KAFKA_CONF_OK)
+	{
+		/* librdkafka's message, unless it shows the value */
+		if (*value != '\0' && strstr(errbuf, value) != NULL)
+			strlcpy(error->detail, "librdkafka does not accept the value given.",
+					sizeof(error->detail));
+		else
+			snprintf(error->detail, sizeof(error->detail), "%s.", errbuf);
+		error->hint = "librdkafka's CONFIGURATION.md lists the values each property takes.";
+		return false;
+	}
+	error->message[0] = '\0';
+	return true;
+}
+
+/*
+ * Trim the white space around s, in place.
+ */
+static char *
+trim(char *s)
+{
+	char	   *end;
+
+	s += strspn(s, " \t\r\n");
+	end = s + strlen(s);
+	while (end > s && strchr(" \t\r\n", end[-1]) != NULL)
+		*--end = '\0';
+	return s;
+}
+
+/*
+ * Split "name = value" at its first '='; false if it has none or no name.
+ */
+static bool
+split_property(char *item, char **name, char **value)
+{
+	char	   *eq = strchr(item, '=');
+
+	if (eq == NULL)
+		return false;
+	*eq = '\0';
+	*name = trim(item);
+	*value = trim(eq + 1);
+	return **name != '\0';
+}
+
+/*
+ * Set each name=value pair of a ';'-separated list (outbox.kafka_properties)
+ * on conf.  On failure, returns false with the reason in *error.
+ */
+bool
+outbox_kafka_apply_property_list(rd_kafka_conf_t *conf, const char *properties,
+					bool secrets_allowed, OutboxPropertyError *error)
+{
+	char	   *list = pstrdup(properties);
+	char	   *saveptr = NULL;
+	int			itemno = 0;
+
+	for (char *item = strtok_r(list, ";", &saveptr); item != NULL;
+		 item = strtok_r(NULL, ";", &saveptr))
+	{
+		char	   *name;
+		char	   *value;
+
+		if (*trim(item) == '\0')
+			continue;
+		itemno++;
+		if (!split_property(item, &name, &value))
+		{
+			memset(error, 0, sizeof(*error));
+			strlcpy(error->message,
+					"invalid Kafka property in outbox.kafka_properties",
+					sizeof(error->message));
+			snprintf(error->detail, sizeof(error->detail),
+					 "Item %d of the list is not of the form name=value.", itemno);
+			return false;
+		}
+		if (!set_property(conf, name, value, secrets_allowed,
+						  "outbox.kafka_properties", error))
+			return false;
+	}
+	pfree(list);
+	return true;
+}
+
+/*
+ * Check outbox.kafka_properties: would every property be taken?  Secrets
+ * only if secrets_allowed.  For the check hook.
+ */
+bool
+outbox_kafka_check_properties(const char *properties, bool secrets_allowed,
+							  OutboxPropertyError *error)
+{
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	bool		ok = outbox_kafka_apply_property_list(conf, properties, secrets_allowed, error);
+
+	rd_kafka_conf_destroy(conf);
+	return ok;
+}
+
+/* what identifies the contents of a file, from its stat */
+static void
+file_version_of(const struct stat *st, OutboxFileVersion *version)
+{
+	memset(version, 0, sizeof(*version));
+	version->exists = true;
+	version->dev = st->st_dev;
+	version->ino = st->st_ino;
+	version->size = st->st_size;
+	version->mtime = st->st_mtim;
+	version->ctime = st->st_ctim;
+}
+
+/*
+ * Set the properties of the file at path on conf: one name=value per line,
+ * lines that start with # are comments.  The file may hold secrets: it must
+ * be a regular file that other users cannot read.  *version gets what
+ * identifies the contents read.  On failure, returns false with the reason
+ * in *error, naming the file and line.
+ */
+bool
+outbox_kafka_apply_property_file(rd_kafka_conf_t *conf, const char *path,
+					OutboxFileVersion *version, OutboxPropertyError *error)
+{
+	FILE	   *file;
+	struct stat st;
+	StringInfoData line;
+	int			lineno = 0;
+	bool		ok = true;
+
+	memset(error, 0, sizeof(*error));
+	memset(version, 0, sizeof(*version));
+	file = AllocateFile(path, "r");
+	if (file == NULL)
+	{
+		int			save_errno = errno;
+
+		error->missing = save_errno == ENOENT;
+		errno = save_errno;
+		snprintf(error->message, sizeof(error->message),
+				 "could not open Kafka properties file \"%s\": %m", path);
+		return false;
+	}
+	if (fstat(fileno(file), &st) != 0)
+	{
+		snprintf(error->message, sizeof(error->message),
+				 "could not stat Kafka properties file \"%s\": %m", path);
+		FreeFile(file);
+		return false;
+	}
+	file_version_of(&st, version);
+	if (!S_ISREG(st.st_mode))
+	{
+		snprintf(error->message, sizeof(error->message),
+				 "Kafka properties file \"%s\" is not a regular file", path);
+		FreeFile(file);
+		return false;
+	}
+	if ((st.st_mode & S_IRWXO) != 0)
+	{
+		snprintf(error->message, sizeof(error->message),
+				 "Kafka properties file \"%s\" is accessible by other users", path);
+		strlcpy(error->detail,
+				"It may hold secrets: its permissions must give other users no access.",
+				sizeof(error->detail));
+		error->hint = "Remove their access, for example with chmod o-rwx.";
+		FreeFile(file);
+		return false;
+	}
+
+	initStringInfo(&line);
+	while (ok && pg_get_line_buf(file, &line))
+	{
+		char	   *text = trim(line.data);
+		char	   *name;
+		char	   *value;
+		char		where[MAXPGPATH + 32];
+
+		lineno++;
+		if (*text == '\0' || *text == '#')
+			continue;
+		snprintf(where, sizeof(where), "file \"%s\", line %d", path, lineno);
+		if (!split_property(text, &name, &value))
+		{
+			snprintf(error->message, sizeof(error->message),
+					 "invalid Kafka property in %s", where);
+			strlcpy(error->detail, "The line is not of the form name=value.",
+					sizeof(error->detail));
+			ok = false;
+		}
+		else
+			ok = set_property(conf, name, value, true, where, error);
+	}
+	if (ok && ferror(file))
+	{
+		snprintf(error->message, sizeof(error->message),
+				 "could not read Kafka properties file \"%s\": %m", path);
+		ok = false;
+	}
+	pfree(line.data);
+	FreeFile(file);
+	return ok;
+}
+
+/*
+ * Check the file that outbox.kafka_properties_file names: would every
+ * property in it be taken?  For the check hook and for a file changed
+ * under a running producer.
+ */
+bool
+outbox_kafka_check_properties_file(const char *path, OutboxPropertyError *error)
+{
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	OutboxFileVersion version;
+	bool		ok = outbox_kafka_apply_property_file(conf, path, &version, error);
+
+	rd_kafka_conf_destroy(conf);
+	return ok;
+}
+
+/* the same file, unchanged (or both missing)? */
+bool
+outbox_kafka_same_file_version(const OutboxFileVersion *a, const OutboxFileVersion *b)
+{
+	return a->exists == b->exists && a->dev == b->dev && a->ino == b->ino &&
+		a->size == b->size &&
+		a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec &&
+		a->ctime.tv_sec == b->ctime.tv_sec && a->ctime.tv_nsec == b->ctime.tv_nsec;
+}
+
+/* The version of the file at path now. */
+void
+outbox_kafka_file_version(const char *path, OutboxFileVersion *version)
+{
+	struct stat st;
+
+	memset(version, 0, sizeof(*version));
+	if (stat(path, &st) == 0)
+		file_version_of(&st, version);
+}
+
+/*
+ * Is a setting from this source stored in a catalog that every role can
+ * read?  ALTER DATABASE/ROLE ... SET keep it in pg_db_role_setting, a
+ * function's SET clause in pg_proc.proconfig: PGC_S_TEST is how those
+ * statements check a value before they store it, the others how a stored
+ * value is applied when a session (or a worker) starts.
+ */
+static bool
+source_is_catalog(GucSource source)
+{
+	switch (source)
+	{
+		case PGC_S_GLOBAL:
+		case PGC_S_DATABASE:
+		case PGC_S_USER:
+		case PGC_S_DATABASE_USER:
+		case PGC_S_TEST:
+			return true;
+		default:
+			return false;
+	}
+}
+
+/*
+ * Report refused Kafka properties from a check hook.  A statement that
+ * would store the setting (source PGC_S_TEST) fails with the error raised
+ * here rather than the GUC machinery's: the same ERROR, but without the
+ * statement in the server log, for the statement holds the values, maybe
+ * a secret.  (The copy of the value the GUC machinery made for the hook is
+ * left behind; a statement that fails costs that much.)  Elsewhere the
+ * hook returns false, with the message set here in place of the usual one,
+ * which would show the value.
+ */
+static void
+report_property_error(const OutboxPropertyError *error, GucSource source)
+{
+	if (source == PGC_S_TEST)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg_internal("%s", error->message),
+				 error->detail[0] ? errdetail_internal("%s", error->detail) : 0,
+				 error->hint ? errhint("%s", error->hint) : 0,
+				 errhidestmt(true)));
+	GUC_check_errmsg("%s", error->message);
+	if (error->detail[0])
+		GUC_check_errdetail("%s", error->detail);
+	if (error->hint)
+		GUC_check_errhint("%s", error->hint);
+}
+
+/*
+ * Judge each name=value pair, so that a property outbox does not allow, or
+ * a value librdkafka does not take, is refused when the setting is made
+ * rather than when the worker next builds a producer.  Secrets are refused
+ * from a catalog (source_is_catalog).
+ */
+static bool
+check_kafka_properties(char **newval, void **extra, GucSource source)
+{
+	OutboxPropertyError error;
+
+	if (*newval == NULL ||
+		outbox_kafka_check_properties(*newval, !source_is_catalog(source), &error))
+		return true;
+	report_property_error(&error, source);
+	return false;
+}
+
+/*
+ * outbox.kafka_properties_file: the file is read when a statement sets the
+ * setting (ALTER SYSTEM, ALTER DATABASE ... SET, SET; pg_file_settings
+ * too), and refused if it cannot be used; for ALTER DATABASE or ALTER
+ * ROLE ... SET, a file that does not exist yet only earns a notice, as
+ * PGC_S_TEST asks.  Not when the setting is applied, at server start, in
+ * every session and at every reload (PGC_S_FILE outside a transaction is
+ * postgresql.conf read): the worker reads the file itself when it builds
+ * its producer, and keeps the producer it has if it cannot (kafka.c).
+ */
+static bool
+check_kafka_properties_file(char **newval, void **extra, GucSource source)
+{
+	OutboxPropertyError error;
+	bool		statement = source == PGC_S_TEST || source == PGC_S_SESSION ||
+		(source == PGC_S_FILE && IsTransactionState());
+
+	if (*newval == NULL || **newval == '\0' || !statement ||
+		outbox_kafka_check_properties_file(*newval, &error))
+		return true;
+	if (error.missing && source == PGC_S_TEST)
+	{
+		ereport(NOTICE,
+				(errcode(ERRCODE_UNDEFINED_FILE),
+				 errmsg_internal("%s", error.message),
+				 errdetail("The worker reads the file when it builds its producer.")));
+		return true;
+	}
+	report_property_error(&error, source);
+	return false;
+}
+
+/*
+ * Define outbox.kafka_properties and outbox.kafka_properties_file.  Called
+ * from _PG_init in every process that loads the library, before the
+ * prefix is reserved.
+ */
+void
+outbox_kafka_define_gucs(void)
+{
+	DefineCustomStringVariable("outbox.kafka_properties",
+							   "Extra librdkafka producer properties, as name=value pairs separated by semicolons.",
+							   "Only the properties known to be safe are allowed; secrets only where no catalog stores them.",
+							   &outbox_kafka_properties,
+							   "",
+							   PGC_SUSET,
+							   GUC_SUPERUSER_ONLY,
+							   check_kafka_properties, NULL, NULL);
+
+	DefineCustomStringVariable("outbox.kafka_properties_file",
+							   "File of further librdkafka producer properties, one name=value per line, secrets included.",
+							   "Read by the worker when it builds its producer; other users must have no access to it.",
+							   &outbox_kafka_properties_file,
+							   "",
+							   PGC_SUSET,
+							   0,
+							   check_kafka_properties_file, NULL, NULL);
+}

@@ -1,0 +1,56 @@
+#!/bin/bash
+#
+# The layers of src/ (docs/design.md, "Modules"): a file includes the
+# headers of its own folder and of the folders below it only, and no two
+# files (a .c with its .h) include each other.
+#
+#	base <- launcher <- queue <- capture, kafka <- worker <- outbox.c
+#
+# Prints "not ok - ..." for each include that breaks a rule; the exit
+# status is 0 only if none does.
+#
+# Usage: test/layers.sh [src directory]	(default: the repository's src/)
+
+cd "${1:-$(dirname "$0")/../src}" || exit 1
+
+# the floor of a folder; src/ itself (outbox.c) is the top
+floor() {
+	case $1 in
+		base) echo 0 ;;
+		launcher) echo 1 ;;
+		queue) echo 2 ;;
+		capture | kafka) echo 3 ;;
+		worker) echo 4 ;;
+		.) echo 5 ;;
+		*) echo -1 ;;
+	esac
+}
+
+bad=0
+# "folder/file folder/header" for each include of a header of src/, a file
+# and its header taken as one
+edges=$(grep -H '^#include "[a-z_]*/[a-z_]*\.h"' *.c */*.[ch] |
+	sed -E 's|^(\./)?([a-z_/]*)\.[ch]:#include "([a-z_/]*)\.h".*|\2 \3|' |
+	while read -r from to; do
+		[ -d "${to%/*}" ] && [ "$from" != "$to" ] && echo "$from $to"
+	done | sort -u)
+
+while read -r from to; do
+	[ -z "$from" ] && continue
+	dir=.
+	[[ $from == */* ]] && dir=${from%/*}
+	if [ "$(floor "$dir")" -lt 0 ]; then
+		echo "not ok - src/$dir/ has no floor in test/layers.sh"
+		bad=1
+	elif [ "$dir" != "${to%/*}" ] && [ "$(floor "${to%/*}")" -ge "$(floor "$dir")" ]; then
+		echo "not ok - src/$from includes $to.h, which is not below it"
+		bad=1
+	fi
+	if [[ $from < $to ]] && grep -qx "$to $from" <<<"$edges"; then
+		echo "not ok - src/$from and src/$to include each other"
+		bad=1
+	fi
+done <<<"$edges"
+
+[ $bad = 0 ] && echo "ok - the layers of src/"
+exit $bad
