@@ -169,6 +169,63 @@ is($node->safe_psql('postgres', "SELECT last_error IS NULL FROM outbox_worker_st
 is($state, '', 'the setting of the file takes it');
 $node->safe_psql('postgres', 'ALTER SYSTEM RESET outbox.kafka_properties_file');
 
+# --- TLS: the registry's CA, and a client certificate whose key has a
+# password, from the properties file
+sub openssl
+{
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ 'openssl', @_ ], '>', \$out, '2>', \$err)
+	  or die "openssl @_: $err";
+	return;
+}
+openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2',
+	'-subj', '/CN=outbox test CA', '-keyout', "$dir/ca.key", '-out', "$dir/ca.crt");
+write_file("$dir/server.ext", 0600, "subjectAltName=IP:127.0.0.1\n");
+for my $who ('server', 'client')
+{
+	openssl('req', '-newkey', 'rsa:2048', '-subj', "/CN=$who",
+		$who eq 'server' ? '-nodes' : ('-passout', 'pass:Secret-key'),
+		'-keyout', "$dir/$who.key", '-out', "$dir/$who.csr");
+	openssl('x509', '-req', '-days', '2', '-in', "$dir/$who.csr",
+		'-CA', "$dir/ca.crt", '-CAkey', "$dir/ca.key", '-CAcreateserial',
+		$who eq 'server' ? ('-extfile', "$dir/server.ext") : (),
+		'-out', "$dir/$who.crt");
+}
+my $tls_registry = start_schema_registry(
+	tls => "$dir/server.crt,$dir/server.key",
+	client_ca => "$dir/ca.crt");
+like($tls_registry->{url}, qr/^https:/, 'a registry over TLS');
+my %tls = (
+	ca => "schema.registry.ssl.ca.location=$dir/ca.crt\n",
+	certificate => "schema.registry.ssl.certificate.location=$dir/client.crt\n",
+	key => "schema.registry.ssl.key.location=$dir/client.key\n",
+	password => "schema.registry.ssl.key.password=Secret-key\n");
+# outbox_registry_check() with the properties file of those lines
+sub check_tls
+{
+	my $file = write_file("$dir/tls.properties", 0600, join('', @tls{@_}));
+	return run_sql("
+		SET outbox.schema_registry_url = '$tls_registry->{url}';
+		SET outbox.kafka_properties_file = '$file';
+		SELECT outbox_registry_check()");
+}
+($state, $out) = check_tls(qw(ca certificate key password));
+is($out, qq{the schema registry at "$tls_registry->{url}" answers, compatibility BACKWARD},
+	'TLS: the CA, the client certificate, its key and its password from the file');
+($state, $out) = check_tls(qw(certificate key password));
+is($state, '08006', 'TLS: without the CA, the registry is not trusted');
+like($out, qr/could not reach the schema registry at "\Q$tls_registry->{url}\E"\nDETAIL:  .*certificate/,
+	'saying so');
+($state, $out) = check_tls(qw(ca));
+is($state, '08006', 'TLS: without a client certificate, the registry refuses');
+($state, $out) = check_tls(qw(ca certificate key));
+is($state, '08006', 'TLS: the key without its password cannot be used');
+$tls{password} = "schema.registry.ssl.key.password=Wrong-key\n";
+($state, $out) = check_tls(qw(ca certificate key password));
+is($state, '08006', 'TLS: nor with a wrong one');
+unlike($out, qr/Wrong-key|Secret-key/, 'no message shows it');
+$tls_registry->stop;
+
 # --- the registry down: 08006 naming the URL; up again, it serves
 $registry->down;
 ($state, $out) = run_sql("SELECT registry_register('down-value', '$v1')");

@@ -358,8 +358,8 @@ request(const char *path, const char *body, StringInfo answer)
 		SET_OPTION(CURLOPT_SSLCERT, cred.certificate);
 	if (cred.key != NULL)
 		SET_OPTION(CURLOPT_SSLKEY, cred.key);
-	if (cred.key_password != NULL)
-		SET_OPTION(CURLOPT_KEYPASSWD, cred.key_password);
+	/* never none: OpenSSL would ask for it on the terminal */
+	SET_OPTION(CURLOPT_KEYPASSWD, cred.key_password ? cred.key_password : "");
 
 	if (ok)
 	{
