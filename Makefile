@@ -10,7 +10,7 @@ OBJS = \
 	src/capture/debezium.o \
 	src/capture/router.o \
 	src/capture/snapshot.o \
-	src/format/registry.o \
+	src/kafka/registry.o \
 	src/kafka/kafka.o \
 	src/kafka/properties.o \
 	src/kafka/topics.o \
@@ -100,5 +100,5 @@ test/%: test/%.c
 	$(CC) -O2 -Wall -Wextra -Werror $(RDKAFKA_CFLAGS) -o $@ $< $(RDKAFKA_LIBS)
 
 # its undefined symbols are the library's, which the server has loaded
-test/registry_probe.so: test/registry_probe.c src/format/registry.h
+test/registry_probe.so: test/registry_probe.c src/kafka/registry.h
 	$(CC) $(CFLAGS) $(CFLAGS_SL) $(CPPFLAGS) -shared -o $@ $<

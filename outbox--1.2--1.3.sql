@@ -501,7 +501,7 @@ CREATE OR REPLACE VIEW @extschema@.outbox_snapshots AS
 	  FROM @extschema@.outbox_snapshots_state s;
 
 --
--- The Schema Registry (src/format/registry.c): outbox.schema_registry_url,
+-- The Schema Registry (src/kafka/registry.c): outbox.schema_registry_url,
 -- its credentials in the properties file
 --
 

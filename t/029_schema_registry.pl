@@ -1,5 +1,5 @@
 
-# The schema registry client (src/format/registry.c) against the test
+# The schema registry client (src/kafka/registry.c) against the test
 # registry (test/schema_registry.js): schemas registered and fetched, with
 # basic auth from the properties file, cached per process; the registry's
 # refusals passed through; a registry down, or one whose answers are

@@ -4,7 +4,7 @@
 # headers of its own folder and of the folders below it only, and no two
 # files (a .c with its .h) include each other.
 #
-#	base <- format <- launcher <- queue <- capture, kafka <- worker <- outbox.c
+#	base <- kafka <- format <- launcher <- queue <- capture <- worker <- outbox.c
 #
 # Prints "not ok - ..." for each include that breaks a rule; the exit
 # status is 0 only if none does.
@@ -17,12 +17,13 @@ cd "${1:-$(dirname "$0")/../src}" || exit 1
 floor() {
 	case $1 in
 		base) echo 0 ;;
-		format) echo 1 ;;
-		launcher) echo 2 ;;
-		queue) echo 3 ;;
-		capture | kafka) echo 4 ;;
-		worker) echo 5 ;;
-		.) echo 6 ;;
+		kafka) echo 1 ;;
+		format) echo 2 ;;
+		launcher) echo 3 ;;
+		queue) echo 4 ;;
+		capture) echo 5 ;;
+		worker) echo 6 ;;
+		.) echo 7 ;;
 		*) echo -1 ;;
 	esac
 }

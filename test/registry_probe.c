@@ -2,7 +2,7 @@
  *
  * registry_probe.c
  *		A module for the tests only, never installed: SQL functions over the
- *		schema registry client of the extension (src/format/registry.h), so
+ *		schema registry client of the extension (src/kafka/registry.h), so
  *		that t/029_schema_registry.pl can register and fetch schemas before
  *		anything of the product calls them.  Loaded by its path in a server
  *		that preloads outbox, whose symbols it takes.
@@ -16,7 +16,7 @@
 #include "fmgr.h"
 #include "utils/builtins.h"
 
-#include "format/registry.h"
+#include "kafka/registry.h"
 
 PG_MODULE_MAGIC;
 

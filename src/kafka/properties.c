@@ -394,7 +394,7 @@ file_version_of(const struct stat *st, OutboxFileVersion *version)
 /*
  * Set the properties of the file at path on conf: one name=value per line,
  * lines that start with # are comments, schema.registry.* properties are
- * the schema registry client's (src/format/registry.c).  The file may hold
+ * the schema registry client's (src/kafka/registry.c).  The file may hold
  * secrets: it must be a regular file that other users cannot read.
  * *version gets what identifies the contents read.  On failure, returns false with the reason
  * in *error, naming the file and line.

@@ -5,7 +5,7 @@
  *		schemas registered and fetched, cached per process, and Confluent's
  *		wire-format prefix of a record.
  *
- * src/format/registry.h
+ * src/kafka/registry.h
  *
  *-------------------------------------------------------------------------
  */

@@ -19,7 +19,7 @@
  * interrupt is served once libcurl has returned, never inside a callback.
  * No message shows a credential.
  *
- * src/format/registry.c
+ * src/kafka/registry.c
  *
  *-------------------------------------------------------------------------
  */
@@ -43,7 +43,8 @@
 #include "utils/memutils.h"
 
 #include "base/guc.h"
-#include "format/registry.h"
+#include "kafka/properties.h"
+#include "kafka/registry.h"
 
 /* how long a request may take, connection included */
 #define REQUEST_TIMEOUT_MS 5000
