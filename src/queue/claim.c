@@ -680,8 +680,9 @@ event_id_cmp(const void *a, const void *b)
  * their keys; nor are the events of the retry table of the topics held
  * (a list of names: their cluster is down).  Every log event claimed must be recorded (record.c) before
  * the transaction commits.  One claim runs at a time: a second claimer
- * gets nothing until the first ends.  The batch is allocated in the
- * caller's memory context.
+ * gets nothing until the first ends.  batch->full says that the claim
+ * stopped at its limits, and more may be due.  The batch is allocated in
+ * the caller's memory context.
  */
 OutboxBatch *
 outbox_claim_batch(const OutboxExtension *ext, int batch_size, int64 max_bytes,
@@ -725,6 +726,7 @@ outbox_claim_batch(const OutboxExtension *ext, int batch_size, int64 max_bytes,
 		nlog = outbox_read_log(ext, &row.reader, batch_size - nretried,
 							   &bytes_left, batch->events + nretried);
 		MemoryContextSwitchTo(spi_cxt);
+		batch->full = nretried + nlog >= batch_size || bytes_left <= 0;
 		if (nlog > 0 &&
 			(unfinished ||
 			 retries_hold(ext, "outbox_retries_pkey", batch->events[nretried].id,

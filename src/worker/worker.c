@@ -21,8 +21,9 @@
  * current one is in flight, and the current one is recorded while the next
  * is.  Only one batch is in Kafka at a time, and the keys that stopped in
  * one (an event not delivered) send nothing in the next.  The transaction commits when a
- * claim finds nothing, after RUN_MAX_MS, or once its batches hold
- * RUN_MAX_BYTES.
+ * claim finds nothing, or would (nothing committed since the last one,
+ * which did not fill its batch), after RUN_MAX_MS, or once its batches
+ * hold RUN_MAX_BYTES.
  *
  * A producer per cluster that the settings of topics name (topics.c), read
  * at the start of each transaction, when nothing is in flight: a topic
@@ -911,6 +912,30 @@ log_restart(void)
 }
 
 /*
+ * Could a claim find anything now that the last one (last; NULL: none in
+ * this transaction yet) did not?  Only if that one stopped at its limits,
+ * if this transaction has put events in the retry table since (wrote
+ * retries), or if a transaction that enqueued has committed since it
+ * began: such a commit counts itself in the slot once it is visible
+ * (launcher.c), so one that the last claim's snapshot missed counted after
+ * *commits was read.  Events of the retry table that come due with time
+ * wait for the next turn.  If so, *commits gets the count as the next
+ * claim begins.
+ */
+static bool
+claim_may_find(const OutboxBatch *last, bool wrote_retries, uint64 *commits)
+{
+	uint64		counted = pg_atomic_read_u64(&my_slot->undelivered) >> 32;
+
+	if (last != NULL && !last->full && !wrote_retries && counted == *commits)
+		return false;
+	*commits = counted;
+	/* read before the claim takes its snapshot */
+	pg_memory_barrier();
+	return true;
+}
+
+/*
  * Publish batches in one transaction (see the file header).  Returns how
  * long to wait before the next turn: 0 after a transaction cut short by
  * its time, poll_interval once a claim found nothing; negative (not
@@ -927,6 +952,8 @@ run_batches_of(const OutboxExtension *ext, bool *undo)
 	bool		complete = true;
 	long		delay = 0;
 	int64		bytes = 0;
+	uint64		commits = 0;
+	bool		wrote_retries = false;
 
 	*undo = false;
 	/* idle: a cheap look first, and no producer after a while */
@@ -954,10 +981,16 @@ run_batches_of(const OutboxExtension *ext, bool *undo)
 		/* the next batch is claimed while the one sent is acknowledged */
 		if (sending == NULL || run_goes_on(now, bytes))
 		{
-			next = claim_next(ext, sending);
-			for (int i = 0; i < next->count; i++)
+			if (claim_may_find(sending, wrote_retries, &commits))
+			{
+				next = claim_next(ext, sending);
+				wrote_retries = false;
+			}
+			else
+				next = NULL;
+			for (int i = 0; next != NULL && i < next->count; i++)
 				bytes += next->events[i].bytes;
-			if (next->count == 0)
+			if (next == NULL || next->count == 0)
 			{
 				next = NULL;
 				delay = outbox_poll_interval;
@@ -999,7 +1032,11 @@ run_batches_of(const OutboxExtension *ext, bool *undo)
 			start_batch(next, route_batch(next, settings), stopped_keys);
 		}
 		if (sending != NULL)
+		{
 			record_batch(ext, sending);
+			for (int i = 0; i < sending->count; i++)
+				wrote_retries |= sending->events[i].outcome != OUTBOX_DELIVERED;
+		}
 		if (next != NULL && !complete)
 		{
 			/* not sent: released, due again untouched */
