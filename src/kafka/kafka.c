@@ -951,14 +951,14 @@ malloc_strdup(const char *s)
 	return copy;
 }
 
-/* The version of the file at path now. */
+/* The version of the file at path now; none for no path, without a stat. */
 static void
 properties_file_version(const char *path, FileVersion *version)
 {
 	struct stat st;
 
 	memset(version, 0, sizeof(*version));
-	if (stat(path, &st) == 0)
+	if (*path != '\0' && stat(path, &st) == 0)
 		file_version_of(&st, version);
 }
 
