@@ -17,7 +17,7 @@
 #    protocol, 4 clients, ROUNDS interleaved rounds of ROUND_S seconds, the
 #    median (target >= 1.0), in a database no worker serves.
 #
-# Usage: test/bench/batch_cost.sh [RATE_S [ROUND_S [ROUNDS]]]	(20 s, 6 s, 3)
+# Usage: [WAKE_DELAY=1ms] test/bench/batch_cost.sh [RATE_S [ROUND_S [ROUNDS]]]	(20 s, 6 s, 3)
 
 set -euo pipefail
 
@@ -44,6 +44,7 @@ shared_buffers = '1GB'
 max_wal_size = '8GB'
 checkpoint_timeout = '30min'
 track_commit_timestamp = on
+outbox.wake_delay = '${WAKE_DELAY:-1ms}'
 CONF
 pg_ctl -D "$DATA" -l "$WORK/server.log" -w start >/dev/null
 trap 'pg_ctl -D "$DATA" -m immediate -w stop >/dev/null 2>&1; rm -rf "$DATA"; kill $BROKER_PID 2>/dev/null' EXIT
