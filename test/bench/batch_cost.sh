@@ -17,7 +17,7 @@
 #    protocol, 4 clients, ROUNDS interleaved rounds of ROUND_S seconds, the
 #    median (target >= 1.0), in a database no worker serves.
 #
-# Usage: [WAKE_DELAY=1ms] test/bench/batch_cost.sh [RATE_S [ROUND_S [ROUNDS]]]	(20 s, 6 s, 3)
+# Usage: [WAKE_DELAY=2ms] test/bench/batch_cost.sh [RATE_S [ROUND_S [ROUNDS]]]	(20 s, 6 s, 3; outbox.wake_delay: the default unless given)
 
 set -euo pipefail
 
@@ -44,7 +44,7 @@ shared_buffers = '1GB'
 max_wal_size = '8GB'
 checkpoint_timeout = '30min'
 track_commit_timestamp = on
-outbox.wake_delay = '${WAKE_DELAY:-1ms}'
+${WAKE_DELAY:+outbox.wake_delay = '$WAKE_DELAY'}
 CONF
 pg_ctl -D "$DATA" -l "$WORK/server.log" -w start >/dev/null
 trap 'pg_ctl -D "$DATA" -m immediate -w stop >/dev/null 2>&1; rm -rf "$DATA"; kill $BROKER_PID 2>/dev/null' EXIT
@@ -98,7 +98,7 @@ worker_wal() {
 # rate_run NAME SCRIPT TX_PER_S EVENTS_PER_TX: pgbench at a fixed rate for
 # RATE_S, then its figures
 rate_run() {
-	local cpu0 ids0 rows0 lsn0 lsn1 kept events batches rows app_max p50 p99 max wal xacts
+	local cpu cpu0 ids0 rows0 lsn0 lsn1 kept events batches rows app_max p50 p99 max wal xacts
 	sql "TRUNCATE outbox_ledger, bench_latency"
 	sql "CHECKPOINT"
 	sleep 1
@@ -130,9 +130,11 @@ rate_run() {
 									 FROM bench_latency" | tr '|' ' ')"
 	printf '%-16s kept %5s tx/s  latency p50 %5s  p99 %5s  max %5s ms (app slowest %s ms; targets 3, 10, 50)\n' \
 		"$1" "$kept" "$p50" "$p99" "$max" "$app_max"
-	printf '%-16s worker: %s us CPU/event, %s events/batch, %s rows and %s B of WAL per batch, %s write transactions per batch\n' \
-		"" "$(awk -v c="$(($(worker_cpu_ms) - cpu0))" -v n="$events" 'BEGIN { printf "%.1f", 1000 * c / n }')" \
-		"$(ratio "$events" "$batches")" "$(ratio "$rows" "$batches")" \
+	cpu=$(($(worker_cpu_ms) - cpu0))
+	printf '%-16s worker: %s us CPU/event, %s events/batch, %s us CPU, %s rows and %s B of WAL per batch, %s write transactions per batch\n' \
+		"" "$(awk -v c="$cpu" -v n="$events" 'BEGIN { printf "%.1f", 1000 * c / n }')" \
+		"$(ratio "$events" "$batches")" "$(awk -v c="$cpu" -v b="$batches" 'BEGIN { printf "%.0f", 1000 * c / b }')" \
+		"$(ratio "$rows" "$batches")" \
 		"$(awk -v w="$wal" -v b="$batches" 'BEGIN { printf "%.0f", w / b }')" "$(ratio "$xacts" "$batches")"
 }
 
