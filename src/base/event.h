@@ -86,6 +86,7 @@ typedef struct OutboxBatch
 {
 	int			count;
 	OutboxEvent *events;
+	bool		full;			/* the claim stopped at its limits */
 } OutboxBatch;
 
 extern const char *outbox_topic_problem(const char *topic, int len);

@@ -342,7 +342,7 @@ outbox_define_gucs(void)
 							"How long the worker waits, once a commit has woken it, before it claims.",
 							"The commits of that while share one batch: less work per event for the worker, that much more latency.",
 							&outbox_wake_delay,
-							1,
+							2,
 							0, 1000,
 							PGC_SUSET,
 							GUC_UNIT_MS,

@@ -509,14 +509,14 @@ outbox_kafka_same_file_version(const OutboxFileVersion *a, const OutboxFileVersi
 		a->ctime.tv_sec == b->ctime.tv_sec && a->ctime.tv_nsec == b->ctime.tv_nsec;
 }
 
-/* The version of the file at path now. */
+/* The version of the file at path now; none for no path, without a stat. */
 void
 outbox_kafka_file_version(const char *path, OutboxFileVersion *version)
 {
 	struct stat st;
 
 	memset(version, 0, sizeof(*version));
-	if (stat(path, &st) == 0)
+	if (*path != '\0' && stat(path, &st) == 0)
 		file_version_of(&st, version);
 }
 

@@ -141,12 +141,6 @@ static OutboxPlan retries_due_plan = {
 	"               AND (m.next_attempt_at IS NULL OR m.next_attempt_at <= now()))"
 };
 
-/* any event the retry table has still to deliver */
-static OutboxPlan retries_undelivered_plan = {
-	"SELECT EXISTS (SELECT FROM %1$s.outbox_retries m"
-	"               WHERE m.status IN ('pending', 'failed'))"
-};
-
 /*
  * May a backend of role roleid hold version 1.1's advisory lock on the
  * reader for the extension: a superuser, or a role that may run the
@@ -495,7 +489,7 @@ claimed_batch(void)
  * first to last (any id if last < first)?  One look at an index, where the
  * claim's statements for the retry table would start an executor each,
  * for nothing in most claims.  No permission is checked: the caller has
- * the claim lock.
+ * the claim lock, or is the worker.
  */
 static bool
 retries_hold(const OutboxExtension *ext, const char *index, int64 first, int64 last)
@@ -657,8 +651,9 @@ event_id_cmp(const void *a, const void *b)
  * their keys; nor are the events of the retry table of the topics held
  * (a list of names: their cluster is down).  Every log event claimed must be recorded (record.c) before
  * the transaction commits.  One claim runs at a time: a second claimer
- * gets nothing until the first ends.  The batch is allocated in the
- * caller's memory context.
+ * gets nothing until the first ends.  batch->full says that the claim
+ * stopped at its limits, and more may be due.  The batch is allocated in
+ * the caller's memory context.
  */
 OutboxBatch *
 outbox_claim_batch(const OutboxExtension *ext, int batch_size, int64 max_bytes,
@@ -702,6 +697,7 @@ outbox_claim_batch(const OutboxExtension *ext, int batch_size, int64 max_bytes,
 		nlog = outbox_read_log(ext, &row.reader, batch_size - nretried,
 							   &bytes_left, batch->events + nretried);
 		MemoryContextSwitchTo(spi_cxt);
+		batch->full = nretried + nlog >= batch_size || bytes_left <= 0;
 		if (nlog > 0 &&
 			(unfinished ||
 			 retries_hold(ext, "outbox_retries_pkey", batch->events[nretried].id,
@@ -719,16 +715,18 @@ outbox_claim_batch(const OutboxExtension *ext, int batch_size, int64 max_bytes,
 }
 
 /*
- * Are events of the log or the retry table (those retries_plan asks for)
- * waiting, by the reader row read where the claim left it (under a
- * snapshot held elsewhere, a scan of its table would read every version of
- * it)?  A transaction that the claim saw running and that has ended since
- * may have left events; one still running wakes the worker when it
- * commits (utility.c), and keeps DROP DATABASE from running.  Takes a
- * connection to SPI.
+ * Are events of the log or the retry table waiting: due ones, or (unless
+ * due) any not delivered, by the reader row read where the claim left it
+ * (under a snapshot held elsewhere, a scan of its table would read every
+ * version of it)?  A transaction that the claim saw running and that has
+ * ended since may have left events; one still running wakes the worker
+ * when it commits (utility.c), and keeps DROP DATABASE from running.  The
+ * retry table's undelivered events are the entries of its index of due
+ * events (a look at an index, not a statement).  Takes a connection to
+ * SPI for due ones.
  */
 static bool
-events_waiting(const OutboxExtension *ext, OutboxPlan *retries_plan)
+events_waiting(const OutboxExtension *ext, bool due)
 {
 	Snapshot	snapshot = GetActiveSnapshot();
 	OutboxReaderRow row;
@@ -743,9 +741,14 @@ events_waiting(const OutboxExtension *ext, OutboxPlan *retries_plan)
 		if (!XidInMVCCSnapshot(XidFromFullTransactionId(row.reader.running[i]), snapshot))
 			return true;
 
-	SPI_connect();
-	waiting = DatumGetBool(outbox_run_value(ext, retries_plan, NULL, &isnull));
-	SPI_finish();
+	if (due)
+	{
+		SPI_connect();
+		waiting = DatumGetBool(outbox_run_value(ext, &retries_due_plan, NULL, &isnull));
+		SPI_finish();
+	}
+	else
+		waiting = retries_hold(ext, "outbox_retries_due", 0, -1);
 	return waiting || outbox_log_has_after(ext, row.reader.last_id);
 }
 
@@ -756,7 +759,7 @@ events_waiting(const OutboxExtension *ext, OutboxPlan *retries_plan)
 bool
 outbox_events_due(const OutboxExtension *ext)
 {
-	return events_waiting(ext, &retries_due_plan);
+	return events_waiting(ext, true);
 }
 
 /*
@@ -767,7 +770,7 @@ outbox_events_due(const OutboxExtension *ext)
 bool
 outbox_events_undelivered(const OutboxExtension *ext)
 {
-	return events_waiting(ext, &retries_undelivered_plan);
+	return events_waiting(ext, false);
 }
 
 PG_FUNCTION_INFO_V1(outbox_claim);

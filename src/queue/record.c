@@ -57,6 +57,13 @@ static OutboxPlan delivered_plan = {
 	INT4ARRAYOID, INT8ARRAYOID}
 };
 
+/* deliveries of the log's events alone: their ledger row ($1 ids, $2 partitions, $3 offsets) */
+static OutboxPlan ledger_plan = {
+	"INSERT INTO %1$s.outbox_ledger (first_id, last_id, ids, partitions, offsets, published_at)"
+	" VALUES ($1[1], $1[cardinality($1)], $1, $2, $3, clock_timestamp())",
+	3, {INT8ARRAYOID, INT4ARRAYOID, INT8ARRAYOID}
+};
+
 /* version 1.1: $1 fewer log events left to record, as its reader row counts */
 static OutboxPlan recorded_plan_1_1 = {
 	"UPDATE %1$s.outbox_reader SET unrecorded = GREATEST(unrecorded - $1, 0)",
@@ -168,6 +175,13 @@ record_delivered(const OutboxExtension *ext, OutboxBatch *batch, bool keep,
 	values[0] = column_array(&ids[1], INT8OID);
 	values[1] = column_array(&partitions[1], INT4OID);
 	values[2] = column_array(&offsets[1], INT8OID);
+	if (ids[0].n == 0)
+	{
+		/* none of the retry table: a statement that starts one table's insert */
+		if (keep)
+			outbox_run(ext, &ledger_plan, values, 1);
+		return;
+	}
 	values[3] = BoolGetDatum(keep);
 	values[4] = column_array(&ids[0], INT8OID);
 	values[5] = column_array(&partitions[0], INT4OID);

@@ -17,6 +17,7 @@
  */
 #include "postgres.h"
 
+#include <malloc.h>
 #include <signal.h>
 
 #include "access/clog.h"
@@ -82,6 +83,8 @@
 #define RUN_MAX_BYTES (2 * OUTBOX_BATCH_MAX_BYTES)
 /* how often the statistics summed in memory are written */
 #define STATS_INTERVAL_MS 1000
+/* how much freed memory the worker keeps for its next turns */
+#define KEEP_FREED_BYTES (4 * 1024 * 1024)
 /* how long a snapshot whose chunk failed waits */
 #define SNAPSHOT_RETRY_MS 1000
 /* how often a worker with no snapshot to take looks for one */
@@ -851,6 +854,30 @@ log_restart(void)
 }
 
 /*
+ * Could a claim find anything now that the last one (last; NULL: none in
+ * this transaction yet) did not?  Only if that one stopped at its limits,
+ * if this transaction has put events in the retry table since (wrote
+ * retries), or if a transaction that enqueued has committed since it
+ * began: such a commit counts itself in the slot once it is visible
+ * (launcher.c), so one that the last claim's snapshot missed counted after
+ * *commits was read.  Events of the retry table that come due with time
+ * wait for the next turn.  If so, *commits gets the count as the next
+ * claim begins.
+ */
+static bool
+claim_may_find(const OutboxBatch *last, bool wrote_retries, uint64 *commits)
+{
+	uint64		counted = pg_atomic_read_u64(&my_slot->undelivered) >> 32;
+
+	if (last != NULL && !last->full && !wrote_retries && counted == *commits)
+		return false;
+	*commits = counted;
+	/* read before the claim takes its snapshot */
+	pg_memory_barrier();
+	return true;
+}
+
+/*
  * Publish batches in one transaction (docs/design.md, "Batches in one
  * transaction").  Returns how
  * long to wait before the next turn: 0 after a transaction cut short by
@@ -868,6 +895,8 @@ run_batches_of(const OutboxExtension *ext, bool *undo)
 	bool		complete = true;
 	long		delay = 0;
 	int64		bytes = 0;
+	uint64		commits = 0;
+	bool		wrote_retries = false;
 
 	*undo = false;
 	/* idle: a cheap look first, and no producer after a while */
@@ -895,10 +924,16 @@ run_batches_of(const OutboxExtension *ext, bool *undo)
 		/* the next batch is claimed while the one sent is acknowledged */
 		if (sending == NULL || run_goes_on(now, bytes))
 		{
-			next = claim_next(ext, sending);
-			for (int i = 0; i < next->count; i++)
+			if (claim_may_find(sending, wrote_retries, &commits))
+			{
+				next = claim_next(ext, sending);
+				wrote_retries = false;
+			}
+			else
+				next = NULL;
+			for (int i = 0; next != NULL && i < next->count; i++)
 				bytes += next->events[i].bytes;
-			if (next->count == 0)
+			if (next == NULL || next->count == 0)
 			{
 				next = NULL;
 				delay = outbox_poll_interval;
@@ -940,7 +975,11 @@ run_batches_of(const OutboxExtension *ext, bool *undo)
 			start_batch(next, route_batch(next, settings), stopped_keys);
 		}
 		if (sending != NULL)
+		{
 			record_batch(ext, sending);
+			for (int i = 0; i < sending->count; i++)
+				wrote_retries |= sending->events[i].outcome != OUTBOX_DELIVERED;
+		}
 		if (next != NULL && !complete)
 		{
 			/* not sent: released, due again untouched */
@@ -1350,6 +1389,22 @@ publish_loop(void)
 }
 
 /*
+ * What a turn allocates (a batch's events, the executor's memory) is freed
+ * when it ends and allocated again by the next one: keep it in the heap
+ * rather than give it back to the kernel at every batch and take page
+ * faults to have it again (malloc's default trims the heap past 128 kB
+ * free, and maps larger allocations apart).
+ */
+static void
+keep_freed_memory(void)
+{
+#if defined(M_TRIM_THRESHOLD) && defined(M_MMAP_THRESHOLD)
+	mallopt(M_MMAP_THRESHOLD, KEEP_FREED_BYTES);
+	mallopt(M_TRIM_THRESHOLD, KEEP_FREED_BYTES);
+#endif
+}
+
+/*
  * The context of every line the worker logs: its database, and its
  * cluster while it has one only (with several, a line about one of them
  * names it in a context of its own).
@@ -1400,6 +1455,7 @@ outbox_worker_main(Datum main_arg)
 	outbox_slot_lock();
 	my_slot->role = args.owner;
 	outbox_slot_unlock();
+	keep_freed_memory();
 	StartTransactionCommand();
 	ereport(LOG,
 			(errmsg("outbox worker started for database \"%s\" as role \"%s\"",

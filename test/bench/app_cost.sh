@@ -14,7 +14,7 @@
 # Targets: worker >= 1.0 x walsender, worker >= 0.9 x off.  Also the
 # worker's CPU per event and events per batch (ledger rows) in its rounds.
 #
-# Usage: [WAKE_DELAY=1ms] test/bench/app_cost.sh [ROUND_S [ROUNDS]]	(12 s, 3 rounds)
+# Usage: [WAKE_DELAY=2ms] test/bench/app_cost.sh [ROUND_S [ROUNDS]]	(12 s, 3 rounds; outbox.wake_delay: the default unless given)
 
 set -euo pipefail
 
@@ -38,7 +38,7 @@ shared_buffers = '2GB'
 max_wal_size = '16GB'
 checkpoint_timeout = '30min'
 wal_level = logical
-outbox.wake_delay = '${WAKE_DELAY:-1ms}'
+${WAKE_DELAY:+outbox.wake_delay = '$WAKE_DELAY'}
 CONF
 pg_ctl -D "$WORK/data" -l "$WORK/server.log" -w start >/dev/null
 RECV_PID=
