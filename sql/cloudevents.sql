@@ -82,6 +82,16 @@ INSERT INTO ce_rows VALUES (1);
 SELECT topic, headers FROM outbox_messages WHERE topic = 'ce.rows';
 SELECT outbox_detach('ce_rows');
 DROP TABLE ce_rows;
+-- but a router's bytea payload, its bytes as they are
+CREATE TABLE ce_outbox (id uuid PRIMARY KEY, aggregatetype text, aggregateid text, payload jsonb);
+CREATE TABLE ce_outbox_bytes (id uuid PRIMARY KEY, aggregatetype text, aggregateid text, payload bytea);
+SELECT outbox_attach_router('ce_outbox', topic_pattern => 'ce.${routedByValue}');
+SELECT outbox_attach_router('ce_outbox_bytes', topic_pattern => 'ce.${routedByValue}');
+INSERT INTO ce_outbox VALUES ('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'order', '1', '{"id": 1}');
+INSERT INTO ce_outbox_bytes VALUES ('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a12', 'blob', '2', '\x00ff');
+INSERT INTO ce_outbox_bytes VALUES ('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a13', 'blob', '3', NULL);
+SELECT topic, headers FROM outbox_messages WHERE topic IN ('ce.order', 'ce.blob') ORDER BY id;
+DROP TABLE ce_outbox, ce_outbox_bytes;
 
 -- a change of the settings is seen at once, in the transaction that
 -- makes it, and not once it is rolled back

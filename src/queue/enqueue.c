@@ -413,10 +413,10 @@ append_event(const OutboxExtension *ext, Datum *columns, bool *nulls, Datum even
  * created_at, the record's timestamp, is the start of the transaction
  * unless given.
  */
-static int64
-store_event(const OutboxExtension *ext, text *topic, text *key, bytea *payload,
-			Jsonb *headers, Datum event_id, bool event_id_isnull,
-			const TimestampTz *created_at, bool json)
+int64
+outbox_store_event(const OutboxExtension *ext, text *topic, text *key, bytea *payload,
+				   Jsonb *headers, Datum event_id, bool event_id_isnull,
+				   const TimestampTz *created_at, bool json)
 {
 	Datum		columns[OUTBOX_LOG_COLUMNS];
 	bool		nulls[OUTBOX_LOG_COLUMNS];
@@ -457,18 +457,6 @@ store_event(const OutboxExtension *ext, text *topic, text *key, bytea *payload,
 }
 
 /*
- * The same for the capture and router triggers, whose payloads are JSON.
- */
-int64
-outbox_store_event(const OutboxExtension *ext, text *topic, text *key, bytea *payload,
-				   Jsonb *headers, Datum event_id, bool event_id_isnull,
-				   const TimestampTz *created_at)
-{
-	return store_event(ext, topic, key, payload, headers, event_id, event_id_isnull,
-					   created_at, true);
-}
-
-/*
  * outbox_enqueue(topic text, payload {jsonb|text|bytea}, key text,
  *				  headers jsonb, event_id uuid) RETURNS bigint
  *
@@ -485,14 +473,14 @@ outbox_enqueue(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("topic must not be null")));
 
-	id = store_event(outbox_entry(fcinfo),
-					 PG_GETARG_TEXT_PP(0),
-					 PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2),
-					 PG_ARGISNULL(1) ? NULL : payload_bytes(fcinfo, 1),
-					 PG_ARGISNULL(3) ? NULL : PG_GETARG_JSONB_P(3),
-					 PG_GETARG_DATUM(4),
-					 PG_ARGISNULL(4),
-					 NULL,
-					 get_fn_expr_argtype(fcinfo->flinfo, 1) == JSONBOID);
+	id = outbox_store_event(outbox_entry(fcinfo),
+							PG_GETARG_TEXT_PP(0),
+							PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2),
+							PG_ARGISNULL(1) ? NULL : payload_bytes(fcinfo, 1),
+							PG_ARGISNULL(3) ? NULL : PG_GETARG_JSONB_P(3),
+							PG_GETARG_DATUM(4),
+							PG_ARGISNULL(4),
+							NULL,
+							get_fn_expr_argtype(fcinfo->flinfo, 1) == JSONBOID);
 	PG_RETURN_INT64(id);
 }
