@@ -33,6 +33,7 @@ static const char *const made_headers[] = {
 /* RFC 3339 in UTC with microseconds: 2026-11-24T18:51:08.123456Z */
 #define RFC3339_LEN 27
 
+/* Is name that of a header the format makes? */
 static bool
 is_made(const char *name)
 {

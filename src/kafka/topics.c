@@ -172,6 +172,7 @@ static MemoryContext enqueue_settings_cxt = NULL;
 static OutboxTopicSettings *enqueue_settings = NULL;
 static Oid	enqueue_settings_relid = InvalidOid;
 
+/* The relcache callback: forget the settings kept if their table changed. */
 static void
 forget_enqueue_settings(Datum arg, Oid relid)
 {

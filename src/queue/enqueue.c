@@ -183,7 +183,8 @@ check_event(text *topic, text *key, bytea *payload, Jsonb *headers,
 }
 
 /*
- * headers (NULL: none) and the header content-type of a JSON payload.
+ * headers (NULL for none) with content-type application/json added, for a
+ * JSON payload.
  */
 static Jsonb *
 with_json_content_type(Jsonb *headers)
