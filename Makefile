@@ -10,9 +10,10 @@ OBJS = \
 	src/capture/debezium.o \
 	src/capture/router.o \
 	src/capture/snapshot.o \
-	src/kafka/registry.o \
+	src/format/cloudevents.o \
 	src/kafka/kafka.o \
 	src/kafka/properties.o \
+	src/kafka/registry.o \
 	src/kafka/topics.o \
 	src/launcher/launcher.o \
 	src/launcher/status.o \
@@ -39,8 +40,8 @@ DATA = outbox--1.0.sql outbox--1.0--1.1.sql outbox--1.1--1.2.sql outbox--1.2.sql
 	monitoring/outbox_prometheus.yaml
 PGFILEDESC = "outbox - transactional outbox publishing to Kafka"
 
-REGRESS = setup enqueue state_machine privileges settings capture reference retry stats security headers debezium snapshot_guards upgrade drop dump secrets topics registry
-ISOLATION = claim order commit_order rotate drop_concurrent snapshot
+REGRESS = setup enqueue state_machine privileges settings capture reference retry stats security headers debezium snapshot_guards upgrade drop dump secrets topics registry cloudevents
+ISOLATION = claim order commit_order rotate drop_concurrent snapshot topic_settings
 REGRESS_OPTS = --temp-config=$(srcdir)/specs/temp.conf
 ISOLATION_OPTS = --temp-config=$(srcdir)/specs/temp.conf
 

@@ -513,3 +513,22 @@ SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION @extschema@.outbox_registry_check() FROM PUBLIC;
 COMMENT ON FUNCTION @extschema@.outbox_registry_check() IS
 	'Whether the schema registry of outbox.schema_registry_url answers: its URL and compatibility level, else an error that says why not. By grant';
+
+-- CloudEvents: the format's settings, as enqueue reads them (src/kafka/topics.c,
+-- src/format/cloudevents.c)
+--
+
+-- Enqueue keeps the settings of topics for the session, to know a topic's
+-- format without reading the table at each event; each statement that
+-- writes the table makes every session read it again.
+CREATE FUNCTION @extschema@.outbox_topic_settings_changed()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'outbox_topic_settings_changed'
+LANGUAGE C
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION @extschema@.outbox_topic_settings_changed() FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.outbox_topic_settings_changed() IS
+	'The trigger of outbox_topic_settings: the settings that sessions keep for outbox_enqueue are read again after a change. Nothing else calls it.';
+CREATE TRIGGER outbox_topic_settings_changed
+	AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON @extschema@.outbox_topic_settings
+	FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.outbox_topic_settings_changed();

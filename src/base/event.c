@@ -35,12 +35,6 @@ const char *const outbox_log_column_names[OUTBOX_LOG_COLUMNS] = {
 #define KAFKA_TOPIC_MAX_LENGTH 249
 
 /*
- * Bytes that a Kafka record header costs beside its name and value: two
- * varint lengths, at most 5 bytes each.
- */
-#define HEADER_OVERHEAD 10
-
-/*
  * What is wrong with a topic name, or NULL if Kafka would take it.
  */
 const char *
@@ -175,7 +169,7 @@ outbox_unpack_headers(Jsonb *headers, OutboxEvent *ev, bool *not_utf8)
 			if (strcmp(utf8, "event_id") == 0)
 				return "The header name \"event_id\" is reserved: every record carries the event's id under it.";
 			ev->header_names[ev->nheaders] = utf8;
-			ev->headers_bytes += HEADER_OVERHEAD;
+			ev->headers_bytes += OUTBOX_HEADER_OVERHEAD;
 		}
 		else
 			ev->header_values[ev->nheaders++] = utf8;

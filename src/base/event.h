@@ -52,6 +52,12 @@ typedef enum OutboxOutcome
 
 #define UUID_TEXT_LEN 36
 
+/*
+ * Bytes that a Kafka record header costs beside its name and value: two
+ * varint lengths, at most 5 bytes each.
+ */
+#define OUTBOX_HEADER_OVERHEAD 10
+
 typedef struct OutboxEvent
 {
 	/* the row as stored, detoasted; txid is null for the retry table's */

@@ -498,7 +498,7 @@ outbox_format_event(const OutboxExtension *ext, const CaptureConfig *config,
 
 	outbox_store_event(ext, cstring_to_text(config->topic), key,
 					   outbox_utf8_payload(cstring_to_text_with_len(payload.data, payload.len)),
-					   NULL, (Datum) 0, true, NULL);
+					   NULL, (Datum) 0, true, NULL, true);
 }
 
 /*
@@ -534,7 +534,7 @@ store_debezium_event(const OutboxExtension *ext, const CaptureConfig *config, te
 							 before, after, unavailable);
 	outbox_store_event(ext, topic, key,
 					   outbox_utf8_payload(cstring_to_text_with_len(value.data, value.len)),
-					   headers, (Datum) 0, true, NULL);
+					   headers, (Datum) 0, true, NULL, true);
 }
 
 /*
@@ -680,7 +680,7 @@ debezium_format_event(const OutboxExtension *ext, const CaptureConfig *config,
 							 one_header("__debezium.newkey", new_key));
 		if (config->tombstones)
 			outbox_store_event(ext, topic, cstring_to_text(old_key), NULL, NULL,
-							   (Datum) 0, true, NULL);
+							   (Datum) 0, true, NULL, false);
 		store_debezium_event(ext, config, topic, &source, table, 'c', NULL, after, unavailable,
 							 cstring_to_text(new_key),
 							 one_header("__debezium.oldkey", old_key));
@@ -693,7 +693,7 @@ debezium_format_event(const OutboxExtension *ext, const CaptureConfig *config,
 							 unavailable, key ? cstring_to_text(key) : NULL, NULL);
 		if (op == 'd' && config->tombstones && key != NULL)
 			outbox_store_event(ext, topic, cstring_to_text(key), NULL, NULL,
-							   (Datum) 0, true, NULL);
+							   (Datum) 0, true, NULL, false);
 	}
 	outbox_debezium_unpin_settings(nestlevel);
 }

@@ -509,6 +509,7 @@ outbox_router(PG_FUNCTION_ARGS)
 	StringInfoData headers;
 	TimestampTz created_at;
 	bool		timestamped = false;
+	bool		payload_json;
 	ErrorContextCallback errcallback;
 
 	if (!CALLED_AS_TRIGGER(fcinfo))
@@ -578,6 +579,8 @@ outbox_router(PG_FUNCTION_ARGS)
 	/* the value */
 	value = column_value(tuple, tupdesc, config.payload, &isnull, &attr);
 	payload = router_value(&config, attr, value, isnull);
+	/* JSON but for the bytes of a bytea payload, which go as they are */
+	payload_json = isnull || getBaseType(attr->atttypid) != BYTEAOID;
 
 	/* the headers */
 	initStringInfo(&headers);
@@ -614,7 +617,8 @@ outbox_router(PG_FUNCTION_ARGS)
 
 	outbox_store_event(outbox_entry(fcinfo), cstring_to_text(topic), key, payload,
 					   DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(headers.data))),
-					   event_id, event_id_isnull, timestamped ? &created_at : NULL);
+					   event_id, event_id_isnull, timestamped ? &created_at : NULL,
+					   payload_json);
 	error_context_stack = errcallback.previous;
 	return PointerGetDatum(NULL);
 }

@@ -13,11 +13,17 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/table.h"
 #include "catalog/pg_type.h"
+#include "commands/trigger.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
 
 #include "base/event.h"
 #include "base/guc.h"
@@ -147,6 +153,127 @@ outbox_topic_setting(const OutboxTopicSettings *settings, const char *topic)
 }
 
 /*
+ * The rows of outbox_topic_settings as enqueue reads them, kept by the
+ * backend until the table changes: its trigger invalidates them
+ * (outbox_topic_settings_changed), here and, at commit, in every backend.
+ */
+static MemoryContext enqueue_settings_cxt = NULL;
+static OutboxTopicSettings *enqueue_settings = NULL;
+static Oid	enqueue_settings_relid = InvalidOid;
+
+/* The relcache callback: forget the settings kept if their table changed. */
+static void
+forget_enqueue_settings(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == enqueue_settings_relid)
+		enqueue_settings = NULL;
+}
+
+/*
+ * Read the rows of outbox_topic_settings into enqueue_settings, and return
+ * them (kept until the next read, even if forgotten meanwhile): pattern,
+ * format and cloudevents_source, what enqueue needs.  Read as the table
+ * is now (the latest committed rows and the transaction's own), whatever
+ * the transaction's snapshot, without checking the rights of the caller,
+ * who may enqueue without reading the table.  Runs no user code.
+ */
+static OutboxTopicSettings *
+load_enqueue_settings(const OutboxExtension *ext)
+{
+	Relation	rel = table_open(outbox_relation(ext, "outbox_topic_settings"),
+								 AccessShareLock);
+	TupleDesc	desc = RelationGetDescr(rel);
+	AttrNumber	pattern = get_attnum(RelationGetRelid(rel), "pattern");
+	AttrNumber	format = get_attnum(RelationGetRelid(rel), "format");
+	AttrNumber	source = get_attnum(RelationGetRelid(rel), "cloudevents_source");
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	OutboxTopicSettings *settings;
+	MemoryContext old;
+	int			size = 8;
+
+	if (pattern == InvalidAttrNumber || format == InvalidAttrNumber ||
+		source == InvalidAttrNumber)
+		elog(ERROR, "outbox_topic_settings has unexpected columns");
+	if (enqueue_settings_cxt == NULL)
+	{
+		enqueue_settings_cxt = AllocSetContextCreate(CacheMemoryContext,
+													 "outbox topic settings",
+													 ALLOCSET_SMALL_SIZES);
+		CacheRegisterRelcacheCallback(forget_enqueue_settings, (Datum) 0);
+	}
+	MemoryContextReset(enqueue_settings_cxt);
+	enqueue_settings_relid = RelationGetRelid(rel);
+	old = MemoryContextSwitchTo(enqueue_settings_cxt);
+	settings = palloc0(sizeof(OutboxTopicSettings));
+	settings->rows = palloc0(sizeof(OutboxTopicSetting) * size);
+	/* set before the scan: an invalidation during it forgets what it read */
+	enqueue_settings = settings;
+	scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		OutboxTopicSetting *row;
+		bool		isnull;
+		Datum		value;
+
+		if (settings->count == size)
+		{
+			size *= 2;
+			settings->rows = repalloc(settings->rows, sizeof(OutboxTopicSetting) * size);
+		}
+		row = &settings->rows[settings->count++];
+		memset(row, 0, sizeof(*row));
+		row->pattern = TextDatumGetCString(heap_getattr(tuple, pattern, desc, &isnull));
+		value = heap_getattr(tuple, format, desc, &isnull);
+		if (!isnull)
+			row->format = outbox_topic_format(TextDatumGetCString(value));
+		value = heap_getattr(tuple, source, desc, &isnull);
+		if (!isnull)
+			row->cloudevents_source = TextDatumGetCString(value);
+	}
+	systable_endscan(scan);
+	MemoryContextSwitchTo(old);
+	table_close(rel, AccessShareLock);
+	return settings;
+}
+
+/*
+ * The setting of topic as outbox_enqueue and the capture triggers see it
+ * (pattern, format and cloudevents_source only); NULL if it has none, or
+ * in a database whose extension is older than 1.3.  The caller holds a
+ * transaction.
+ */
+const OutboxTopicSetting *
+outbox_topic_setting_to_enqueue(const OutboxExtension *ext, const char *topic)
+{
+	if (ext->version < OUTBOX_VERSION(1, 3))
+		return NULL;
+	AcceptInvalidationMessages();
+	return outbox_topic_setting(enqueue_settings != NULL ? enqueue_settings :
+								load_enqueue_settings(ext), topic);
+}
+
+PG_FUNCTION_INFO_V1(outbox_topic_settings_changed);
+
+/*
+ * outbox_topic_settings_changed() RETURNS trigger
+ *
+ * After each statement that writes outbox_topic_settings: the settings
+ * that backends keep for enqueue are out of date, here at once and in the
+ * others once the transaction commits.
+ */
+Datum
+outbox_topic_settings_changed(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		elog(ERROR, "outbox_topic_settings_changed: not called as a trigger");
+	CacheInvalidateRelcache(trigdata->tg_relation);
+	return PointerGetDatum(NULL);
+}
+
+/*
  * Raise an error unless pattern is a topic name, or a prefix of one
  * followed by '*' (a lone '*' matches every topic).
  */
@@ -248,6 +375,32 @@ check_format(const char *pattern, OutboxTopicFormat format, bool value_schema,
 }
 
 /*
+ * Raise an error unless source can be a CloudEvents source: a URI
+ * reference (RFC 3986), not empty.  Its characters are checked, not its
+ * grammar.
+ */
+static void
+check_source(const char *source)
+{
+	const char *p = source;
+
+	while (*p != '\0')
+	{
+		if (*p == '%' && isxdigit((unsigned char) p[1]) && isxdigit((unsigned char) p[2]))
+			p += 3;
+		else if (isalnum((unsigned char) *p) || strchr("-._~:/?#[]@!$&'()*+,;=", *p) != NULL)
+			p++;
+		else
+			break;
+	}
+	if (*source == '\0' || *p != '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid cloudevents_source \"%s\"", source),
+				 errdetail("A CloudEvents source is a URI reference (RFC 3986), not empty, such as \"/orders\" or \"https://shop.example/orders\"; other characters are written with %%.")));
+}
+
+/*
  * outbox_set_topic(pattern text, brokers text DEFAULT NULL,
  *					properties_file text DEFAULT NULL, format text DEFAULT NULL,
  *					value_schema jsonb DEFAULT NULL, key_schema jsonb DEFAULT NULL,
@@ -281,6 +434,8 @@ outbox_set_topic(PG_FUNCTION_ARGS)
 	if (!PG_ARGISNULL(3))
 		format = outbox_topic_format(text_to_cstring(PG_GETARG_TEXT_PP(3)));
 	check_format(text_to_cstring(PG_GETARG_TEXT_PP(0)), format, !PG_ARGISNULL(4), !PG_ARGISNULL(5), !PG_ARGISNULL(6));
+	if (!PG_ARGISNULL(6))
+		check_source(text_to_cstring(PG_GETARG_TEXT_PP(6)));
 
 	/* pattern, brokers, properties_file, format, the schemas */
 	for (int i = 0; i < 6; i++)

@@ -45,5 +45,7 @@ extern OutboxTopicSettings *outbox_topic_settings_load(const OutboxExtension *ex
 extern OutboxTopicFormat outbox_topic_format(const char *name);
 extern const OutboxTopicSetting *outbox_topic_setting(const OutboxTopicSettings *settings,
 													  const char *topic);
+extern const OutboxTopicSetting *outbox_topic_setting_to_enqueue(const OutboxExtension *ext,
+																 const char *topic);
 
 #endif							/* OUTBOX_TOPICS_H */

@@ -4,7 +4,10 @@
  *		outbox_enqueue(): store an event in the caller's transaction.
  *
  * The row goes straight into a log table and its indexes.  The headers of the
- * transaction (outbox.headers) are merged under the event's own.
+ * transaction (outbox.headers) are merged under the event's own.  On a
+ * topic of format cloudevents, a JSON payload gets the header content-type
+ * (only here is the payload's type known), and headers that would
+ * contradict the format are refused (src/format/cloudevents.c).
  * Validation happens before the insert, so bad input leaves nothing
  * behind, and the worker is asked to wake up when the transaction commits.
  *
@@ -35,6 +38,8 @@
 #include "base/catalog.h"
 #include "base/event.h"
 #include "base/guc.h"
+#include "format/cloudevents.h"
+#include "kafka/topics.h"
 #include "launcher/launcher.h"
 #include "queue/enqueue.h"
 
@@ -122,10 +127,13 @@ payload_bytes(FunctionCallInfo fcinfo, int argno)
 /*
  * Refuse an event that the worker could not publish: a bad topic, a
  * tombstone without key, a key or headers that are not UTF-8, headers that
- * are not an object of strings, a record over outbox.max_message_bytes.
+ * are not an object of strings, a record over outbox.max_message_bytes;
+ * with a source (its topic's format is cloudevents), headers that
+ * contradict the format.  json says whether the payload is JSON.
  */
 static void
-check_event(text *topic, text *key, bytea *payload, Jsonb *headers)
+check_event(text *topic, text *key, bytea *payload, Jsonb *headers,
+			const char *source, bool json)
 {
 	OutboxEvent ev = {0};
 	const char *problem;
@@ -152,12 +160,42 @@ check_event(text *topic, text *key, bytea *payload, Jsonb *headers)
 				 errmsg("invalid event headers"),
 				 errdetail("%s", problem)));
 	}
+	if (source != NULL)
+	{
+		const char *hint;
+
+		if ((problem = outbox_cloudevents_problem(&ev, json, &hint)) != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid event headers for format cloudevents"),
+					 errdetail("%s", problem),
+					 hint ? errhint("%s", hint) : 0,
+					 errcontext("topic %s", text_to_cstring(topic))));
+		ev.headers_bytes += outbox_cloudevents_bytes(text_to_cstring(topic), source, json);
+	}
 	if (outbox_record_bytes(&ev) > outbox_max_message_bytes)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("event is too large"),
 				 errdetail("Payload, key and headers have " INT64_FORMAT " bytes; outbox.max_message_bytes is %d.",
 						   outbox_record_bytes(&ev), outbox_max_message_bytes)));
+}
+
+/*
+ * headers (NULL for none) with content-type application/json added, for a
+ * JSON payload.
+ */
+static Jsonb *
+with_json_content_type(Jsonb *headers)
+{
+	Jsonb	   *content_type;
+
+	content_type = DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
+													  CStringGetDatum("{\"content-type\": \"" OUTBOX_CLOUDEVENTS_JSON "\"}")));
+	if (headers == NULL)
+		return content_type;
+	return DatumGetJsonbP(DirectFunctionCall2(jsonb_concat, JsonbPGetDatum(headers),
+											  JsonbPGetDatum(content_type)));
 }
 
 /*
@@ -371,16 +409,19 @@ append_event(const OutboxExtension *ext, Datum *columns, bool *nulls, Datum even
 /*
  * Validate an event and append it to the log of ext, in the current
  * transaction; returns the new row's id.  A NULL payload is a tombstone;
- * key and headers may be NULL.  created_at, the record's timestamp, is the
- * start of the transaction unless given.
+ * key and headers may be NULL; json says whether the payload is JSON.
+ * created_at, the record's timestamp, is the start of the transaction
+ * unless given.
  */
 int64
 outbox_store_event(const OutboxExtension *ext, text *topic, text *key, bytea *payload,
 				   Jsonb *headers, Datum event_id, bool event_id_isnull,
-				   const TimestampTz *created_at)
+				   const TimestampTz *created_at, bool json)
 {
 	Datum		columns[OUTBOX_LOG_COLUMNS];
 	bool		nulls[OUTBOX_LOG_COLUMNS];
+	const OutboxTopicSetting *setting;
+	const char *source = NULL;
 	int64		id;
 
 	/* the insert below bypasses the executor, which would check this */
@@ -392,7 +433,13 @@ outbox_store_event(const OutboxExtension *ext, text *topic, text *key, bytea *pa
 			DatumGetJsonbP(DirectFunctionCall2(jsonb_concat,
 											   JsonbPGetDatum(outbox_transaction_headers),
 											   JsonbPGetDatum(headers)));
-	check_event(topic, key, payload, headers);
+	/* a tombstone is no CloudEvent: the format leaves it alone */
+	setting = outbox_topic_setting_to_enqueue(ext, text_to_cstring(topic));
+	if (payload != NULL && setting != NULL && setting->format == OUTBOX_FORMAT_CLOUDEVENTS)
+		source = setting->cloudevents_source;
+	check_event(topic, key, payload, headers, source, json);
+	if (source != NULL && json)
+		headers = with_json_content_type(headers);
 
 	columns[LOG_TOPIC] = PointerGetDatum(topic);
 	nulls[LOG_TOPIC] = false;
@@ -433,6 +480,7 @@ outbox_enqueue(PG_FUNCTION_ARGS)
 							PG_ARGISNULL(3) ? NULL : PG_GETARG_JSONB_P(3),
 							PG_GETARG_DATUM(4),
 							PG_ARGISNULL(4),
-							NULL);
+							NULL,
+							get_fn_expr_argtype(fcinfo->flinfo, 1) == JSONBOID);
 	PG_RETURN_INT64(id);
 }

@@ -43,6 +43,7 @@
 #include "base/catalog.h"
 #include "base/guc.h"
 #include "capture/snapshot.h"
+#include "format/cloudevents.h"
 #include "kafka/kafka.h"
 #include "kafka/topics.h"
 #include "launcher/launcher_internal.h"
@@ -651,6 +652,7 @@ hold_topic(const char *topic)
  * The producer of each event of batch, by settings; an event whose
  * cluster is down is released, not sent, and its topic held (see
  * held_topics).  Events of one key go to one cluster: they share a topic.
+ * An event of a topic of format cloudevents gets the format's headers.
  */
 static OutboxProducer **
 route_batch(OutboxBatch *batch, const OutboxTopicSettings *settings)
@@ -670,6 +672,13 @@ route_batch(OutboxBatch *batch, const OutboxTopicSettings *settings)
 		{
 			ev->outcome = OUTBOX_RELEASED;
 			hold_topic(ev->topic);
+		}
+		if (ev->outcome == OUTBOX_IN_FLIGHT && ev->payload != NULL)
+		{
+			const OutboxTopicSetting *setting = outbox_topic_setting(settings, ev->topic);
+
+			if (setting != NULL && setting->format == OUTBOX_FORMAT_CLOUDEVENTS)
+				outbox_cloudevents_headers(ev, setting->cloudevents_source);
 		}
 	}
 	return producer_of;

@@ -1,0 +1,125 @@
+--
+-- Format cloudevents at enqueue: the header content-type of a JSON
+-- payload, headers that would contradict the format refused, a topic of
+-- another format untouched, the settings read again after each change, by
+-- every role that may enqueue.  What the worker adds is in
+-- t/032_cloudevents.pl.
+--
+LOAD 'outbox';
+CREATE EXTENSION IF NOT EXISTS outbox;
+SET client_min_messages = notice;
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+ALTER SEQUENCE outbox_event_id_seq RESTART WITH 1;
+UPDATE outbox_reader SET last_id = 0, running = '{}', draining = '{}';
+
+-- the source is a URI reference
+SELECT outbox_set_topic('ce.*', format => 'cloudevents', cloudevents_source => '');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_set_topic('ce.*', format => 'cloudevents', cloudevents_source => 'my shop');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_set_topic('ce.*', format => 'cloudevents', cloudevents_source => '/shop%2');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_set_topic('ce.*', format => 'cloudevents',
+						cloudevents_source => 'https://shop.example/orders?x=%20y#z');
+
+-- a JSON payload gets content-type application/json; text and bytea
+-- keep the one given, or have none; a tombstone is left alone
+SELECT outbox_enqueue('ce.orders', '{"id": 1}'::jsonb, key => '1');
+SELECT outbox_enqueue('ce.orders', 'plain'::text, headers => '{"content-type": "text/plain"}');
+SELECT outbox_enqueue('ce.orders', '\x00ff'::bytea);
+SELECT outbox_enqueue('ce.orders', NULL::jsonb, key => '1');
+SELECT outbox_enqueue('ce.orders', '{"id": 2}'::jsonb,
+					  headers => '{"ce_type": "com.example.order.paid", "ce_subject": "2", "traceparent": "t"}');
+-- another topic is untouched
+SELECT outbox_enqueue('plain.orders', '{"id": 3}'::jsonb,
+					  headers => '{"ce_id": "mine", "Content-Type": "text/x"}');
+SELECT id, topic, key, headers FROM outbox_messages ORDER BY id;
+
+-- headers the format makes, or that contradict it, are refused: nothing
+-- is stored
+SELECT outbox_enqueue('ce.orders', '{}'::jsonb, headers => '{"ce_id": "1"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('ce.orders', '{}'::jsonb, headers => '{"ce_source": "/x"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"ce_specversion": "0.3"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"ce_time": "2020-01-01T00:00:00Z"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('ce.orders', '{}'::jsonb, headers => '{"content-type": "application/json"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"Content-Type": "text/plain"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"content-type": "application/cloudevents+json"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"ce_datacontenttype": "text/plain"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('ce.orders', 'x'::text, key => 'k', headers => '{"ce_partitionkey": "k"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"CE_TYPE": "t"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"ce_trace_id": "t"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"ce_type": ""}');
+\echo :LAST_ERROR_SQLSTATE
+-- the transaction's headers too
+BEGIN;
+SET LOCAL outbox.headers = '{"ce_id": "1"}';
+SELECT outbox_enqueue('ce.orders', 'x'::text);
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+-- the format's headers count against outbox.max_message_bytes
+SET outbox.max_message_bytes = 300;
+SELECT outbox_enqueue('plain.orders', repeat('x', 280));
+SELECT outbox_enqueue('ce.orders', repeat('x', 280));
+\echo :LAST_ERROR_SQLSTATE
+RESET outbox.max_message_bytes;
+SELECT count(*) FROM outbox_messages;
+
+-- the capture and router triggers' payloads are JSON
+CREATE TABLE ce_rows (id int PRIMARY KEY);
+SELECT outbox_attach('ce_rows', 'ce.rows');
+INSERT INTO ce_rows VALUES (1);
+SELECT topic, headers FROM outbox_messages WHERE topic = 'ce.rows';
+SELECT outbox_detach('ce_rows');
+DROP TABLE ce_rows;
+-- but a router's bytea payload, its bytes as they are
+CREATE TABLE ce_outbox (id uuid PRIMARY KEY, aggregatetype text, aggregateid text, payload jsonb);
+CREATE TABLE ce_outbox_bytes (id uuid PRIMARY KEY, aggregatetype text, aggregateid text, payload bytea);
+SELECT outbox_attach_router('ce_outbox', topic_pattern => 'ce.${routedByValue}');
+SELECT outbox_attach_router('ce_outbox_bytes', topic_pattern => 'ce.${routedByValue}');
+INSERT INTO ce_outbox VALUES ('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'order', '1', '{"id": 1}');
+INSERT INTO ce_outbox_bytes VALUES ('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a12', 'blob', '2', '\x00ff');
+INSERT INTO ce_outbox_bytes VALUES ('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a13', 'blob', '3', NULL);
+SELECT topic, headers FROM outbox_messages WHERE topic IN ('ce.order', 'ce.blob') ORDER BY id;
+DROP TABLE ce_outbox, ce_outbox_bytes;
+
+-- a change of the settings is seen at once, in the transaction that
+-- makes it, and not once it is rolled back
+BEGIN;
+SELECT outbox_reset_topic('ce.*');
+SELECT outbox_enqueue('ce.orders', '{"id": 4}'::jsonb) AS id \gset
+SELECT headers FROM outbox_messages WHERE id = :id;
+ROLLBACK;
+SELECT outbox_enqueue('ce.orders', '{"id": 5}'::jsonb) AS id \gset
+SELECT headers FROM outbox_messages WHERE id = :id;
+SELECT outbox_set_topic('ce.orders');
+SELECT outbox_enqueue('ce.orders', '{"id": 6}'::jsonb) AS id \gset
+SELECT headers FROM outbox_messages WHERE id = :id;
+SELECT outbox_reset_topic('ce.orders');
+
+-- a role that may enqueue, and may not read the settings of topics
+CREATE ROLE outbox_ce_app;
+GRANT EXECUTE ON FUNCTION outbox_enqueue(text, jsonb, text, jsonb, uuid) TO outbox_ce_app;
+SET ROLE outbox_ce_app;
+SELECT count(*) FROM outbox_topic_settings;
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('ce.orders', '{"id": 7}'::jsonb) AS id \gset
+SELECT outbox_enqueue('ce.orders', '{"id": 8}'::jsonb, headers => '{"ce_id": "1"}');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SELECT headers FROM outbox_messages WHERE id = :id;
+REVOKE ALL ON FUNCTION outbox_enqueue(text, jsonb, text, jsonb, uuid) FROM outbox_ce_app;
+DROP ROLE outbox_ce_app;
+
+SELECT outbox_reset_topic('ce.*');
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
