@@ -7,6 +7,7 @@ OBJS = \
 	src/base/guc.o \
 	src/capture/capture.o \
 	src/capture/debezium.o \
+	src/capture/debezium_avro.o \
 	src/capture/router.o \
 	src/capture/snapshot.o \
 	src/kafka/kafka.o \

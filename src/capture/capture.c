@@ -57,6 +57,7 @@
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
+#include "common/base64.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
@@ -76,8 +77,10 @@
 #include "utils/typcache.h"
 
 #include "base/catalog.h"
+#include "base/event.h"
 #include "capture/capture.h"
 #include "capture/debezium.h"
+#include "capture/debezium_avro.h"
 #include "capture/snapshot.h"
 #include "queue/enqueue.h"
 
@@ -213,6 +216,8 @@ outbox_capture_config(int nargs, char **args, CaptureConfig *config)
 			;
 		else if (keyword_arg(args[i], "schemas_enable", &value))
 			config->options.schemas = strcmp(value, "true") == 0;
+		else if (keyword_arg(args[i], "converter", &value) && strcmp(value, "avro") == 0)
+			config->avro = true;
 		else if (keyword_arg(args[i], "key", &value))
 			config->keys[config->nkeys++] = (char *) value;
 		else
@@ -236,7 +241,7 @@ outbox_capture_config(int nargs, char **args, CaptureConfig *config)
 char	  **
 outbox_capture_args(const CaptureConfig *config, int *nargs)
 {
-	char	  **args = palloc((config->nkeys + 6) * sizeof(char *));
+	char	  **args = palloc((config->nkeys + 7) * sizeof(char *));
 	int			n = 0;
 
 	if (config->format == CAPTURE_FORMAT_OUTBOX)
@@ -262,6 +267,8 @@ outbox_capture_args(const CaptureConfig *config, int *nargs)
 			args[n++] = config->tombstones ? "tombstones=true" : "tombstones=false";
 			args[n++] = psprintf("skipped_operations=%s", skipped.len > 0 ? skipped.data : "none");
 			args[n++] = config->options.schemas ? "schemas_enable=true" : "schemas_enable=false";
+			if (config->avro)
+				args[n++] = "converter=avro";
 		}
 		else if (config->tombstones)
 			args[n++] = "tombstones=true";
@@ -529,24 +536,64 @@ outbox_format_event(const OutboxExtension *ext, const CaptureConfig *config,
 }
 
 /*
- * A header object {"name": "value"}.
+ * The headers of a debezium event: {"name": "value"} if name is not NULL,
+ * and with the avro converter, the one that says its key (if it has one)
+ * is stored as base64; NULL if none.
  */
 static Jsonb *
-one_header(const char *name, const char *value)
+debezium_headers(const CaptureConfig *config, text *key, const char *name, const char *value)
 {
 	StringInfoData buf;
 
+	if (name == NULL && !(config->avro && key != NULL))
+		return NULL;
 	initStringInfo(&buf);
 	appendStringInfoChar(&buf, '{');
-	escape_json(&buf, name);
-	appendStringInfoChar(&buf, ':');
-	escape_json(&buf, value);
+	if (name != NULL)
+	{
+		escape_json(&buf, name);
+		appendStringInfoChar(&buf, ':');
+		escape_json(&buf, value);
+	}
+	if (config->avro && key != NULL)
+		appendStringInfo(&buf, "%s\"" OUTBOX_KEY_BASE64_HEADER "\":\"true\"",
+						 name != NULL ? "," : "");
 	appendStringInfoChar(&buf, '}');
 	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
 }
 
 /*
- * Store one change event of the debezium format.
+ * The key of a row's debezium events as stored: json, its JSON, or with
+ * the avro converter, the base64 of its Avro record, its schema registered
+ * under <topic>-key.
+ */
+static text *
+stored_key(const CaptureConfig *config, const CaptureTable *table, const char *topic,
+		   HeapTuple tuple, const char *json)
+{
+	DebeziumOptions options = config->options;
+	StringInfoData record;
+	bytea	   *avro;
+	char	   *base64;
+	int			len;
+
+	if (!config->avro)
+		return cstring_to_text(json);
+	options.schemas = true;
+	initStringInfo(&record);
+	outbox_debezium_key(&record, &options, topic, table->tupdesc, tuple,
+						table->nkeys, table->key_attnums);
+	avro = outbox_debezium_avro(record.data, psprintf("%s-key", topic));
+	base64 = palloc(pg_b64_enc_len(VARSIZE_ANY_EXHDR(avro)) + 1);
+	len = pg_b64_encode(VARDATA_ANY(avro), VARSIZE_ANY_EXHDR(avro), base64,
+						pg_b64_enc_len(VARSIZE_ANY_EXHDR(avro)));
+	return cstring_to_text_with_len(base64, len);
+}
+
+/*
+ * Store one change event of the debezium format: its value as the JSON
+ * converter writes it, or the avro converter, its schema registered under
+ * <topic>-value.
  */
 static void
 store_debezium_event(const OutboxExtension *ext, const CaptureConfig *config, text *topic,
@@ -554,14 +601,19 @@ store_debezium_event(const OutboxExtension *ext, const CaptureConfig *config, te
 					 HeapTuple before, HeapTuple after, const bool *unavailable,
 					 text *key, Jsonb *headers)
 {
+	DebeziumOptions options = config->options;
 	StringInfoData value;
+	bytea	   *payload;
 
+	options.schemas = options.schemas || config->avro;
 	initStringInfo(&value);
-	outbox_debezium_envelope(&value, &config->options, source, op, table->tupdesc,
+	outbox_debezium_envelope(&value, &options, source, op, table->tupdesc,
 							 before, after, unavailable);
-	outbox_store_event(ext, topic, key,
-					   outbox_utf8_payload(cstring_to_text_with_len(value.data, value.len)),
-					   headers, (Datum) 0, true, NULL);
+	if (config->avro)
+		payload = outbox_debezium_avro(value.data, psprintf("%s-value", text_to_cstring(topic)));
+	else
+		payload = outbox_utf8_payload(cstring_to_text_with_len(value.data, value.len));
+	outbox_store_event(ext, topic, key, payload, headers, (Datum) 0, true, NULL);
 }
 
 /*
@@ -702,24 +754,31 @@ debezium_format_event(const OutboxExtension *ext, const CaptureConfig *config,
 	if (op == 'u' && old_key != NULL && strcmp(old_key, new_key) != 0)
 	{
 		/* a new key: the old one deleted, the new one created */
+		text	   *old_stored = stored_key(config, table, topic_name, before, old_key);
+		text	   *new_stored = stored_key(config, table, topic_name, after, new_key);
+
 		store_debezium_event(ext, config, topic, &source, table, 'd', old_row, NULL, NULL,
-							 cstring_to_text(old_key),
-							 one_header("__debezium.newkey", new_key));
+							 old_stored,
+							 debezium_headers(config, old_stored, "__debezium.newkey", new_key));
 		if (config->tombstones)
-			outbox_store_event(ext, topic, cstring_to_text(old_key), NULL, NULL,
+			outbox_store_event(ext, topic, old_stored, NULL,
+							   debezium_headers(config, old_stored, NULL, NULL),
 							   (Datum) 0, true, NULL);
 		store_debezium_event(ext, config, topic, &source, table, 'c', NULL, after, unavailable,
-							 cstring_to_text(new_key),
-							 one_header("__debezium.oldkey", old_key));
+							 new_stored,
+							 debezium_headers(config, new_stored, "__debezium.oldkey", old_key));
 	}
 	else
 	{
 		char	   *key = after != NULL ? new_key : old_key;
+		text	   *stored = key ? stored_key(config, table, topic_name,
+											  after != NULL ? after : before, key) : NULL;
 
 		store_debezium_event(ext, config, topic, &source, table, op, old_row, after,
-							 unavailable, key ? cstring_to_text(key) : NULL, NULL);
-		if (op == 'd' && config->tombstones && key != NULL)
-			outbox_store_event(ext, topic, cstring_to_text(key), NULL, NULL,
+							 unavailable, stored, debezium_headers(config, stored, NULL, NULL));
+		if (op == 'd' && config->tombstones && stored != NULL)
+			outbox_store_event(ext, topic, stored, NULL,
+							   debezium_headers(config, stored, NULL, NULL),
 							   (Datum) 0, true, NULL);
 	}
 	outbox_debezium_unpin_settings(nestlevel);
@@ -866,16 +925,17 @@ snapshot_walk_columns(Relation rel, const CaptureConfig *config, int *ncolumns)
 
 /*
  * The connector's settings among outbox_attach's arguments (1.3: the last
- * four, and tombstones), into config, each NULL giving the connector's
+ * five, and tombstones), into config, each NULL giving the connector's
  * default: decimal_handling (precise), tombstones (true),
- * skipped_operations ('t') and schemas_enable (false).  Only the debezium
- * format has them.
+ * skipped_operations ('t'), schemas_enable (false) and converter (json).
+ * Only the debezium format has them.
  */
 static void
 debezium_settings(FunctionCallInfo fcinfo, CaptureConfig *config)
 {
 	/* the arguments after tombstones */
-	const char *const names[] = {"decimal_handling", "skipped_operations", "schemas_enable"};
+	const char *const names[] = {"decimal_handling", "skipped_operations", "schemas_enable",
+	"converter"};
 
 	if (config->format != CAPTURE_FORMAT_DEBEZIUM)
 	{
@@ -904,6 +964,47 @@ debezium_settings(FunctionCallInfo fcinfo, CaptureConfig *config)
 				 errmsg("invalid skipped_operations \"%s\"", text_to_cstring(PG_GETARG_TEXT_PP(7))),
 				 errdetail("It is \"none\" or a list of c, u, d and t separated by commas, as the connector's skipped.operations.")));
 	config->options.schemas = !PG_ARGISNULL(8) && PG_GETARG_BOOL(8);
+	if (!PG_ARGISNULL(9))
+	{
+		char	   *converter = text_to_cstring(PG_GETARG_TEXT_PP(9));
+
+		config->avro = strcmp(converter, "avro") == 0;
+		if (!config->avro && strcmp(converter, "json") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("unknown converter \"%s\"", converter),
+					 errdetail("The converters are \"json\" (Kafka Connect's JsonConverter) and \"avro\" (Confluent's AvroConverter).")));
+	}
+	if (config->avro && config->options.schemas)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("schemas_enable applies to the json converter only"),
+				 errdetail("The avro converter registers the schemas with the Schema Registry; records carry their ids.")));
+}
+
+/*
+ * Register the Avro schemas of the keys (if it has key columns) and values
+ * of rel's change events, as the avro converter of config writes them.
+ */
+static void
+register_avro_schemas(const CaptureConfig *config, Relation rel)
+{
+	CaptureTable table;
+	char	   *topic;
+	StringInfoData schema;
+
+	outbox_capture_table(config, rel, RelationGetDescr(rel), &table);
+	topic = outbox_debezium_topic(config->topic, table.schema, table.table);
+	initStringInfo(&schema);
+	if (table.nkeys > 0)
+	{
+		outbox_debezium_key_schema(&schema, &config->options, topic, table.tupdesc,
+								   table.nkeys, table.key_attnums);
+		(void) outbox_debezium_avro_register(schema.data, psprintf("%s-key", topic));
+		resetStringInfo(&schema);
+	}
+	outbox_debezium_value_schema(&schema, &config->options, topic, table.tupdesc);
+	(void) outbox_debezium_avro_register(schema.data, psprintf("%s-value", topic));
 }
 
 /*
@@ -912,11 +1013,14 @@ debezium_settings(FunctionCallInfo fcinfo, CaptureConfig *config)
  *				 tombstones boolean DEFAULT NULL,
  *				 decimal_handling text DEFAULT NULL,
  *				 skipped_operations text DEFAULT NULL,
- *				 schemas_enable boolean DEFAULT NULL)
+ *				 schemas_enable boolean DEFAULT NULL,
+ *				 converter text DEFAULT NULL)
  *
  * Capture the changes of tbl with the triggers outbox_capture (rows) and
  * outbox_capture_truncate, replacing them if they exist; with snapshot,
- * also publish the rows it has (src/capture/snapshot.c).  A 1.1 database declares
+ * also publish the rows it has (src/capture/snapshot.c).  With the avro
+ * converter, the schemas of the table's keys and values are registered
+ * now (a table's partitions: at their first change).  A 1.1 database declares
  * the first three arguments only, a 1.2 database the first six (tombstones
  * DEFAULT false): their debezium triggers write what 1.2 wrote.
  */
@@ -936,16 +1040,17 @@ outbox_attach(PG_FUNCTION_ARGS)
 	StringInfoData arglist;
 	AclResult	aclresult;
 
-	if (PG_NARGS() != 3 && PG_NARGS() != 6 && PG_NARGS() != 9)
+	if (PG_NARGS() != 3 && PG_NARGS() != 6 && PG_NARGS() != 10)
 		elog(ERROR, "outbox_attach called with %d arguments", PG_NARGS());
 	if (PG_NARGS() >= 6 && fcinfo->flinfo->fn_expr != NULL &&
 		(get_fn_expr_argtype(fcinfo->flinfo, 3) != TEXTOID ||
 		 get_fn_expr_argtype(fcinfo->flinfo, 4) != BOOLOID ||
 		 get_fn_expr_argtype(fcinfo->flinfo, 5) != BOOLOID ||
-		 (PG_NARGS() == 9 &&
+		 (PG_NARGS() == 10 &&
 		  (get_fn_expr_argtype(fcinfo->flinfo, 6) != TEXTOID ||
 		   get_fn_expr_argtype(fcinfo->flinfo, 7) != TEXTOID ||
-		   get_fn_expr_argtype(fcinfo->flinfo, 8) != BOOLOID))))
+		   get_fn_expr_argtype(fcinfo->flinfo, 8) != BOOLOID ||
+		   get_fn_expr_argtype(fcinfo->flinfo, 9) != TEXTOID))))
 		elog(ERROR, "outbox_attach called with arguments of unexpected types");
 
 	memset(&config, 0, sizeof(config));
@@ -979,7 +1084,7 @@ outbox_attach(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("tombstones are written in the debezium format only")));
-	if (PG_NARGS() == 9)
+	if (PG_NARGS() == 10)
 		debezium_settings(fcinfo, &config);
 	rel = outbox_open_to_attach(relid);
 	if (outbox_has_trigger(ext, rel, ROUTER_TRIGGER))
@@ -1023,6 +1128,9 @@ outbox_attach(PG_FUNCTION_ARGS)
 		if (aclresult != ACLCHECK_OK)
 			aclcheck_error(aclresult, OBJECT_TABLE, get_rel_name(relid));
 	}
+
+	if (config.avro && rel->rd_rel->relkind == RELKIND_RELATION)
+		register_avro_schemas(&config, rel);
 
 	args = outbox_capture_args(&config, &nargs);
 	initStringInfo(&arglist);
