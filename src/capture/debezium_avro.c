@@ -383,6 +383,37 @@ float_value(JsonbValue *v)
 	return strtod(text, NULL);
 }
 
+static void write_value(StringInfo out, JsonbContainer *schema, JsonbValue *value);
+
+/*
+ * The zero of a required Connect schema of type type, which the connector
+ * writes for a NOT NULL column that a delete's before lacks (outside the
+ * REPLICA IDENTITY): 0, false, "", no bytes (a Decimal: 0), no items; a
+ * struct's fields null or zero.
+ */
+static void
+write_zero(StringInfo out, JsonbContainer *schema, const char *type)
+{
+	if (strcmp(type, "struct") == 0)
+	{
+		JsonbContainer *fields = container_member(schema, "fields");
+
+		for (int i = 0; i < JsonContainerSize(fields); i++)
+			write_value(out, getIthJsonbValueFromContainer(fields, i)->val.binary.data, NULL);
+	}
+	else if (strcmp(type, "boolean") == 0)
+		appendStringInfoChar(out, 0);
+	else if (strcmp(type, "float") == 0)
+		appendBinaryStringInfo(out, "\0\0\0\0", 4);
+	else if (strcmp(type, "double") == 0)
+		appendBinaryStringInfo(out, "\0\0\0\0\0\0\0\0", 8);
+	else if (strcmp(type, "bytes") == 0 && member(schema, "name") != NULL &&
+			 strcmp(string_member(schema, "name"), "org.apache.kafka.connect.data.Decimal") == 0)
+		write_bytes(out, "\0", 1);
+	else
+		write_long(out, 0);		/* numbers, and empty strings, bytes, arrays */
+}
+
 /*
  * A value of the Connect schema schema as Avro binary; value NULL for
  * null.  A value that does not fit its schema (a multidimensional array)
@@ -403,7 +434,10 @@ write_value(StringInfo out, JsonbContainer *schema, JsonbValue *value)
 			return;
 	}
 	else if (value == NULL)
-		elog(ERROR, "null for a required Kafka Connect schema of type %s", type);
+	{
+		write_zero(out, schema, type);
+		return;
+	}
 
 	if (strcmp(type, "struct") == 0 || strcmp(type, "array") == 0)
 	{
