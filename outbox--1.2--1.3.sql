@@ -498,3 +498,21 @@ SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION @extschema@.outbox_registry_check() FROM PUBLIC;
 COMMENT ON FUNCTION @extschema@.outbox_registry_check() IS
 	'Whether the schema registry of outbox.schema_registry_url answers: its URL and compatibility level, else an error that says why not. By grant';
+
+--
+-- Change events in Avro (outbox_attach(..., converter => 'avro'),
+-- src/capture/debezium_avro.c): the schema ids the Schema Registry gave,
+-- so that a session asks the registry only for a schema it never
+-- registered (a table changed by DDL), not at its first change of a table.
+-- fingerprint: SHA-256 of the registry's URL, the subject and the schema's
+-- text.  A cache: not dumped, rows may go (they are asked for again).
+--
+CREATE TABLE @extschema@.outbox_schema_ids (
+	fingerprint		bytea NOT NULL,
+	subject			text NOT NULL,
+	schema_id		integer NOT NULL,
+	registered_at	timestamptz NOT NULL DEFAULT now(),
+	CONSTRAINT outbox_schema_ids_pkey PRIMARY KEY (fingerprint)
+);
+COMMENT ON TABLE @extschema@.outbox_schema_ids IS
+	'The ids the Schema Registry gave the schemas of change events in Avro, by fingerprint of registry, subject and schema: a cache, read and written by the capture trigger as the extension''s owner';

@@ -427,9 +427,41 @@ is_deeply(
 	],
 	'a snapshot\'s rows, op r, first and last');
 
+# --- the registry down: a change whose schema was registered before, in a
+# session that never met the registry, is encoded and published (its id
+# from outbox_schema_ids); a change that needs a new schema fails, nothing
+# stored; publishing never waits for the registry
+
+my ($ret, $out, $err);
+my $asked = $registry->requests->{total};
+$registry->down;
+$node->safe_psql('postgres',
+	q{INSERT INTO inventory.items (id, big, name) VALUES (6, 6, 'Six')});
+is(scalar @{ wait_for_records($broker, $topic, 11) }, 11,
+	'with the registry down, a change of a table registered before is published');
+($ret, $out, $err) = $node->psql('postgres', q{
+	ALTER TABLE inventory.items ADD COLUMN later integer;
+	INSERT INTO inventory.items (id, big, name) VALUES (7, 7, 'Seven')});
+like(
+	$err,
+	qr/ERROR:  could not reach the schema registry.*\n(.*\n)*CONTEXT:  registering the Avro schema of subject "$topic-value"/,
+	'a change that needs a new schema fails, naming the subject');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM inventory.items WHERE id = 7'),
+	'0', 'nothing of it is stored');
+$registry->up;
+is($registry->requests->{total}, $asked, 'the registry was asked nothing meanwhile');
+$node->safe_psql('postgres',
+	q{INSERT INTO inventory.items (id, big, name) VALUES (7, 7, 'Seven')});
+$records = by_key(consume(12, $topic), sub { $_[0] });
+is_deeply(
+	[ map { $records->{$_}[0]{value}{after}{name} } 6, 7 ],
+	[ 'Six', 'Seven' ],
+	'both decode once the registry is back');
+is(scalar @{ versions("$topic-value") }, 4, 'the new schema is version 4');
+
 # --- what is refused
 
-my ($ret, $out, $err) = $node->psql('postgres', q{
+($ret, $out, $err) = $node->psql('postgres', q{
 	SELECT outbox_attach('inventory.snap', 'dbserver1', format => 'debezium',
 						 converter => 'protobuf')});
 like($err, qr/unknown converter "protobuf"/, 'an unknown converter is refused');

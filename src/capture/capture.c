@@ -568,8 +568,8 @@ debezium_headers(const CaptureConfig *config, text *key, const char *name, const
  * under <topic>-key.
  */
 static text *
-stored_key(const CaptureConfig *config, const CaptureTable *table, const char *topic,
-		   HeapTuple tuple, const char *json)
+stored_key(const OutboxExtension *ext, const CaptureConfig *config,
+		   const CaptureTable *table, const char *topic, HeapTuple tuple, const char *json)
 {
 	DebeziumOptions options = config->options;
 	StringInfoData record;
@@ -583,7 +583,7 @@ stored_key(const CaptureConfig *config, const CaptureTable *table, const char *t
 	initStringInfo(&record);
 	outbox_debezium_key(&record, &options, topic, table->tupdesc, tuple,
 						table->nkeys, table->key_attnums);
-	avro = outbox_debezium_avro(record.data, psprintf("%s-key", topic));
+	avro = outbox_debezium_avro(ext, record.data, psprintf("%s-key", topic));
 	base64 = palloc(pg_b64_enc_len(VARSIZE_ANY_EXHDR(avro)) + 1);
 	len = pg_b64_encode(VARDATA_ANY(avro), VARSIZE_ANY_EXHDR(avro), base64,
 						pg_b64_enc_len(VARSIZE_ANY_EXHDR(avro)));
@@ -610,7 +610,8 @@ store_debezium_event(const OutboxExtension *ext, const CaptureConfig *config, te
 	outbox_debezium_envelope(&value, &options, source, op, table->tupdesc,
 							 before, after, unavailable);
 	if (config->avro)
-		payload = outbox_debezium_avro(value.data, psprintf("%s-value", text_to_cstring(topic)));
+		payload = outbox_debezium_avro(ext, value.data,
+									   psprintf("%s-value", text_to_cstring(topic)));
 	else
 		payload = outbox_utf8_payload(cstring_to_text_with_len(value.data, value.len));
 	outbox_store_event(ext, topic, key, payload, headers, (Datum) 0, true, NULL);
@@ -754,8 +755,8 @@ debezium_format_event(const OutboxExtension *ext, const CaptureConfig *config,
 	if (op == 'u' && old_key != NULL && strcmp(old_key, new_key) != 0)
 	{
 		/* a new key: the old one deleted, the new one created */
-		text	   *old_stored = stored_key(config, table, topic_name, before, old_key);
-		text	   *new_stored = stored_key(config, table, topic_name, after, new_key);
+		text	   *old_stored = stored_key(ext, config, table, topic_name, before, old_key);
+		text	   *new_stored = stored_key(ext, config, table, topic_name, after, new_key);
 
 		store_debezium_event(ext, config, topic, &source, table, 'd', old_row, NULL, NULL,
 							 old_stored,
@@ -771,7 +772,7 @@ debezium_format_event(const OutboxExtension *ext, const CaptureConfig *config,
 	else
 	{
 		char	   *key = after != NULL ? new_key : old_key;
-		text	   *stored = key ? stored_key(config, table, topic_name,
+		text	   *stored = key ? stored_key(ext, config, table, topic_name,
 											  after != NULL ? after : before, key) : NULL;
 
 		store_debezium_event(ext, config, topic, &source, table, op, old_row, after,
@@ -987,7 +988,8 @@ debezium_settings(FunctionCallInfo fcinfo, CaptureConfig *config)
  * of rel's change events, as the avro converter of config writes them.
  */
 static void
-register_avro_schemas(const CaptureConfig *config, Relation rel)
+register_avro_schemas(const OutboxExtension *ext, const CaptureConfig *config,
+					  Relation rel)
 {
 	CaptureTable table;
 	char	   *topic;
@@ -1000,11 +1002,11 @@ register_avro_schemas(const CaptureConfig *config, Relation rel)
 	{
 		outbox_debezium_key_schema(&schema, &config->options, topic, table.tupdesc,
 								   table.nkeys, table.key_attnums);
-		(void) outbox_debezium_avro_register(schema.data, psprintf("%s-key", topic));
+		(void) outbox_debezium_avro_register(ext, schema.data, psprintf("%s-key", topic));
 		resetStringInfo(&schema);
 	}
 	outbox_debezium_value_schema(&schema, &config->options, topic, table.tupdesc);
-	(void) outbox_debezium_avro_register(schema.data, psprintf("%s-value", topic));
+	(void) outbox_debezium_avro_register(ext, schema.data, psprintf("%s-value", topic));
 }
 
 /*
@@ -1130,7 +1132,7 @@ outbox_attach(PG_FUNCTION_ARGS)
 	}
 
 	if (config.avro && rel->rd_rel->relkind == RELKIND_RELATION)
-		register_avro_schemas(&config, rel);
+		register_avro_schemas(ext, &config, rel);
 
 	args = outbox_capture_args(&config, &nargs);
 	initStringInfo(&arglist);

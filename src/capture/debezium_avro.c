@@ -25,6 +25,14 @@
  * - an optional schema is a union with null, null first (a field's
  *   default null), or last when it has a default (the field's default it).
  *
+ * A schema's id comes from this process's memory, else from the table
+ * outbox_schema_ids, else from the registry (outbox_registry_register),
+ * then kept in both: a session meets the registry for a schema that no
+ * session registered before (a table attached, or changed by DDL), not at
+ * its first change of a table, so a registry that is down fails only the
+ * changes that need a new schema.  The table is read and written as the
+ * extension's owner.
+ *
  * Names that Avro refuses are an error, as they are to the converter
  * (Debezium's schema.name.adjustment.mode is none by default).  The
  * schema's text is in UTF-8, as the registry reads it, as are strings in
@@ -36,14 +44,22 @@
  */
 #include "postgres.h"
 
+#include "catalog/pg_type.h"
 #include "common/base64.h"
+#include "common/cryptohash.h"
+#include "common/sha2.h"
+#include "executor/spi.h"
 #include "mb/pg_wchar.h"
+#include "miscadmin.h"
 #include "nodes/pg_list.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
+#include "utils/memutils.h"
 #include "utils/numeric.h"
 
+#include "base/guc.h"
 #include "capture/debezium_avro.h"
 #include "format/registry.h"
 
@@ -324,27 +340,143 @@ avro_schema(JsonbContainer *schema)
 	return pg_server_to_any(out.data, out.len, PG_UTF8);
 }
 
+/* a schema's id, by fingerprint (this process's memory) */
+typedef struct SchemaId
+{
+	uint8		fingerprint[PG_SHA256_DIGEST_LENGTH];
+	int32		id;
+} SchemaId;
+
+static HTAB *schema_ids = NULL;
+
+static OutboxPlan schema_id_plan = {
+	"SELECT schema_id FROM %1$s.outbox_schema_ids"
+	" WHERE fingerprint OPERATOR(pg_catalog.=) $1",
+	1, {BYTEAOID}
+};
+
+static OutboxPlan keep_schema_id_plan = {
+	"INSERT INTO %1$s.outbox_schema_ids (fingerprint, subject, schema_id)"
+	" VALUES ($1, $2, $3) ON CONFLICT (fingerprint) DO NOTHING",
+	3, {BYTEAOID, TEXTOID, INT4OID}
+};
+
 /*
- * The Avro schema (JSON text, UTF-8) of a Kafka Connect schema given as the
- * JSON converter writes it.
+ * The SHA-256 of the registry's URL, subject and schema, into fingerprint.
  */
-char *
-outbox_debezium_avro_schema(const char *connect_schema)
+static void
+fingerprint_of(const char *subject, const char *schema, uint8 *fingerprint)
+{
+	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
+	const char *url = outbox_schema_registry_url ? outbox_schema_registry_url : "";
+
+	if (pg_cryptohash_init(ctx) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) url, strlen(url) + 1) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) subject, strlen(subject) + 1) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) schema, strlen(schema)) < 0 ||
+		pg_cryptohash_final(ctx, fingerprint, PG_SHA256_DIGEST_LENGTH) < 0)
+		elog(ERROR, "could not compute a SHA-256 hash: %s", pg_cryptohash_error(ctx));
+	pg_cryptohash_free(ctx);
+}
+
+/* errcontext of a registration: the subject */
+static void
+registering_context(void *subject)
+{
+	errcontext("registering the Avro schema of subject \"%s\"", (const char *) subject);
+}
+
+/*
+ * schema's id from the registry, as outbox_registry_register gives it,
+ * errors saying the subject.
+ */
+static int32
+register_schema(const char *subject, const char *schema)
+{
+	ErrorContextCallback callback;
+	int32		id;
+
+	callback.callback = registering_context;
+	callback.arg = (void *) subject;
+	callback.previous = error_context_stack;
+	error_context_stack = &callback;
+	id = outbox_registry_register(subject, schema);
+	error_context_stack = callback.previous;
+	return id;
+}
+
+/*
+ * The id of schema (Avro, JSON text) under subject: from this process's
+ * memory, else from outbox_schema_ids (1.3), else registered; see the file
+ * header.
+ */
+static int32
+schema_id(const OutboxExtension *ext, const char *subject, const char *schema)
+{
+	uint8		fingerprint[PG_SHA256_DIGEST_LENGTH];
+	SchemaId   *entry;
+	bool		found;
+	bytea	   *key;
+	Datum		values[3];
+	Oid			save_userid;
+	int			save_sec;
+
+	if (schema_ids == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = PG_SHA256_DIGEST_LENGTH;
+		ctl.entrysize = sizeof(SchemaId);
+		ctl.hcxt = TopMemoryContext;
+		schema_ids = hash_create("outbox schema ids", 64, &ctl,
+								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	fingerprint_of(subject, schema, fingerprint);
+	entry = hash_search(schema_ids, fingerprint, HASH_FIND, NULL);
+	if (entry != NULL)
+		return entry->id;
+	if (ext->version < OUTBOX_VERSION(1, 3))
+		return register_schema(subject, schema);
+
+	key = palloc(VARHDRSZ + PG_SHA256_DIGEST_LENGTH);
+	SET_VARSIZE(key, VARHDRSZ + PG_SHA256_DIGEST_LENGTH);
+	memcpy(VARDATA(key), fingerprint, PG_SHA256_DIGEST_LENGTH);
+	values[0] = PointerGetDatum(key);
+	values[1] = CStringGetTextDatum(subject);
+	SPI_connect();
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(ext->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	if (outbox_run(ext, &schema_id_plan, values, -1) == 1)
+	{
+		bool		isnull;
+
+		values[2] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	}
+	else
+	{
+		values[2] = Int32GetDatum(register_schema(subject, schema));
+		outbox_run(ext, &keep_schema_id_plan, values, -1);
+	}
+	SetUserIdAndSecContext(save_userid, save_sec);
+	SPI_finish();
+
+	entry = hash_search(schema_ids, fingerprint, HASH_ENTER, &found);
+	entry->id = DatumGetInt32(values[2]);
+	return entry->id;
+}
+
+/*
+ * Register the Avro schema of a Kafka Connect schema, given as the JSON
+ * converter writes it, under subject; its id.
+ */
+int32
+outbox_debezium_avro_register(const OutboxExtension *ext, const char *connect_schema,
+							  const char *subject)
 {
 	Jsonb	   *jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
 														CStringGetDatum(connect_schema)));
 
-	return avro_schema(&jb->root);
-}
-
-/*
- * Register the Avro schema of a Kafka Connect schema (JSON) under subject;
- * its id.
- */
-int32
-outbox_debezium_avro_register(const char *connect_schema, const char *subject)
-{
-	return outbox_registry_register(subject, outbox_debezium_avro_schema(connect_schema));
+	return schema_id(ext, subject, avro_schema(&jb->root));
 }
 
 /* Avro's long: zig-zag, then 7 bits a byte, low bits first */
@@ -523,17 +655,18 @@ write_value(StringInfo out, JsonbContainer *schema, JsonbValue *value)
 /*
  * A key or value of a change event, given as the JSON converter writes it
  * with schemas ({"schema":...,"payload":...}), as the AvroConverter writes
- * it: its schema registered under subject (the registry is asked only for
- * a schema this process has not registered yet), then the wire format's
+ * it: its schema registered under subject (the registry asked only for a
+ * schema never registered, see the file header), then the wire format's
  * prefix and the value in Avro binary.  palloc'd.
  */
 bytea *
-outbox_debezium_avro(const char *connect_record, const char *subject)
+outbox_debezium_avro(const OutboxExtension *ext, const char *connect_record,
+					 const char *subject)
 {
 	Jsonb	   *jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
 														CStringGetDatum(connect_record)));
 	JsonbContainer *schema = container_member(&jb->root, "schema");
-	int32		id = outbox_registry_register(subject, avro_schema(schema));
+	int32		id = schema_id(ext, subject, avro_schema(schema));
 	StringInfoData out;
 
 	initStringInfo(&out);

@@ -14,8 +14,11 @@
 
 #include "lib/stringinfo.h"
 
-extern char *outbox_debezium_avro_schema(const char *connect_schema);
-extern int32 outbox_debezium_avro_register(const char *connect_schema, const char *subject);
-extern bytea *outbox_debezium_avro(const char *connect_record, const char *subject);
+#include "base/catalog.h"
+
+extern int32 outbox_debezium_avro_register(const OutboxExtension *ext,
+										   const char *connect_schema, const char *subject);
+extern bytea *outbox_debezium_avro(const OutboxExtension *ext, const char *connect_record,
+								   const char *subject);
 
 #endif							/* OUTBOX_DEBEZIUM_AVRO_H */
