@@ -481,6 +481,11 @@ like($err, qr/schemas_enable applies to the json converter only/,
 like($err, qr/"dbserver1\.inventory\.odd-name\.Key" is not a valid Avro name/,
 	'a table whose record names Avro refuses is refused');
 
+($ret, $out, $err) = $node->psql('postgres', q{
+	SELECT outbox_enqueue('binary', 'x'::text, 'not base64!', '{"outbox.key_base64": "true"}')});
+like($err, qr/invalid event key\nDETAIL:  The key is not base64/,
+	'outbox_enqueue refuses a key that header outbox.key_base64 says is base64 but is not');
+
 $node->stop;
 $broker->stop;
 $registry->stop;
