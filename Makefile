@@ -8,6 +8,7 @@ OBJS = \
 	src/capture/attach.o \
 	src/capture/capture.o \
 	src/capture/debezium.o \
+	src/capture/debezium_avro.o \
 	src/capture/router.o \
 	src/capture/snapshot.o \
 	src/format/cloudevents.o \

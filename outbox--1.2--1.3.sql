@@ -35,7 +35,9 @@ REVOKE ALL ON FUNCTION @extschema@.outbox_attach_router(regclass, text, text, te
 -- its settings as options of outbox_attach: decimal_handling
 -- (decimal.handling.mode), tombstones (tombstones.on.delete),
 -- skipped_operations (skipped.operations), schemas_enable (the JSON
--- converter's schemas.enable); NULL gives the connector's default
+-- converter's schemas.enable), converter (json, or avro: Confluent's
+-- AvroConverter with the Schema Registry, src/capture/debezium_avro.c);
+-- NULL gives the connector's default
 -- (src/capture/capture.c, src/capture/debezium.c).  The triggers attached before keep
 -- their arguments, and what they wrote.
 --
@@ -44,12 +46,12 @@ CREATE FUNCTION @extschema@.outbox_attach(tbl regclass, topic text,
 	key_columns text[] DEFAULT NULL, format text DEFAULT 'outbox',
 	snapshot boolean DEFAULT false, tombstones boolean DEFAULT NULL,
 	decimal_handling text DEFAULT NULL, skipped_operations text DEFAULT NULL,
-	schemas_enable boolean DEFAULT NULL)
+	schemas_enable boolean DEFAULT NULL, converter text DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'outbox_attach'
 LANGUAGE C VOLATILE
 SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION @extschema@.outbox_attach(regclass, text, text[], text, boolean, boolean, text, text, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.outbox_attach(regclass, text, text[], text, boolean, boolean, text, text, boolean, text) FROM PUBLIC;
 
 --
 -- Topics: per-topic settings, and the Kafka clusters the worker publishes to
@@ -408,8 +410,8 @@ COMMENT ON FUNCTION @extschema@.outbox_enqueue(text, bytea, text, jsonb, uuid) I
 	'Store an event in the current transaction, published once it commits: topic, payload (bytea, as given), key (NULL: none), headers (a JSON object of strings), event_id (NULL: a new uuid); returns its id. By grant: grant all three overloads to an application role';
 COMMENT ON FUNCTION @extschema@.outbox_capture() IS
 	'Trigger function of outbox_attach: each changed row becomes an event; its arguments are the topic, format and keys. Runs with the rights of the role that changed the row';
-COMMENT ON FUNCTION @extschema@.outbox_attach(regclass, text, text[], text, boolean, boolean, text, text, boolean) IS
-	'Capture the changes of table tbl as events on topic (the prefix, format debezium), keyed by key_columns (else the primary key); format outbox or debezium; snapshot: publish its rows too; with format debezium, the connector''s settings tombstones (tombstones.on.delete), decimal_handling (precise, string, double), skipped_operations (skipped.operations), schemas_enable (the JSON converter''s), NULL for the connector''s default. By grant, with the table''s TRIGGER privilege (SELECT for a snapshot)';
+COMMENT ON FUNCTION @extschema@.outbox_attach(regclass, text, text[], text, boolean, boolean, text, text, boolean, text) IS
+	'Capture the changes of table tbl as events on topic (the prefix, format debezium), keyed by key_columns (else the primary key); format outbox or debezium; snapshot: publish its rows too; with format debezium, the connector''s settings tombstones (tombstones.on.delete), decimal_handling (precise, string, double), skipped_operations (skipped.operations), schemas_enable (the JSON converter''s), converter (json, or avro: Confluent''s AvroConverter, the schemas registered at outbox.schema_registry_url), NULL for the connector''s default. By grant, with the table''s TRIGGER privilege (SELECT for a snapshot)';
 COMMENT ON FUNCTION @extschema@.outbox_router() IS
 	'Trigger function of outbox_attach_router: each inserted row becomes the record Debezium''s outbox event router writes. Runs with the rights of the role that inserted';
 COMMENT ON FUNCTION @extschema@.outbox_attach_router(regclass, text, text, text, text, text, text, text[], boolean, text, boolean, boolean) IS
@@ -532,3 +534,21 @@ COMMENT ON FUNCTION @extschema@.outbox_topic_settings_changed() IS
 CREATE TRIGGER outbox_topic_settings_changed
 	AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON @extschema@.outbox_topic_settings
 	FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.outbox_topic_settings_changed();
+
+--
+-- Change events in Avro (outbox_attach(..., converter => 'avro'),
+-- src/capture/debezium_avro.c): the schema ids the Schema Registry gave,
+-- so that a session asks the registry only for a schema it never
+-- registered (a table changed by DDL), not at its first change of a table.
+-- fingerprint: SHA-256 of the registry's URL, the subject and the schema's
+-- text.  A cache: not dumped, rows may go (they are asked for again).
+--
+CREATE TABLE @extschema@.outbox_schema_ids (
+	fingerprint		bytea NOT NULL,
+	subject			text NOT NULL,
+	schema_id		integer NOT NULL,
+	registered_at	timestamptz NOT NULL DEFAULT now(),
+	CONSTRAINT outbox_schema_ids_pkey PRIMARY KEY (fingerprint)
+);
+COMMENT ON TABLE @extschema@.outbox_schema_ids IS
+	'The ids the Schema Registry gave the schemas of change events in Avro, by fingerprint of registry, subject and schema: a cache, read and written by the capture trigger as the extension''s owner';

@@ -607,7 +607,7 @@ SELECT outbox_attach_router('outbox_view');
 -- a snapshot publishes what the table holds: it needs the right to read it
 CREATE ROLE outbox_trigger_only;
 GRANT TRIGGER ON stock TO outbox_trigger_only;
-GRANT EXECUTE ON FUNCTION outbox_attach(regclass, text, text[], text, boolean, boolean, text, text, boolean),
+GRANT EXECUTE ON FUNCTION outbox_attach(regclass, text, text[], text, boolean, boolean, text, text, boolean, text),
 	outbox_capture() TO outbox_trigger_only;
 SET ROLE outbox_trigger_only;
 SELECT outbox_attach('stock', 'inv', format => 'debezium', snapshot => true);

@@ -64,30 +64,34 @@ sub start_broker
 	return $broker;
 }
 
-# Why node's module $spec (name@version) cannot be used here, or undef:
+# Why node's modules @specs (name@version) cannot be used here, or undef:
 # installed from the npm registry into t/drivers/node_modules (which git
-# ignores) once.  A test skips what needs it, saying why.
+# ignores) once, in one npm install (each install removes the modules it
+# was not given).  A test skips what needs them, saying why.
 sub node_module_unavailable
 {
-	my ($spec) = @_;
-	my ($module) = $spec =~ /^(@?[^@]+)/;
+	my (@specs) = @_;
+	my @modules = map { /^(@?[^@]+)/ } @specs;
 	my $drivers = "$root/t/drivers";
 	my ($out, $err) = ('', '');
+	my $installed = sub {
+		!grep { !-f "$drivers/node_modules/$_/package.json" } @modules;
+	};
 	return 'node is not installed'
 	  unless eval { IPC::Run::run([ 'node', '--version' ], '>', \$out, '2>', \$err) };
-	return undef if -f "$drivers/node_modules/$module/package.json";
-	my $installed = eval {
+	return undef if $installed->();
+	my $ran = eval {
 		IPC::Run::run(
 			[
 				'npm', 'install', '--prefix', $drivers, '--no-save',
 				'--no-package-lock', '--no-audit', '--no-fund', '--loglevel=error',
-				$spec
+				@specs
 			],
 			'>', \$out, '2>', \$err, IPC::Run::timeout(300));
 	};
-	return undef if $installed && -f "$drivers/node_modules/$module/package.json";
+	return undef if $ran && $installed->();
 	my @why = grep { /\S/ && !/complete log/ } split /\n/, ($err || $@ || 'npm not found');
-	return "npm install $spec failed ("
+	return "npm install @specs failed ("
 	  . join('; ', @why[ 0 .. ($#why < 1 ? $#why : 1) ]) . ')';
 }
 

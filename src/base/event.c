@@ -19,6 +19,7 @@
 #include "access/detoast.h"
 #include "access/tupdesc.h"
 #include "catalog/namespace.h"
+#include "common/base64.h"
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -128,7 +129,8 @@ outbox_to_utf8(const char *str, int len, int *utf8_len)
  * Returns NULL, or what is wrong with the headers (ev is then left
  * half-filled); *not_utf8 says whether that is a character UTF-8 cannot
  * hold.  "event_id" is reserved: every record carries the event's
- * own id under that name.
+ * own id under that name.  OUTBOX_KEY_BASE64_HEADER is not published: it
+ * sets ev->key_base64.
  */
 const char *
 outbox_unpack_headers(Jsonb *headers, OutboxEvent *ev, bool *not_utf8)
@@ -138,6 +140,7 @@ outbox_unpack_headers(Jsonb *headers, OutboxEvent *ev, bool *not_utf8)
 	JsonbIteratorToken r;
 	int			n;
 	int			len;
+	bool		skip_value = false;
 
 	ev->nheaders = 0;
 	ev->headers_bytes = 0;
@@ -155,6 +158,18 @@ outbox_unpack_headers(Jsonb *headers, OutboxEvent *ev, bool *not_utf8)
 
 		if (r != WJB_KEY && r != WJB_VALUE)
 			continue;
+		if (r == WJB_VALUE && skip_value)
+		{
+			skip_value = false;
+			continue;
+		}
+		if (r == WJB_KEY && v.val.string.len == strlen(OUTBOX_KEY_BASE64_HEADER) &&
+			memcmp(v.val.string.val, OUTBOX_KEY_BASE64_HEADER, v.val.string.len) == 0)
+		{
+			ev->key_base64 = true;
+			skip_value = true;
+			continue;
+		}
 		if (r == WJB_VALUE && v.type != jbvString)
 			return psprintf("The value of header \"%s\" is not a JSON string.",
 							ev->header_names[ev->nheaders]);
@@ -174,6 +189,23 @@ outbox_unpack_headers(Jsonb *headers, OutboxEvent *ev, bool *not_utf8)
 		else
 			ev->header_values[ev->nheaders++] = utf8;
 	}
+	return NULL;
+}
+
+/*
+ * Replace ev's key, base64 as OUTBOX_KEY_BASE64_HEADER says, with its
+ * bytes; NULL, or what is wrong.
+ */
+const char *
+outbox_decode_key(OutboxEvent *ev)
+{
+	char	   *bytes = palloc(pg_b64_dec_len(ev->key_len) + 1);
+	int			len = pg_b64_decode(ev->key, ev->key_len, bytes, pg_b64_dec_len(ev->key_len));
+
+	if (len < 0)
+		return "The key is not base64, which header \"" OUTBOX_KEY_BASE64_HEADER "\" says it is.";
+	ev->key = bytes;
+	ev->key_len = len;
 	return NULL;
 }
 
@@ -294,6 +326,8 @@ outbox_event_unpack(OutboxEvent *ev, const OutboxEvent *previous)
 										ev, &not_utf8);
 	if (ev->topic == NULL)
 		problem = "The topic cannot be converted to UTF-8.";
+	if (problem == NULL && ev->key_base64 && ev->key != NULL)
+		problem = outbox_decode_key(ev);
 
 	if (problem != NULL)
 	{

@@ -58,6 +58,12 @@ typedef enum OutboxOutcome
  */
 #define OUTBOX_HEADER_OVERHEAD 10
 
+/*
+ * A header of a stored event that is not published: its key is the base64
+ * of bytes (a binary key, such as Avro's), published as those bytes.
+ */
+#define OUTBOX_KEY_BASE64_HEADER "outbox.key_base64"
+
 typedef struct OutboxEvent
 {
 	/* the row as stored, detoasted; txid is null for the retry table's */
@@ -73,6 +79,7 @@ typedef struct OutboxEvent
 	char	   *topic;
 	char	   *key;			/* NULL: no key; key_len bytes, no NUL */
 	int			key_len;
+	bool		key_base64;		/* the stored key is base64 (the header says) */
 	char	   *payload;		/* NULL: tombstone */
 	int			payload_len;
 	int			nheaders;
@@ -100,6 +107,7 @@ extern bool outbox_json_too_deep(const char *json, int max_depth);
 extern char *outbox_to_utf8(const char *str, int len, int *utf8_len);
 extern const char *outbox_unpack_headers(Jsonb *headers, OutboxEvent *ev,
 										 bool *not_utf8);
+extern const char *outbox_decode_key(OutboxEvent *ev);
 extern int64 outbox_record_bytes(const OutboxEvent *ev);
 extern void outbox_event_store(OutboxEvent *ev, TupleDesc desc,
 							   Datum *values, bool *isnull);

@@ -171,11 +171,14 @@ snapshot_walk_columns(Relation rel, const CaptureConfig *config, int *ncolumns)
  *				 tombstones boolean DEFAULT NULL,
  *				 decimal_handling text DEFAULT NULL,
  *				 skipped_operations text DEFAULT NULL,
- *				 schemas_enable boolean DEFAULT NULL)
+ *				 schemas_enable boolean DEFAULT NULL,
+ *				 converter text DEFAULT NULL)
  *
  * Capture the changes of tbl with the triggers outbox_capture (rows) and
  * outbox_capture_truncate, replacing them if they exist; with snapshot,
- * also publish the rows it has (src/capture/snapshot.c).  A 1.1 database declares
+ * also publish the rows it has (src/capture/snapshot.c).  With the avro
+ * converter, the schemas of the table's keys and values are registered
+ * now (a table's partitions: at their first change).  A 1.1 database declares
  * the first three arguments only, a 1.2 database the first six (tombstones
  * DEFAULT false): their debezium triggers write what 1.2 wrote.
  */
@@ -195,16 +198,17 @@ outbox_attach(PG_FUNCTION_ARGS)
 	StringInfoData arglist;
 	AclResult	aclresult;
 
-	if (PG_NARGS() != 3 && PG_NARGS() != 6 && PG_NARGS() != 9)
+	if (PG_NARGS() != 3 && PG_NARGS() != 6 && PG_NARGS() != 10)
 		elog(ERROR, "outbox_attach called with %d arguments", PG_NARGS());
 	if (PG_NARGS() >= 6 && fcinfo->flinfo->fn_expr != NULL &&
 		(get_fn_expr_argtype(fcinfo->flinfo, 3) != TEXTOID ||
 		 get_fn_expr_argtype(fcinfo->flinfo, 4) != BOOLOID ||
 		 get_fn_expr_argtype(fcinfo->flinfo, 5) != BOOLOID ||
-		 (PG_NARGS() == 9 &&
+		 (PG_NARGS() == 10 &&
 		  (get_fn_expr_argtype(fcinfo->flinfo, 6) != TEXTOID ||
 		   get_fn_expr_argtype(fcinfo->flinfo, 7) != TEXTOID ||
-		   get_fn_expr_argtype(fcinfo->flinfo, 8) != BOOLOID))))
+		   get_fn_expr_argtype(fcinfo->flinfo, 8) != BOOLOID ||
+		   get_fn_expr_argtype(fcinfo->flinfo, 9) != TEXTOID))))
 		elog(ERROR, "outbox_attach called with arguments of unexpected types");
 
 	memset(&config, 0, sizeof(config));
@@ -238,7 +242,7 @@ outbox_attach(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("tombstones are written in the debezium format only")));
-	if (PG_NARGS() == 9)
+	if (PG_NARGS() == 10)
 		outbox_capture_debezium_settings(fcinfo, &config);
 	rel = outbox_open_to_attach(relid);
 	if (outbox_has_trigger(ext, rel, ROUTER_TRIGGER))
@@ -282,6 +286,9 @@ outbox_attach(PG_FUNCTION_ARGS)
 		if (aclresult != ACLCHECK_OK)
 			aclcheck_error(aclresult, OBJECT_TABLE, get_rel_name(relid));
 	}
+
+	if (config.avro && rel->rd_rel->relkind == RELKIND_RELATION)
+		outbox_capture_register_avro(ext, &config, rel);
 
 	args = outbox_capture_args(&config, &nargs);
 	initStringInfo(&arglist);

@@ -22,6 +22,7 @@
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
+#include "common/base64.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
@@ -39,8 +40,10 @@
 #include "utils/timestamp.h"
 
 #include "base/catalog.h"
+#include "base/event.h"
 #include "capture/capture.h"
 #include "capture/debezium.h"
+#include "capture/debezium_avro.h"
 #include "queue/enqueue.h"
 
 /*
@@ -171,6 +174,8 @@ outbox_capture_config(int nargs, char **args, CaptureConfig *config)
 			;
 		else if (keyword_arg(args[i], "schemas_enable", &value))
 			config->options.schemas = strcmp(value, "true") == 0;
+		else if (keyword_arg(args[i], "converter", &value) && strcmp(value, "avro") == 0)
+			config->avro = true;
 		else if (keyword_arg(args[i], "key", &value))
 			config->keys[config->nkeys++] = (char *) value;
 		else
@@ -194,7 +199,7 @@ outbox_capture_config(int nargs, char **args, CaptureConfig *config)
 char	  **
 outbox_capture_args(const CaptureConfig *config, int *nargs)
 {
-	char	  **args = palloc((config->nkeys + 6) * sizeof(char *));
+	char	  **args = palloc((config->nkeys + 7) * sizeof(char *));
 	int			n = 0;
 
 	if (config->format == CAPTURE_FORMAT_OUTBOX)
@@ -220,6 +225,8 @@ outbox_capture_args(const CaptureConfig *config, int *nargs)
 			args[n++] = config->tombstones ? "tombstones=true" : "tombstones=false";
 			args[n++] = psprintf("skipped_operations=%s", skipped.len > 0 ? skipped.data : "none");
 			args[n++] = config->options.schemas ? "schemas_enable=true" : "schemas_enable=false";
+			if (config->avro)
+				args[n++] = "converter=avro";
 		}
 		else if (config->tombstones)
 			args[n++] = "tombstones=true";
@@ -502,24 +509,64 @@ outbox_format_event(const OutboxExtension *ext, const CaptureConfig *config,
 }
 
 /*
- * A header object {"name": "value"}.
+ * The headers of a debezium event: {"name": "value"} if name is not NULL,
+ * and with the avro converter, the one that says its key (if it has one)
+ * is stored as base64; NULL if none.
  */
 static Jsonb *
-one_header(const char *name, const char *value)
+debezium_headers(const CaptureConfig *config, text *key, const char *name, const char *value)
 {
 	StringInfoData buf;
 
+	if (name == NULL && !(config->avro && key != NULL))
+		return NULL;
 	initStringInfo(&buf);
 	appendStringInfoChar(&buf, '{');
-	escape_json(&buf, name);
-	appendStringInfoChar(&buf, ':');
-	escape_json(&buf, value);
+	if (name != NULL)
+	{
+		escape_json(&buf, name);
+		appendStringInfoChar(&buf, ':');
+		escape_json(&buf, value);
+	}
+	if (config->avro && key != NULL)
+		appendStringInfo(&buf, "%s\"" OUTBOX_KEY_BASE64_HEADER "\":\"true\"",
+						 name != NULL ? "," : "");
 	appendStringInfoChar(&buf, '}');
 	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
 }
 
 /*
- * Store one change event of the debezium format.
+ * The key of a row's debezium events as stored: json, its JSON, or with
+ * the avro converter, the base64 of its Avro record, its schema registered
+ * under <topic>-key.
+ */
+static text *
+stored_key(const OutboxExtension *ext, const CaptureConfig *config,
+		   const CaptureTable *table, const char *topic, HeapTuple tuple, const char *json)
+{
+	DebeziumOptions options = config->options;
+	StringInfoData record;
+	bytea	   *avro;
+	char	   *base64;
+	int			len;
+
+	if (!config->avro)
+		return cstring_to_text(json);
+	options.schemas = true;
+	initStringInfo(&record);
+	outbox_debezium_key(&record, &options, topic, table->tupdesc, tuple,
+						table->nkeys, table->key_attnums);
+	avro = outbox_debezium_avro(ext, record.data, psprintf("%s-key", topic));
+	base64 = palloc(pg_b64_enc_len(VARSIZE_ANY_EXHDR(avro)) + 1);
+	len = pg_b64_encode(VARDATA_ANY(avro), VARSIZE_ANY_EXHDR(avro), base64,
+						pg_b64_enc_len(VARSIZE_ANY_EXHDR(avro)));
+	return cstring_to_text_with_len(base64, len);
+}
+
+/*
+ * Store one change event of the debezium format: its value as the JSON
+ * converter writes it, or the avro converter, its schema registered under
+ * <topic>-value.
  */
 static void
 store_debezium_event(const OutboxExtension *ext, const CaptureConfig *config, text *topic,
@@ -527,14 +574,20 @@ store_debezium_event(const OutboxExtension *ext, const CaptureConfig *config, te
 					 HeapTuple before, HeapTuple after, const bool *unavailable,
 					 text *key, Jsonb *headers)
 {
+	DebeziumOptions options = config->options;
 	StringInfoData value;
+	bytea	   *payload;
 
+	options.schemas = options.schemas || config->avro;
 	initStringInfo(&value);
-	outbox_debezium_envelope(&value, &config->options, source, op, table->tupdesc,
+	outbox_debezium_envelope(&value, &options, source, op, table->tupdesc,
 							 before, after, unavailable);
-	outbox_store_event(ext, topic, key,
-					   outbox_utf8_payload(cstring_to_text_with_len(value.data, value.len)),
-					   headers, (Datum) 0, true, NULL, true);
+	if (config->avro)
+		payload = outbox_debezium_avro(ext, value.data,
+									   psprintf("%s-value", text_to_cstring(topic)));
+	else
+		payload = outbox_utf8_payload(cstring_to_text_with_len(value.data, value.len));
+	outbox_store_event(ext, topic, key, payload, headers, (Datum) 0, true, NULL, !config->avro);
 }
 
 /*
@@ -675,24 +728,31 @@ debezium_format_event(const OutboxExtension *ext, const CaptureConfig *config,
 	if (op == 'u' && old_key != NULL && strcmp(old_key, new_key) != 0)
 	{
 		/* a new key: the old one deleted, the new one created */
+		text	   *old_stored = stored_key(ext, config, table, topic_name, before, old_key);
+		text	   *new_stored = stored_key(ext, config, table, topic_name, after, new_key);
+
 		store_debezium_event(ext, config, topic, &source, table, 'd', old_row, NULL, NULL,
-							 cstring_to_text(old_key),
-							 one_header("__debezium.newkey", new_key));
+							 old_stored,
+							 debezium_headers(config, old_stored, "__debezium.newkey", new_key));
 		if (config->tombstones)
-			outbox_store_event(ext, topic, cstring_to_text(old_key), NULL, NULL,
+			outbox_store_event(ext, topic, old_stored, NULL,
+							   debezium_headers(config, old_stored, NULL, NULL),
 							   (Datum) 0, true, NULL, false);
 		store_debezium_event(ext, config, topic, &source, table, 'c', NULL, after, unavailable,
-							 cstring_to_text(new_key),
-							 one_header("__debezium.oldkey", old_key));
+							 new_stored,
+							 debezium_headers(config, new_stored, "__debezium.oldkey", old_key));
 	}
 	else
 	{
 		char	   *key = after != NULL ? new_key : old_key;
+		text	   *stored = key ? stored_key(ext, config, table, topic_name,
+											  after != NULL ? after : before, key) : NULL;
 
 		store_debezium_event(ext, config, topic, &source, table, op, old_row, after,
-							 unavailable, key ? cstring_to_text(key) : NULL, NULL);
-		if (op == 'd' && config->tombstones && key != NULL)
-			outbox_store_event(ext, topic, cstring_to_text(key), NULL, NULL,
+							 unavailable, stored, debezium_headers(config, stored, NULL, NULL));
+		if (op == 'd' && config->tombstones && stored != NULL)
+			outbox_store_event(ext, topic, stored, NULL,
+							   debezium_headers(config, stored, NULL, NULL),
 							   (Datum) 0, true, NULL, false);
 	}
 	outbox_debezium_unpin_settings(nestlevel);
@@ -717,16 +777,17 @@ outbox_capture_event(const OutboxExtension *ext, const CaptureConfig *config,
 
 /*
  * The connector's settings among outbox_attach's arguments (1.3: the last
- * four, and tombstones), into config, each NULL giving the connector's
+ * five, and tombstones), into config, each NULL giving the connector's
  * default: decimal_handling (precise), tombstones (true),
- * skipped_operations ('t') and schemas_enable (false).  Only the debezium
- * format has them.
+ * skipped_operations ('t'), schemas_enable (false) and converter (json).
+ * Only the debezium format has them.
  */
 void
 outbox_capture_debezium_settings(FunctionCallInfo fcinfo, CaptureConfig *config)
 {
 	/* the arguments after tombstones */
-	const char *const names[] = {"decimal_handling", "skipped_operations", "schemas_enable"};
+	const char *const names[] = {"decimal_handling", "skipped_operations", "schemas_enable",
+	"converter"};
 
 	if (config->format != CAPTURE_FORMAT_DEBEZIUM)
 	{
@@ -755,4 +816,46 @@ outbox_capture_debezium_settings(FunctionCallInfo fcinfo, CaptureConfig *config)
 				 errmsg("invalid skipped_operations \"%s\"", text_to_cstring(PG_GETARG_TEXT_PP(7))),
 				 errdetail("It is \"none\" or a list of c, u, d and t separated by commas, as the connector's skipped.operations.")));
 	config->options.schemas = !PG_ARGISNULL(8) && PG_GETARG_BOOL(8);
+	if (!PG_ARGISNULL(9))
+	{
+		char	   *converter = text_to_cstring(PG_GETARG_TEXT_PP(9));
+
+		config->avro = strcmp(converter, "avro") == 0;
+		if (!config->avro && strcmp(converter, "json") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("unknown converter \"%s\"", converter),
+					 errdetail("The converters are \"json\" (Kafka Connect's JsonConverter) and \"avro\" (Confluent's AvroConverter).")));
+	}
+	if (config->avro && config->options.schemas)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("schemas_enable applies to the json converter only"),
+				 errdetail("The avro converter registers the schemas with the Schema Registry; records carry their ids.")));
+}
+
+/*
+ * Register the Avro schemas of the keys (if it has key columns) and values
+ * of rel's change events, as the avro converter of config writes them.
+ */
+void
+outbox_capture_register_avro(const OutboxExtension *ext, const CaptureConfig *config,
+					  Relation rel)
+{
+	CaptureTable table;
+	char	   *topic;
+	StringInfoData schema;
+
+	outbox_capture_table(config, rel, RelationGetDescr(rel), &table);
+	topic = outbox_debezium_topic(config->topic, table.schema, table.table);
+	initStringInfo(&schema);
+	if (table.nkeys > 0)
+	{
+		outbox_debezium_key_schema(&schema, &config->options, topic, table.tupdesc,
+								   table.nkeys, table.key_attnums);
+		(void) outbox_debezium_avro_register(ext, schema.data, psprintf("%s-key", topic));
+		resetStringInfo(&schema);
+	}
+	outbox_debezium_value_schema(&schema, &config->options, topic, table.tupdesc);
+	(void) outbox_debezium_avro_register(ext, schema.data, psprintf("%s-value", topic));
 }

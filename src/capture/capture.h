@@ -41,6 +41,8 @@ typedef struct CaptureConfig
 	bool		tombstones;		/* tombstones.on.delete */
 	char		skipped[5];		/* skipped.operations: of c, u, d, t */
 	DebeziumOptions options;	/* decimal.handling.mode and the like */
+	bool		avro;			/* keys and values as Confluent's AvroConverter
+								 * writes them, else the JSON converter */
 	bool		by_identity;	/* before and TOASTed values as REPLICA IDENTITY
 								 * has them; false for a 1.2 trigger: whole rows */
 	int			nkeys;			/* key columns named; 0: the primary key */
@@ -76,5 +78,7 @@ extern void outbox_note_attachment(const OutboxExtension *ext, Oid relid, bool a
 extern char **outbox_primary_key(Relation rel, int *nkeys);
 extern void outbox_trigger_error_context(void *arg);
 extern void outbox_capture_debezium_settings(FunctionCallInfo fcinfo, CaptureConfig *config);
+extern void outbox_capture_register_avro(const OutboxExtension *ext,
+										 const CaptureConfig *config, Relation rel);
 
 #endif							/* OUTBOX_CAPTURE_H */

@@ -1466,8 +1466,7 @@ outbox_debezium_key(StringInfo buf, const DebeziumOptions *options, const char *
 	if (options->schemas)
 	{
 		appendStringInfoString(buf, "{\"schema\":");
-		append_row_schema(buf, tupdesc, nkeys, attnums, psprintf("%s.Key", topic), false,
-						  NULL, options);
+		outbox_debezium_key_schema(buf, options, topic, tupdesc, nkeys, attnums);
 		appendStringInfoString(buf, ",\"payload\":");
 	}
 	appendStringInfoChar(buf, '{');
@@ -1487,6 +1486,26 @@ outbox_debezium_key(StringInfo buf, const DebeziumOptions *options, const char *
 	appendStringInfoChar(buf, '}');
 	if (options->schemas)
 		appendStringInfoChar(buf, '}');
+}
+
+/*
+ * The schema of the keys of a table's change events on topic, and of
+ * their values, as the JSON converter writes them: what a converter
+ * registers when the table is attached.
+ */
+void
+outbox_debezium_key_schema(StringInfo buf, const DebeziumOptions *options, const char *topic,
+						   TupleDesc tupdesc, int nkeys, const AttrNumber *attnums)
+{
+	append_row_schema(buf, tupdesc, nkeys, attnums, psprintf("%s.Key", topic), false,
+					  NULL, options);
+}
+
+void
+outbox_debezium_value_schema(StringInfo buf, const DebeziumOptions *options, const char *topic,
+							 TupleDesc tupdesc)
+{
+	append_envelope_schema(buf, topic, tupdesc, options);
 }
 
 /*

@@ -54,6 +54,11 @@ extern void outbox_debezium_schema(StringInfo buf, const DebeziumOptions *option
 extern void outbox_debezium_key(StringInfo buf, const DebeziumOptions *options,
 								const char *topic, TupleDesc tupdesc, HeapTuple tuple,
 								int nkeys, const AttrNumber *attnums);
+extern void outbox_debezium_key_schema(StringInfo buf, const DebeziumOptions *options,
+									   const char *topic, TupleDesc tupdesc,
+									   int nkeys, const AttrNumber *attnums);
+extern void outbox_debezium_value_schema(StringInfo buf, const DebeziumOptions *options,
+										 const char *topic, TupleDesc tupdesc);
 extern void outbox_debezium_envelope(StringInfo buf, const DebeziumOptions *options,
 									 const DebeziumSource *source, char op,
 									 TupleDesc tupdesc, HeapTuple before,

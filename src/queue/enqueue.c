@@ -148,7 +148,7 @@ check_event(text *topic, text *key, bytea *payload, Jsonb *headers,
 	if (payload != NULL)
 		ev.payload_len = VARSIZE_ANY_EXHDR(payload);
 	if (key != NULL &&
-		outbox_to_utf8(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), &ev.key_len) == NULL)
+		(ev.key = outbox_to_utf8(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), &ev.key_len)) == NULL)
 		refuse_not_utf8("key");
 	if (headers != NULL &&
 		(problem = outbox_unpack_headers(headers, &ev, &not_utf8)) != NULL)
@@ -173,6 +173,12 @@ check_event(text *topic, text *key, bytea *payload, Jsonb *headers,
 					 errcontext("topic %s", text_to_cstring(topic))));
 		ev.headers_bytes += outbox_cloudevents_bytes(text_to_cstring(topic), source, json);
 	}
+
+	if (ev.key_base64 && key != NULL && (problem = outbox_decode_key(&ev)) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid event key"),
+				 errdetail("%s", problem)));
 	if (outbox_record_bytes(&ev) > outbox_max_message_bytes)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),

@@ -1,0 +1,492 @@
+
+# Change events with the avro converter (outbox_attach(..., format =>
+# 'debezium', converter => 'avro')): the schemas registered under
+# <topic>-key and <topic>-value are, as parsed JSON, the ones Debezium's
+# PostgreSQL connector and Confluent's AvroConverter register for the same
+# table (written out below, each element with the source it comes from);
+# node's @kafkajs/confluent-schema-registry decodes every record (inserts,
+# updates, a key changed, deletes, tombstones, snapshot reads) to the
+# table's values; a column added or dropped registers a new version, and
+# the records written before still decode.
+#
+# Sources (read at debezium/debezium aad5519 and
+# confluentinc/schema-registry 794611b):
+#   [TSB]  debezium-connector-common/.../relational/TableSchemaBuilder.java:
+#          the key and value structs, named <topic>.Key and <topic>.Value,
+#          a column optional unless NOT NULL
+#   [PVC]  debezium-connector-postgres/.../PostgresValueConverter.java
+#          schemaBuilder (and JdbcValueConverters, for the common types):
+#          int2 INT16, int4 INT32, int8 INT64, float4 FLOAT32, float8
+#          FLOAT64, numeric(p,s) Decimal with connect.decimal.precision,
+#          numeric VariableScaleDecimal, date io.debezium.time.Date,
+#          time MicroTime, timestamp MicroTimestamp (timestamp(3):
+#          Timestamp), timestamptz ZonedTimestamp, uuid Uuid, json and
+#          jsonb Json, enums Enum with "allowed", arrays of optional items
+#   [ENV]  debezium-connector-common/.../schema/SchemaFactory.java
+#          datatypeEnvelopeSchema (version Envelope.SCHEMA_VERSION, 2:
+#          before, after, source, transaction, op, ts_ms, ts_us, ts_ns) and
+#          the transaction block "event.block", version 1
+#   [SRC]  debezium-connector-postgres/.../PostgresSourceInfoStructMaker.java
+#          and debezium-connector-common/.../connector/AbstractSourceInfoStructMaker.java:
+#          io.debezium.connector.postgresql.Source, version 1, snapshot an
+#          optional Enum defaulting to "false"
+#   [AD]   avro-data/src/main/java/io/confluent/connect/avro/AvroData.java
+#          fromConnectSchema: INT16 -> int with connect.type int16, INT64 ->
+#          long, a struct -> a record named by splitting its name at the last
+#          dot (a record met again written as its name, Avro's Schema.toString);
+#          doc, version, parameters, default, name -> connect.doc,
+#          connect.version, connect.parameters, connect.default, connect.name;
+#          Decimal -> bytes with scale, precision and logicalType decimal;
+#          maybeMakeOptional: ["null", T], or [T, "null"] when the schema has
+#          a default; addAvroRecordField: an optional field's default null,
+#          else the schema's default
+
+use strict;
+use warnings;
+
+use File::Basename qw(dirname);
+use File::Spec;
+use JSON::PP;
+use OutboxTest;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $no_modules =
+  node_module_unavailable('avsc@5', 'kafkajs@2', '@kafkajs/confluent-schema-registry@3');
+plan skip_all => "the consumer's modules: $no_modules" if $no_modules;
+
+my $drivers = File::Spec->rel2abs(dirname(__FILE__) . '/drivers');
+my $registry = start_schema_registry();
+my $broker = start_broker(1);
+my $node = outbox_node(
+	'dbzavro', $broker,
+	'outbox.poll_interval' => '100ms',
+	'outbox.schema_registry_url' => $registry->{url});
+
+my $topic = 'dbserver1.inventory.items';
+
+# the schemas under a subject, by version: parsed JSON, and ids
+sub versions
+{
+	my ($subject) = @_;
+	my $list = $registry->http('GET', "/subjects/$subject/versions");
+	return [] if $list->{status} == 404;
+	return [
+		map {
+			my $v = decode_json(
+				$registry->http('GET', "/subjects/$subject/versions/$_")->{content});
+			{ id => $v->{id}, schema => decode_json($v->{schema}) }
+		} @{ decode_json($list->{content}) }
+	];
+}
+
+# what consumers read: every record of the topics, decoded
+sub consume
+{
+	my ($count, @topics) = @_;
+	my ($out, $err) = ('', '');
+	IPC::Run::run(
+		[
+			'node', "$drivers/debezium_avro_consume.js", $broker->{bootstrap},
+			$registry->{url}, $count, @topics
+		],
+		'>', \$out, '2>', \$err, IPC::Run::timeout(180));
+	my @records = map { decode_json($_) } grep { /\S/ } split /\n/, $out;
+	is(scalar @records, $count, "the consumer decodes $count records of @topics")
+	  or diag($err);
+	return \@records;
+}
+
+# records by their key's id, in order: keys are ordered, not the topic
+sub by_key
+{
+	my ($records, $of) = @_;
+	my %by_key;
+	push @{ $by_key{ $_->{key}{id} } }, $of->($_) for @$records;
+	return \%by_key;
+}
+
+$node->safe_psql('postgres', q{
+	CREATE SCHEMA inventory;
+	CREATE TYPE inventory.mood AS ENUM ('sad', 'ok', 'happy');
+	CREATE TABLE inventory.items (
+		id integer PRIMARY KEY,
+		small smallint,
+		big bigint NOT NULL,
+		price numeric(10,2),
+		amount numeric,
+		name text NOT NULL,
+		code varchar(10),
+		flag boolean,
+		f4 real,
+		f8 double precision,
+		d date,
+		t time,
+		ts timestamp,
+		ts3 timestamp(3),
+		tstz timestamptz,
+		u uuid,
+		j json,
+		jb jsonb,
+		b bytea,
+		m inventory.mood,
+		tags text[],
+		nums integer[]);
+	SELECT outbox_attach('inventory.items', 'dbserver1', format => 'debezium',
+						 converter => 'avro');
+});
+
+# --- the schemas registered when attaching, as Debezium + AvroData give them
+
+# an optional field: ["null", T], default null [AD maybeMakeOptional, addAvroRecordField]
+sub optional
+{
+	my ($name, $type) = @_;
+	return { name => $name, type => [ 'null', $type ], default => undef };
+}
+
+# a named Connect schema of Debezium's, version 1 [PVC], as AvroData writes it [AD]
+sub named
+{
+	my ($type, $name, %more) = @_;
+	return { type => $type, 'connect.version' => 1, 'connect.name' => $name, %more };
+}
+
+# the columns of the Value struct [TSB], their types [PVC] in Avro [AD]
+my @value_fields = (
+	{ name => 'id', type => 'int' },
+	optional('small', { type => 'int', 'connect.type' => 'int16' }),
+	{ name => 'big', type => 'long' },
+	optional(
+		'price',
+		named(
+			'bytes', 'org.apache.kafka.connect.data.Decimal',
+			scale => 2,
+			precision => 10,
+			logicalType => 'decimal',
+			'connect.parameters' => { scale => '2', 'connect.decimal.precision' => '10' })),
+	optional(
+		'amount',
+		named(
+			'record', 'io.debezium.data.VariableScaleDecimal',
+			name => 'VariableScaleDecimal',
+			namespace => 'io.debezium.data',
+			fields => [ { name => 'scale', type => 'int' }, { name => 'value', type => 'bytes' } ],
+			'connect.doc' => 'Variable scaled decimal')),
+	{ name => 'name', type => 'string' },
+	optional('code', 'string'),
+	optional('flag', 'boolean'),
+	optional('f4', 'float'),
+	optional('f8', 'double'),
+	optional('d', named('int', 'io.debezium.time.Date')),
+	optional('t', named('long', 'io.debezium.time.MicroTime')),
+	optional('ts', named('long', 'io.debezium.time.MicroTimestamp')),
+	optional('ts3', named('long', 'io.debezium.time.Timestamp')),
+	optional('tstz', named('string', 'io.debezium.time.ZonedTimestamp')),
+	optional('u', named('string', 'io.debezium.data.Uuid')),
+	optional('j', named('string', 'io.debezium.data.Json')),
+	optional('jb', named('string', 'io.debezium.data.Json')),
+	optional('b', 'bytes'),
+	optional('m',
+		named('string', 'io.debezium.data.Enum', 'connect.parameters' => { allowed => 'sad,ok,happy' })),
+	optional('tags', { type => 'array', items => [ 'null', 'string' ] }),
+	optional('nums', { type => 'array', items => [ 'null', 'int' ] }));
+
+# the envelope [ENV], its source [SRC], in Avro [AD]
+sub envelope
+{
+	my (@fields) = @_;
+	my $enum_allowed =
+	  'true,first,first_in_data_collection,last_in_data_collection,last,false,incremental';
+	return {
+		type => 'record',
+		name => 'Envelope',
+		namespace => $topic,
+		fields => [
+			optional(
+				'before',
+				{
+					type => 'record',
+					name => 'Value',
+					fields => \@fields,
+					'connect.name' => "$topic.Value"
+				}),
+			optional('after', 'Value'),
+			{
+				name => 'source',
+				type => {
+					type => 'record',
+					name => 'Source',
+					namespace => 'io.debezium.connector.postgresql',
+					fields => [
+						{ name => 'version', type => 'string' },
+						{ name => 'connector', type => 'string' },
+						{ name => 'name', type => 'string' },
+						{ name => 'ts_ms', type => 'long' },
+						{
+							name => 'snapshot',
+							type => [
+								named(
+									'string', 'io.debezium.data.Enum',
+									'connect.parameters' => { allowed => $enum_allowed },
+									'connect.default' => 'false'),
+								'null'
+							],
+							default => 'false'
+						},
+						{ name => 'db', type => 'string' },
+						optional('sequence', 'string'),
+						optional('ts_us', 'long'),
+						optional('ts_ns', 'long'),
+						{ name => 'schema', type => 'string' },
+						{ name => 'table', type => 'string' },
+						optional('txId', 'long'),
+						optional('lsn', 'long'),
+						optional('xmin', 'long'),
+						optional('origin', 'string'),
+						optional('origin_lsn', 'long')
+					],
+					'connect.version' => 1,
+					'connect.name' => 'io.debezium.connector.postgresql.Source'
+				}
+			},
+			optional(
+				'transaction',
+				{
+					type => 'record',
+					name => 'block',
+					namespace => 'event',
+					fields => [
+						{ name => 'id', type => 'string' },
+						{ name => 'total_order', type => 'long' },
+						{ name => 'data_collection_order', type => 'long' }
+					],
+					'connect.version' => 1,
+					'connect.name' => 'event.block'
+				}),
+			{ name => 'op', type => 'string' },
+			optional('ts_ms', 'long'),
+			optional('ts_us', 'long'),
+			optional('ts_ns', 'long')
+		],
+		'connect.version' => 2,
+		'connect.name' => "$topic.Envelope"
+	};
+}
+
+my $key_schema = {
+	type => 'record',
+	name => 'Key',
+	namespace => $topic,
+	fields => [ { name => 'id', type => 'int' } ],
+	'connect.name' => "$topic.Key"
+};
+
+my $keys = versions("$topic-key");
+my $values = versions("$topic-value");
+is(scalar @$keys, 1, 'attaching registers the key schema, under <topic>-key');
+is_deeply($keys->[0]{schema}, $key_schema, 'the key schema is the connector\'s, as AvroData maps it');
+is(scalar @$values, 1, 'attaching registers the value schema, under <topic>-value');
+is_deeply($values->[0]{schema}, envelope(@value_fields),
+	'the value schema is the connector\'s envelope, as AvroData maps it');
+
+# --- changes: every record decodes to the table's values
+
+$node->safe_psql('postgres', q{
+	INSERT INTO inventory.items VALUES (1, 2, 9007199254740993, 12.30, 1.50, 'Sally', 'ab', true,
+		1.5, 0.1, '2024-02-29', '13:14:15.123456', '2024-02-29 07:44:15.123456',
+		'2024-02-29 07:44:15.123', '2024-02-29 07:44:15.5+00',
+		'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '{"a": [1, 2]}', '{"a": [1, 2]}',
+		'\x00ff10', 'ok', '{x,NULL}', '{1,2}');
+	INSERT INTO inventory.items (id, big, name) VALUES (2, -1, 'Min');
+	UPDATE inventory.items SET name = 'Sal' WHERE id = 1;
+	UPDATE inventory.items SET id = 3 WHERE id = 2;
+	DELETE FROM inventory.items WHERE id = 1;
+});
+
+my %nulls = map { $_->{name} => undef } @value_fields;
+my %row1 = (
+	%nulls,
+	id => 1,
+	small => 2,
+	big => '9007199254740993',
+	price => 'BM4=',
+	amount => { scale => 1, value => 'Dw==' },
+	name => 'Sally',
+	code => 'ab',
+	flag => JSON::PP::true,
+	f4 => 1.5,
+	f8 => 0.1,
+	d => 19782,
+	t => '47655123456',
+	ts => '1709192655123456',
+	ts3 => '1709192655123',
+	tstz => '2024-02-29T07:44:15.500000Z',
+	u => 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11',
+	j => '{"a": [1, 2]}',
+	jb => '{"a": [1, 2]}',
+	b => 'AP8Q',
+	m => 'ok',
+	tags => [ 'x', undef ],
+	nums => [ 1, 2 ]);
+my %row2 = (%nulls, id => 2, big => '-1', name => 'Min');
+# a delete's before under REPLICA IDENTITY DEFAULT: the key, the other
+# columns null, or the zero of their type where they are NOT NULL, as the
+# connector writes them
+my %gone2 = (%nulls, id => 2, big => '0', name => '');
+my %gone1 = (%nulls, id => 1, big => '0', name => '');
+
+my $records = consume(8, $topic);
+is_deeply(
+	by_key(
+		$records,
+		sub {
+			[
+				$_[0]->{key},
+				defined $_[0]->{value}
+				? [ $_[0]->{value}{op}, $_[0]->{value}{before}, $_[0]->{value}{after} ]
+				: undef,
+				$_[0]->{headers}{'__debezium.oldkey'} // $_[0]->{headers}{'__debezium.newkey'}
+			];
+		}),
+	{
+		1 => [
+			[ { id => 1 }, [ 'c', undef, \%row1 ], undef ],
+			[ { id => 1 }, [ 'u', undef, { %row1, name => 'Sal' } ], undef ],
+			[ { id => 1 }, [ 'd', \%gone1, undef ], undef ],
+			[ { id => 1 }, undef, undef ]
+		],
+		2 => [
+			[ { id => 2 }, [ 'c', undef, \%row2 ], undef ],
+			[ { id => 2 }, [ 'd', \%gone2, undef ], '{"id":3}' ],
+			[ { id => 2 }, undef, undef ]
+		],
+		3 => [ [ { id => 3 }, [ 'c', undef, { %row2, id => 3 } ], '{"id":2}' ] ]
+	},
+	'inserts, updates, a key changed, deletes and tombstones decode to the rows, key by key');
+my ($first) = grep { $_->{key}{id} == 1 } @$records;
+my ($tombstone) = grep { !defined $_->{value} } @$records;
+my $source = $first->{value}{source};
+is_deeply(
+	[ map { $source->{$_} } qw(version connector name snapshot db schema table) ],
+	[ 'outbox-1.3', 'postgresql', 'dbserver1', 'false', 'postgres', 'inventory', 'items' ],
+	'the source block');
+is_deeply(
+	[ map { [ $_->{key_schema}, $_->{value_schema} ] } $first, $tombstone ],
+	[ [ $keys->[0]{id}, $values->[0]{id} ], [ $keys->[0]{id}, undef ] ],
+	'keys and values carry the ids of the schemas registered');
+is($first->{headers}{'outbox.key_base64'}, undef,
+	'the header that says a stored key is base64 is not published');
+
+# --- a column added, then one dropped: new versions, old records still decode
+
+$node->safe_psql('postgres', q{
+	ALTER TABLE inventory.items ADD COLUMN note text;
+	INSERT INTO inventory.items (id, big, name, note) VALUES (4, 4, 'Four', 'new');
+	ALTER TABLE inventory.items DROP COLUMN small;
+	INSERT INTO inventory.items (id, big, name) VALUES (5, 5, 'Five');
+});
+$values = versions("$topic-value");
+is(scalar @$values, 3, 'a column added, then one dropped: versions 2 and 3 of <topic>-value');
+my @added = (@value_fields, optional('note', 'string'));
+is_deeply($values->[1]{schema}, envelope(@added), 'version 2 has the column added');
+is_deeply($values->[2]{schema}, envelope(grep { $_->{name} ne 'small' } @added),
+	'version 3 lacks the column dropped');
+is(scalar @{ versions("$topic-key") }, 1, 'the key schema stays at version 1');
+
+$records = by_key(consume(10, $topic), sub { $_[0] });
+my ($v1, $v2, $v3) = map { $_->{id} } @$values;
+is_deeply(
+	{ map { $_ => [ map { $_->{value_schema} } @{ $records->{$_} } ] } keys %$records },
+	{ 1 => [ $v1, $v1, $v1, undef ], 2 => [ $v1, $v1, undef ], 3 => [$v1], 4 => [$v2], 5 => [$v3] },
+	'each record names the version it was written with');
+is_deeply($records->{1}[0]{value}{after}, \%row1, 'a record of version 1 still decodes');
+my %row4 = (%nulls, id => 4, big => '4', name => 'Four', note => 'new');
+my %row5 = (%nulls, id => 5, big => '5', name => 'Five', note => undef);
+delete $row5{small};
+is_deeply(
+	[ map { $records->{$_}[0]{value}{after} } 4, 5 ],
+	[ \%row4, \%row5 ],
+	'records of versions 2 and 3 decode to their rows');
+
+# --- a snapshot: r events, marked first and last
+
+$node->safe_psql('postgres', q{
+	CREATE TABLE inventory.snap (id integer PRIMARY KEY, v text);
+	INSERT INTO inventory.snap VALUES (1, 'one'), (2, 'two');
+	SELECT outbox_attach('inventory.snap', 'dbserver1', format => 'debezium',
+						 converter => 'avro', snapshot => true);
+});
+$records = consume(2, 'dbserver1.inventory.snap');
+is_deeply(
+	[ map { [ $_->{key}, $_->{value}{op}, $_->{value}{source}{snapshot}, $_->{value}{after} ] }
+		  sort { $a->{key}{id} <=> $b->{key}{id} } @$records ],
+	[
+		[ { id => 1 }, 'r', 'first', { id => 1, v => 'one' } ],
+		[ { id => 2 }, 'r', 'last', { id => 2, v => 'two' } ]
+	],
+	'a snapshot\'s rows, op r, first and last');
+
+# --- the registry down: a change whose schema was registered before, in a
+# session that never met the registry, is encoded and published (its id
+# from outbox_schema_ids); a change that needs a new schema fails, nothing
+# stored; publishing never waits for the registry
+
+my ($ret, $out, $err);
+my $asked = $registry->requests->{total};
+$registry->down;
+$node->safe_psql('postgres',
+	q{INSERT INTO inventory.items (id, big, name) VALUES (6, 6, 'Six')});
+is(scalar @{ wait_for_records($broker, $topic, 11) }, 11,
+	'with the registry down, a change of a table registered before is published');
+($ret, $out, $err) = $node->psql('postgres', q{
+	ALTER TABLE inventory.items ADD COLUMN later integer;
+	INSERT INTO inventory.items (id, big, name) VALUES (7, 7, 'Seven')});
+like(
+	$err,
+	qr/ERROR:  could not reach the schema registry.*\n(.*\n)*CONTEXT:  registering the Avro schema of subject "$topic-value"/,
+	'a change that needs a new schema fails, naming the subject');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM inventory.items WHERE id = 7'),
+	'0', 'nothing of it is stored');
+$registry->up;
+is($registry->requests->{total}, $asked, 'the registry was asked nothing meanwhile');
+$node->safe_psql('postgres',
+	q{INSERT INTO inventory.items (id, big, name) VALUES (7, 7, 'Seven')});
+$records = by_key(consume(12, $topic), sub { $_[0] });
+is_deeply(
+	[ map { $records->{$_}[0]{value}{after}{name} } 6, 7 ],
+	[ 'Six', 'Seven' ],
+	'both decode once the registry is back');
+is(scalar @{ versions("$topic-value") }, 4, 'the new schema is version 4');
+
+# --- what is refused
+
+($ret, $out, $err) = $node->psql('postgres', q{
+	SELECT outbox_attach('inventory.snap', 'dbserver1', format => 'debezium',
+						 converter => 'protobuf')});
+like($err, qr/unknown converter "protobuf"/, 'an unknown converter is refused');
+($ret, $out, $err) = $node->psql('postgres', q{
+	SELECT outbox_attach('inventory.snap', 'dbserver1', converter => 'avro')});
+like($err, qr/converter applies to the debezium format only/,
+	'the converter is the debezium format\'s');
+($ret, $out, $err) = $node->psql('postgres', q{
+	SELECT outbox_attach('inventory.snap', 'dbserver1', format => 'debezium',
+						 converter => 'avro', schemas_enable => true)});
+like($err, qr/schemas_enable applies to the json converter only/,
+	'schemas_enable is the json converter\'s');
+($ret, $out, $err) = $node->psql('postgres', q{
+	CREATE TABLE inventory."odd-name" (id integer PRIMARY KEY);
+	SELECT outbox_attach('inventory."odd-name"', 'dbserver1', format => 'debezium',
+						 converter => 'avro')});
+like($err, qr/"dbserver1\.inventory\.odd-name\.Key" is not a valid Avro name/,
+	'a table whose record names Avro refuses is refused');
+
+($ret, $out, $err) = $node->psql('postgres', q{
+	SELECT outbox_enqueue('binary', 'x'::text, 'not base64!', '{"outbox.key_base64": "true"}')});
+like($err, qr/invalid event key\nDETAIL:  The key is not base64/,
+	'outbox_enqueue refuses a key that header outbox.key_base64 says is base64 but is not');
+
+$node->stop;
+$broker->stop;
+$registry->stop;
+done_testing();
