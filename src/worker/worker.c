@@ -103,6 +103,12 @@ static const struct
 	{"default_transaction_deferrable", "off"},
 	{"statement_timeout", "0"},
 	{"lock_timeout", "0"},
+	/*
+	 * a DDL statement on the extension's tables (DROP EXTENSION) that locks
+	 * them in another order than a batch: the worker, which retries its
+	 * batch, sees the deadlock first and gives way, not the statement
+	 */
+	{"deadlock_timeout", "100ms"},
 	{"idle_in_transaction_session_timeout", "0"},
 	{"session_replication_role", "origin"},
 	{"exit_on_error", "off"},
