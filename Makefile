@@ -9,6 +9,7 @@ OBJS = \
 	src/capture/debezium.o \
 	src/capture/router.o \
 	src/capture/snapshot.o \
+	src/format/registry.o \
 	src/kafka/kafka.o \
 	src/kafka/topics.o \
 	src/launcher/launcher.o \
@@ -43,8 +44,11 @@ ISOLATION_OPTS = --temp-config=$(srcdir)/specs/temp.conf
 
 RDKAFKA_CFLAGS := $(shell pkg-config --cflags rdkafka)
 RDKAFKA_LIBS := $(shell pkg-config --libs rdkafka)
-PG_CPPFLAGS = -I$(srcdir)/src $(RDKAFKA_CFLAGS)
-SHLIB_LINK = $(RDKAFKA_LIBS)
+# HTTP to the schema registry, and Avro
+FORMAT_CFLAGS := $(shell pkg-config --cflags libcurl avro-c)
+FORMAT_LIBS := $(shell pkg-config --libs libcurl avro-c)
+PG_CPPFLAGS = -I$(srcdir)/src $(RDKAFKA_CFLAGS) $(FORMAT_CFLAGS)
+SHLIB_LINK = $(RDKAFKA_LIBS) $(FORMAT_LIBS)
 
 # make installcheck is ours (below): pg_regress and isolation, then the
 # test databases dropped.  The TAP tests in t/, each with servers of its

@@ -499,3 +499,17 @@ CREATE OR REPLACE VIEW @extschema@.outbox_snapshots AS
 				WHEN s.finished IS NOT NULL THEN 'finished'
 				ELSE 'running' END AS status
 	  FROM @extschema@.outbox_snapshots_state s;
+
+--
+-- The Schema Registry (src/format/registry.c): outbox.schema_registry_url,
+-- its credentials in the properties file
+--
+
+CREATE FUNCTION @extschema@.outbox_registry_check()
+RETURNS text
+AS 'MODULE_PATHNAME', 'outbox_registry_check'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION @extschema@.outbox_registry_check() FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.outbox_registry_check() IS
+	'Whether the schema registry of outbox.schema_registry_url answers: its URL and compatibility level, else an error that says why not. By grant';

@@ -1,6 +1,7 @@
 
 # Helpers for the outbox TAP tests: a mock Kafka cluster (test/mock_broker),
-# a server with the worker, and reading what arrived in Kafka with kcat.
+# a test schema registry (test/schema_registry.js), a server with the
+# worker, and reading what arrived in Kafka with kcat.
 
 package OutboxTest;
 
@@ -10,22 +11,26 @@ use warnings;
 use Exporter 'import';
 use File::Basename qw(dirname);
 use File::Spec;
+use HTTP::Tiny;
 use IPC::Run;
 use JSON::PP;
+use MIME::Base64;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
-our @EXPORT = qw(start_broker outbox_node kafka_read kafka_read_json
-  wait_for_records wait_for_sql wait_for_activity worker_pid reconfigure);
+our @EXPORT = qw(start_broker node_module_unavailable start_schema_registry
+  outbox_node kafka_read kafka_read_json wait_for_records wait_for_sql
+  wait_for_activity worker_pid reconfigure);
 
 # the repository: this file is in its t/
 my $root = File::Spec->rel2abs(dirname(__FILE__) . '/..');
 die "$root/test/mock_broker is not built: run make test-programs"
   unless -x "$root/test/mock_broker";
 
-# the brokers started, stopped when the test ends however it ends
+# the brokers and registries started, stopped when the test ends however
+# it ends
 my @brokers;
 
 # An interrupted test ends as one that ends: its END blocks stop its
@@ -57,6 +62,58 @@ sub start_broker
 	}, 'OutboxTest::Broker';
 	push @brokers, $broker;
 	return $broker;
+}
+
+# Why node's module $spec (name@version) cannot be used here, or undef:
+# installed from the npm registry into t/drivers/node_modules (which git
+# ignores) once.  A test skips what needs it, saying why.
+sub node_module_unavailable
+{
+	my ($spec) = @_;
+	my ($module) = $spec =~ /^(@?[^@]+)/;
+	my $drivers = "$root/t/drivers";
+	my ($out, $err) = ('', '');
+	return 'node is not installed'
+	  unless eval { IPC::Run::run([ 'node', '--version' ], '>', \$out, '2>', \$err) };
+	return undef if -f "$drivers/node_modules/$module/package.json";
+	my $installed = eval {
+		IPC::Run::run(
+			[
+				'npm', 'install', '--prefix', $drivers, '--no-save',
+				'--no-package-lock', '--no-audit', '--no-fund', '--loglevel=error',
+				$spec
+			],
+			'>', \$out, '2>', \$err, IPC::Run::timeout(300));
+	};
+	return undef if $installed && -f "$drivers/node_modules/$module/package.json";
+	my @why = grep { /\S/ && !/complete log/ } split /\n/, ($err || $@ || 'npm not found');
+	return "npm install $spec failed ("
+	  . join('; ', @why[ 0 .. ($#why < 1 ? $#why : 1) ]) . ')';
+}
+
+# Start the test schema registry (test/schema_registry.js, which needs
+# avsc: see node_module_unavailable) on a free port; %opts: user
+# ("user:password", for basic auth).  Returns an OutboxTest::SchemaRegistry,
+# whose url is where it listens.
+sub start_schema_registry
+{
+	my (%opts) = @_;
+	my ($in, $out, $err) = ('', '', '');
+	my @args = defined $opts{user} ? ('--user', $opts{user}) : ();
+	my $h = IPC::Run::start([ 'node', "$root/test/schema_registry.js", @args ],
+		\$in, \$out, \$err);
+	$h->pump until $out =~ /\n/ || !$h->pumpable;
+	my ($url) = $out =~ /^(http\S+)\n/ or die "schema_registry.js: $err";
+	$out = '';
+	my $registry = bless {
+		h => $h,
+		in => \$in,
+		out => \$out,
+		url => $url,
+		user => $opts{user}
+	}, 'OutboxTest::SchemaRegistry';
+	push @brokers, $registry;
+	return $registry;
 }
 
 # A server with the library preloaded, the worker pointed at $broker and
@@ -207,6 +264,64 @@ sub command
 	${ $self->{out} } = '';
 	chomp $reply;
 	die "mock_broker: $cmd: $reply" unless $reply eq 'ok';
+	return;
+}
+
+sub stop
+{
+	my ($self) = @_;
+	$self->{h}->signal('TERM');
+	$self->{h}->finish;
+	return;
+}
+
+package OutboxTest::SchemaRegistry;
+
+# The registry's control commands (test/schema_registry.js): "down" (it
+# stops listening, what it holds kept) and "up" (it listens again, on the
+# same port).
+sub command
+{
+	my ($self, $cmd) = @_;
+	${ $self->{in} } .= "$cmd\n";
+	$self->{h}->pump until ${ $self->{out} } =~ /\n/;
+	my $reply = ${ $self->{out} };
+	${ $self->{out} } = '';
+	chomp $reply;
+	die "schema_registry.js: $cmd: $reply" unless $reply eq 'ok';
+	return;
+}
+
+sub down { $_[0]->command('down'); return; }
+sub up { $_[0]->command('up'); return; }
+
+# An HTTP request to the registry, as a client with its credentials;
+# returns HTTP::Tiny's response.
+sub http
+{
+	my ($self, $method, $path, $body) = @_;
+	my %headers = (
+		'Content-Type' => 'application/vnd.schemaregistry.v1+json');
+	$headers{Authorization} =
+	  'Basic ' . MIME::Base64::encode_base64($self->{user}, '')
+	  if defined $self->{user};
+	return HTTP::Tiny->new->request($method, "$self->{url}$path",
+		{ headers => \%headers, defined $body ? (content => $body) : () });
+}
+
+# How many requests came, by "METHOD path", and in all (total).
+sub requests
+{
+	my ($self) = @_;
+	return JSON::PP::decode_json($self->http('GET', '/__requests')->{content});
+}
+
+# The next answer, whatever is asked: status, body, repeat (the body that
+# many times), delay_ms.
+sub next_answer
+{
+	my ($self, %answer) = @_;
+	$self->http('POST', '/__next', JSON::PP::encode_json(\%answer));
 	return;
 }
 

@@ -12,7 +12,10 @@
  * outbox.kafka_properties and the file that outbox.kafka_properties_file
  * names take only the librdkafka properties known to be safe (kafka.c);
  * a secret among them is refused where the setting would be stored in a
- * catalog that every role can read.  outbox.headers is for any session.
+ * catalog that every role can read.  outbox.schema_registry_url, the
+ * schema registry backends and workers send requests to, is a superuser's
+ * too, and holds no credentials: they are in that file.  outbox.headers is
+ * for any session.
  *
  * src/base/guc.c
  *
@@ -57,6 +60,7 @@ int			outbox_abandoned_retention = 30 * 24 * 3600;
 char	   *outbox_dead_letter_topic = NULL;
 char	   *outbox_headers = NULL;
 char	   *outbox_standby_slots = NULL;
+char	   *outbox_schema_registry_url = NULL;
 
 /* read by the view outbox_health only, through current_setting() */
 static int	health_backlog_warning = 60;
@@ -309,6 +313,46 @@ check_standby_slots(char **newval, void **extra, GucSource source)
 }
 
 /*
+ * outbox.schema_registry_url: empty, or an http or https URL without
+ * credentials (they go in the properties file, which no other role can
+ * read) and without white space or control characters.
+ */
+static bool
+check_schema_registry_url(char **newval, void **extra, GucSource source)
+{
+	const char *url = *newval;
+	const char *authority;
+
+	if (url == NULL || *url == '\0')
+		return true;
+	if (pg_strncasecmp(url, "http://", 7) == 0)
+		authority = url + 7;
+	else if (pg_strncasecmp(url, "https://", 8) == 0)
+		authority = url + 8;
+	else
+	{
+		GUC_check_errdetail("The schema registry's URL starts with http:// or https://.");
+		return false;
+	}
+	for (const char *c = url; *c != '\0'; c++)
+	{
+		if ((unsigned char) *c <= ' ' || *c == 0x7f)
+		{
+			GUC_check_errdetail("The URL may hold no white space or control character.");
+			return false;
+		}
+	}
+	if (memchr(authority, '@', strcspn(authority, "/?#")) != NULL)
+	{
+		GUC_check_errmsg("invalid value for parameter \"outbox.schema_registry_url\"");
+		GUC_check_errdetail("The URL may hold no user name or password.");
+		GUC_check_errhint("Put them in the file that outbox.kafka_properties_file names, as schema.registry.basic.auth.user.info.");
+		return false;
+	}
+	return true;
+}
+
+/*
  * Define every outbox.* setting and reserve the prefix.  Called from
  * _PG_init in every process that loads the library.
  */
@@ -511,6 +555,15 @@ outbox_define_gucs(void)
 							   PGC_SUSET,
 							   0,
 							   check_standby_slots, NULL, NULL);
+
+	DefineCustomStringVariable("outbox.schema_registry_url",
+							   "URL of the Confluent Schema Registry that Avro schemas are registered with; empty for none.",
+							   "Its credentials are schema.registry.* properties of the file that outbox.kafka_properties_file names.",
+							   &outbox_schema_registry_url,
+							   "",
+							   PGC_SUSET,
+							   0,
+							   check_schema_registry_url, NULL, NULL);
 
 	DefineCustomStringVariable("outbox.headers",
 							   "Kafka headers of every event enqueued while it is set, as a JSON object of strings.",
