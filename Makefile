@@ -9,6 +9,7 @@ OBJS = \
 	src/capture/debezium.o \
 	src/capture/router.o \
 	src/capture/snapshot.o \
+	src/format/avro.o \
 	src/format/registry.o \
 	src/kafka/kafka.o \
 	src/kafka/topics.o \

@@ -19,6 +19,12 @@
  * extension's owner that is no longer one cannot write it either.  The
  * file is checked as outbox.kafka_properties_file is.
  *
+ * A backend keeps the rows for outbox_enqueue(), which looks up the topic
+ * of each event: outbox_set_topic() and outbox_reset_topic() invalidate
+ * the table's relcache entry, and the rows are read again once that
+ * commits.  A topic of format avro is a topic, never a prefix: its schemas
+ * are registered under its name when it is set.
+ *
  * src/kafka/topics.c
  *
  *-------------------------------------------------------------------------
@@ -30,9 +36,14 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
 
 #include "base/event.h"
 #include "base/guc.h"
+#include "format/avro.h"
+#include "format/registry.h"
 #include "kafka/kafka.h"
 #include "kafka/topics.h"
 
@@ -112,6 +123,77 @@ outbox_topic_settings_load(const OutboxExtension *ext)
 	}
 	SPI_finish();
 	return settings;
+}
+
+/* the rows of outbox_topic_settings that outbox_enqueue() reads */
+static struct
+{
+	bool		valid;
+	bool		callback;		/* registered */
+	Oid			extension;
+	int			version;
+	Oid			relid;			/* outbox_topic_settings */
+	MemoryContext context;
+	OutboxTopicSettings *settings;
+}			cached;
+
+static void
+forget_settings(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == cached.relid)
+		cached.valid = false;
+}
+
+/*
+ * The rows of outbox_topic_settings as they are now, kept by this backend
+ * until a change of them commits.  The caller holds a transaction with an
+ * active snapshot; the rows are read with the latest one, which sees
+ * every change whose invalidation has arrived, as the extension's owner:
+ * the caller may be any role with the right to enqueue.
+ */
+const OutboxTopicSettings *
+outbox_topic_settings_cached(const OutboxExtension *ext)
+{
+	Oid			save_userid;
+	int			save_sec;
+
+	if (cached.valid && cached.extension == ext->oid && cached.version == ext->version)
+		return cached.settings;
+	if (!cached.callback)
+	{
+		CacheRegisterRelcacheCallback(forget_settings, (Datum) 0);
+		cached.context = AllocSetContextCreate(TopMemoryContext, "outbox topic settings",
+											   ALLOCSET_SMALL_SIZES);
+		cached.callback = true;
+	}
+	MemoryContextReset(cached.context);
+	cached.settings = NULL;
+	cached.relid = ext->version >= OUTBOX_VERSION(1, 3) ?
+		outbox_relation(ext, "outbox_topic_settings") : InvalidOid;
+	cached.extension = ext->oid;
+	cached.version = ext->version;
+	/* an invalidation that arrives while reading clears this again */
+	cached.valid = true;
+	PushActiveSnapshot(GetLatestSnapshot());
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(ext->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	PG_TRY();
+	{
+		MemoryContext old = MemoryContextSwitchTo(cached.context);
+
+		cached.settings = outbox_topic_settings_load(ext);
+		MemoryContextSwitchTo(old);
+	}
+	PG_CATCH();
+	{
+		cached.valid = false;
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	SetUserIdAndSecContext(save_userid, save_sec);
+	PopActiveSnapshot();
+	return cached.settings;
 }
 
 /*
@@ -275,6 +357,7 @@ outbox_set_topic(PG_FUNCTION_ARGS)
 	Datum		values[9];
 	char		nulls[9];
 	int			ret;
+	char	   *pattern;
 
 	check_rights();
 	if (PG_ARGISNULL(0))
@@ -282,6 +365,7 @@ outbox_set_topic(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("the topic pattern must not be NULL")));
 	check_pattern(PG_GETARG_TEXT_PP(0));
+	pattern = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	if (!PG_ARGISNULL(1) && *text_to_cstring(PG_GETARG_TEXT_PP(1)) == '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -291,7 +375,13 @@ outbox_set_topic(PG_FUNCTION_ARGS)
 		check_properties_file(text_to_cstring(PG_GETARG_TEXT_PP(2)));
 	if (!PG_ARGISNULL(3))
 		format = outbox_topic_format(text_to_cstring(PG_GETARG_TEXT_PP(3)));
-	check_format(text_to_cstring(PG_GETARG_TEXT_PP(0)), format, !PG_ARGISNULL(4), !PG_ARGISNULL(5), !PG_ARGISNULL(6));
+	check_format(pattern, format, !PG_ARGISNULL(4), !PG_ARGISNULL(5), !PG_ARGISNULL(6));
+	if (format == OUTBOX_FORMAT_AVRO && pattern[strlen(pattern) - 1] == '*')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("format avro is set for a topic, not for pattern \"%s\"", pattern),
+				 errdetail("A topic's Avro schemas are registered under its name (\"<topic>-value\", \"<topic>-key\") when it is set, and a pattern names no topic."),
+				 errhint("Set format avro for each topic, with its schemas.")));
 
 	/* pattern, brokers, properties_file, format, the schemas */
 	for (int i = 0; i < 6; i++)
@@ -299,8 +389,22 @@ outbox_set_topic(PG_FUNCTION_ARGS)
 		values[i] = PG_GETARG_DATUM(i);
 		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
 	}
-	/* the schemas' ids */
+	/* the schemas, checked, then registered: their ids */
 	nulls[6] = nulls[7] = 'n';
+	for (int i = 0; i < 2; i++)
+	{
+		const char *what = i == 0 ? "value" : "key";
+		Jsonb	   *schema;
+
+		if (PG_ARGISNULL(4 + i))
+			continue;
+		schema = PG_GETARG_JSONB_P(4 + i);
+		outbox_avro_check_schema(schema, what);
+		values[6 + i] = Int32GetDatum(outbox_registry_register(psprintf("%s-%s", pattern, what),
+															   JsonbToCString(NULL, &schema->root,
+																			  VARSIZE(schema))));
+		nulls[6 + i] = ' ';
+	}
 	values[8] = PG_GETARG_DATUM(6);
 	nulls[8] = PG_ARGISNULL(6) ? 'n' : ' ';
 
@@ -309,6 +413,7 @@ outbox_set_topic(PG_FUNCTION_ARGS)
 	if (ret < 0)
 		elog(ERROR, "outbox statement failed: %s", SPI_result_code_string(ret));
 	SPI_finish();
+	CacheInvalidateRelcacheByRelid(outbox_relation(ext, "outbox_topic_settings"));
 	PG_RETURN_VOID();
 }
 
@@ -328,6 +433,7 @@ outbox_reset_topic(PG_FUNCTION_ARGS)
 	SPI_connect();
 	removed = outbox_run(ext, &reset_plan, &value, -1);
 	SPI_finish();
+	CacheInvalidateRelcacheByRelid(outbox_relation(ext, "outbox_topic_settings"));
 	PG_RETURN_BOOL(removed > 0);
 }
 

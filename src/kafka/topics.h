@@ -42,6 +42,7 @@ typedef struct OutboxTopicSettings
 } OutboxTopicSettings;
 
 extern OutboxTopicSettings *outbox_topic_settings_load(const OutboxExtension *ext);
+extern const OutboxTopicSettings *outbox_topic_settings_cached(const OutboxExtension *ext);
 extern OutboxTopicFormat outbox_topic_format(const char *name);
 extern const OutboxTopicSetting *outbox_topic_setting(const OutboxTopicSettings *settings,
 													  const char *topic);
