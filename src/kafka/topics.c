@@ -31,13 +31,20 @@
  */
 #include "postgres.h"
 
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/rel.h"
 #include "utils/snapmgr.h"
 
 #include "base/event.h"
@@ -145,17 +152,85 @@ forget_settings(Datum arg, Oid relid)
 }
 
 /*
- * The rows of outbox_topic_settings as they are now, kept by this backend
- * until a change of them commits.  The caller holds a transaction with an
- * active snapshot; the rows are read with the latest one, which sees
- * every change whose invalidation has arrived, as the extension's owner:
- * the caller may be any role with the right to enqueue.
+ * The rows of the settings table relid, as the latest snapshot sees them,
+ * in the current memory context: what outbox_enqueue() needs of them
+ * (pattern, format, schemas and their ids).  Read without SQL, as
+ * enqueue.c writes the log: a role that owns the extension's schema can
+ * plant no plan here.  The table must be the bootstrap superuser's.
+ */
+static OutboxTopicSettings *
+read_settings(Oid relid)
+{
+	static const char *const names[] = {"pattern", "format", "value_schema", "key_schema",
+	"value_schema_id", "key_schema_id"};
+	Relation	rel = table_open(relid, AccessShareLock);
+	TupleDesc	desc = RelationGetDescr(rel);
+	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	TableScanDesc scan;
+	HeapTuple	tuple;
+	AttrNumber	attnum[lengthof(names)];
+	OutboxTopicSettings *settings = palloc0(sizeof(OutboxTopicSettings));
+	int			size = 8;
+
+	if (rel->rd_rel->relowner != BOOTSTRAP_SUPERUSERID)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("table \"%s\" of extension outbox is not owned by the bootstrap superuser",
+						RelationGetRelationName(rel))));
+	for (int i = 0; i < lengthof(names); i++)
+		if ((attnum[i] = get_attnum(relid, names[i])) == InvalidAttrNumber)
+			elog(ERROR, "relation %u has no column \"%s\"", relid, names[i]);
+	settings->rows = palloc0(sizeof(OutboxTopicSetting) * size);
+	scan = table_beginscan(rel, snapshot, 0, NULL);
+	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		OutboxTopicSetting *row;
+		Datum		values[lengthof(names)];
+		bool		nulls[lengthof(names)];
+
+		if (settings->count == size)
+		{
+			settings->rows = repalloc(settings->rows, sizeof(OutboxTopicSetting) * size * 2);
+			memset(settings->rows + size, 0, sizeof(OutboxTopicSetting) * size);
+			size *= 2;
+		}
+		row = &settings->rows[settings->count++];
+		for (int i = 0; i < lengthof(names); i++)
+			values[i] = heap_getattr(tuple, attnum[i], desc, &nulls[i]);
+		row->pattern = TextDatumGetCString(values[0]);
+		if (!nulls[1])
+			row->format = outbox_topic_format(TextDatumGetCString(values[1]));
+		for (int i = 0; i < 2; i++)
+		{
+			Jsonb	   *schema;
+
+			if (nulls[2 + i])
+				continue;
+			schema = DatumGetJsonbP(values[2 + i]);
+			*(i == 0 ? &row->value_schema : &row->key_schema) =
+				JsonbToCString(NULL, &schema->root, VARSIZE(schema));
+			if (!nulls[4 + i])
+				*(i == 0 ? &row->value_schema_id : &row->key_schema_id) =
+					DatumGetInt32(values[4 + i]);
+		}
+	}
+	table_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	table_close(rel, AccessShareLock);
+	return settings;
+}
+
+/*
+ * The rows of outbox_topic_settings as they are now (see read_settings),
+ * kept by this backend until a change of them commits; none in a database
+ * whose extension is older than 1.3.  The caller holds a transaction.  The
+ * rows are read with the latest snapshot, which sees every change whose
+ * invalidation has arrived.
  */
 const OutboxTopicSettings *
 outbox_topic_settings_cached(const OutboxExtension *ext)
 {
-	Oid			save_userid;
-	int			save_sec;
+	MemoryContext old;
 
 	if (cached.valid && cached.extension == ext->oid && cached.version == ext->version)
 		return cached.settings;
@@ -167,32 +242,29 @@ outbox_topic_settings_cached(const OutboxExtension *ext)
 		cached.callback = true;
 	}
 	MemoryContextReset(cached.context);
-	cached.settings = NULL;
-	cached.relid = ext->version >= OUTBOX_VERSION(1, 3) ?
-		outbox_relation(ext, "outbox_topic_settings") : InvalidOid;
+	cached.relid = InvalidOid;
 	cached.extension = ext->oid;
 	cached.version = ext->version;
 	/* an invalidation that arrives while reading clears this again */
 	cached.valid = true;
-	PushActiveSnapshot(GetLatestSnapshot());
-	GetUserIdAndSecContext(&save_userid, &save_sec);
-	SetUserIdAndSecContext(ext->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
-	PG_TRY();
+	old = MemoryContextSwitchTo(cached.context);
+	if (ext->version < OUTBOX_VERSION(1, 3))
+		cached.settings = palloc0(sizeof(OutboxTopicSettings));
+	else
 	{
-		MemoryContext old = MemoryContextSwitchTo(cached.context);
-
-		cached.settings = outbox_topic_settings_load(ext);
-		MemoryContextSwitchTo(old);
+		PG_TRY();
+		{
+			cached.relid = outbox_relation(ext, "outbox_topic_settings");
+			cached.settings = read_settings(cached.relid);
+		}
+		PG_CATCH();
+		{
+			cached.valid = false;
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
 	}
-	PG_CATCH();
-	{
-		cached.valid = false;
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	SetUserIdAndSecContext(save_userid, save_sec);
-	PopActiveSnapshot();
+	MemoryContextSwitchTo(old);
 	return cached.settings;
 }
 
@@ -392,15 +464,17 @@ outbox_set_topic(PG_FUNCTION_ARGS)
 	/* the schemas, checked, then registered: their ids */
 	nulls[6] = nulls[7] = 'n';
 	for (int i = 0; i < 2; i++)
+		if (!PG_ARGISNULL(4 + i))
+			outbox_avro_check_schema(PG_GETARG_JSONB_P(4 + i), i == 0 ? "value" : "key");
+	for (int i = 0; i < 2; i++)
 	{
-		const char *what = i == 0 ? "value" : "key";
 		Jsonb	   *schema;
 
 		if (PG_ARGISNULL(4 + i))
 			continue;
 		schema = PG_GETARG_JSONB_P(4 + i);
-		outbox_avro_check_schema(schema, what);
-		values[6 + i] = Int32GetDatum(outbox_registry_register(psprintf("%s-%s", pattern, what),
+		values[6 + i] = Int32GetDatum(outbox_registry_register(psprintf("%s-%s", pattern,
+																		i == 0 ? "value" : "key"),
 															   JsonbToCString(NULL, &schema->root,
 																			  VARSIZE(schema))));
 		nulls[6 + i] = ' ';
