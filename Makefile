@@ -38,7 +38,7 @@ DATA = outbox--1.0.sql outbox--1.0--1.1.sql outbox--1.1--1.2.sql outbox--1.2.sql
 	monitoring/outbox_prometheus.yaml
 PGFILEDESC = "outbox - transactional outbox publishing to Kafka"
 
-REGRESS = setup enqueue state_machine privileges settings capture reference retry stats security headers debezium snapshot_guards upgrade drop dump secrets topics
+REGRESS = setup enqueue state_machine privileges settings capture reference retry stats security headers debezium snapshot_guards upgrade drop dump secrets topics registry
 ISOLATION = claim order commit_order rotate drop_concurrent snapshot
 REGRESS_OPTS = --temp-config=$(srcdir)/specs/temp.conf
 ISOLATION_OPTS = --temp-config=$(srcdir)/specs/temp.conf
@@ -59,10 +59,11 @@ NO_INSTALLCHECK = 1
 
 # Test helpers, outside the default target: a Kafka-protocol broker built
 # on librdkafka's mock cluster, which the TAP tests, the demo and the
-# benchmarks start, and the bare producer that the drain benchmark
-# compares with.
-TEST_PROGRAMS = test/mock_broker test/bench/producer
-EXTRA_CLEAN = $(TEST_PROGRAMS) tmp_check
+# benchmarks start, the bare producer that the drain benchmark compares
+# with, and a module of SQL functions over the schema registry client for
+# t/029 (never installed).
+TEST_PROGRAMS = test/mock_broker test/bench/producer test/registry_probe.so
+EXTRA_CLEAN = $(TEST_PROGRAMS) test/registry_probe.d tmp_check
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
@@ -96,3 +97,7 @@ installcheck: test-programs
 
 test/%: test/%.c
 	$(CC) -O2 -Wall -Wextra -Werror $(RDKAFKA_CFLAGS) -o $@ $< $(RDKAFKA_LIBS)
+
+# its undefined symbols are the library's, which the server has loaded
+test/registry_probe.so: test/registry_probe.c src/format/registry.h
+	$(CC) $(CFLAGS) $(CFLAGS_SL) $(CPPFLAGS) -shared -o $@ $<

@@ -44,35 +44,12 @@ sub run_driver
 	return $out;
 }
 
-# Why node's pg cannot be used here, or undef: node and pg, installed from
-# the npm registry into t/drivers/node_modules (which git ignores) once.
-sub node_unavailable
-{
-	my ($out, $err) = ('', '');
-	return 'node is not installed'
-	  unless eval { IPC::Run::run([ 'node', '--version' ], '>', \$out, '2>', \$err) };
-	return undef if -f "$drivers/node_modules/pg/package.json";
-	my $installed = eval {
-		IPC::Run::run(
-			[
-				'npm', 'install', '--prefix', $drivers, '--no-save',
-				'--no-package-lock', '--no-audit', '--no-fund', '--loglevel=error',
-				'pg@8'
-			],
-			'>', \$out, '2>', \$err, IPC::Run::timeout(300));
-	};
-	return undef if $installed && -f "$drivers/node_modules/pg/package.json";
-	my @why = grep { /\S/ && !/complete log/ } split /\n/, ($err || $@ || 'npm not found');
-	return "the npm registry is not reachable: npm install pg failed ("
-	  . join('; ', @why[ 0 .. ($#why < 1 ? $#why : 1) ]) . ')';
-}
-
 my $broker = start_broker(1);
 my $node = outbox_node('drivers', $broker);
 $node->safe_psql('postgres', 'CREATE ROLE app_role LOGIN');
 my $dsn = 'host=' . $node->host . ' port=' . $node->port . ' dbname=postgres user=app_role';
 my @pg_args = ($node->host, $node->port, 'postgres', 'app_role');
-my $no_node = node_unavailable();
+my $no_node = node_module_unavailable('pg@8');
 
 # --- the jsonb overload alone (what was documented before) is not enough
 $node->safe_psql('postgres',

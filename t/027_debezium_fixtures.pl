@@ -316,18 +316,8 @@ like($r->{payload}, qr/"optional":false,"name":"test_server\.withschema\.money_t
 SKIP:
 {
 	my ($out, $err) = ('', '');
-	my $kafkajs = -f "$drivers/node_modules/kafkajs/package.json"
-	  || eval {
-		IPC::Run::run(
-			[
-				'npm', 'install', '--prefix', $drivers, '--no-save',
-				'--no-package-lock', '--no-audit', '--no-fund', '--loglevel=error',
-				'kafkajs@2'
-			],
-			'>', \$out, '2>', \$err, IPC::Run::timeout(300));
-	  };
-	skip "kafkajs: npm install failed ($err)", 4
-	  unless $kafkajs && -f "$drivers/node_modules/kafkajs/package.json";
+	my $no_kafkajs = node_module_unavailable('kafkajs@2');
+	skip "kafkajs: $no_kafkajs", 4 if $no_kafkajs;
 	IPC::Run::run(
 		[
 			'node', "$drivers/debezium_consume.js", $broker->{bootstrap}, 5,

@@ -93,13 +93,15 @@ sub node_module_unavailable
 
 # Start the test schema registry (test/schema_registry.js, which needs
 # avsc: see node_module_unavailable) on a free port; %opts: user
-# ("user:password", for basic auth).  Returns an OutboxTest::SchemaRegistry,
-# whose url is where it listens.
+# ("user:password", for basic auth), tls ("cert.pem,key.pem": HTTPS),
+# client_ca (a CA file: client certificates it signed are required).
+# Returns an OutboxTest::SchemaRegistry, whose url is where it listens.
 sub start_schema_registry
 {
 	my (%opts) = @_;
 	my ($in, $out, $err) = ('', '', '');
-	my @args = defined $opts{user} ? ('--user', $opts{user}) : ();
+	my @args = map { defined $opts{$_} ? ("--" . ($_ =~ tr/_/-/r), $opts{$_}) : () }
+	  qw(user tls client_ca);
 	my $h = IPC::Run::start([ 'node', "$root/test/schema_registry.js", @args ],
 		\$in, \$out, \$err);
 	$h->pump until $out =~ /\n/ || !$h->pumpable;
@@ -263,7 +265,7 @@ sub command
 	my $reply = ${ $self->{out} };
 	${ $self->{out} } = '';
 	chomp $reply;
-	die "mock_broker: $cmd: $reply" unless $reply eq 'ok';
+	die ref($self) . ": $cmd: $reply" unless $reply eq 'ok';
 	return;
 }
 
@@ -277,20 +279,10 @@ sub stop
 
 package OutboxTest::SchemaRegistry;
 
-# The registry's control commands (test/schema_registry.js): "down" (it
-# stops listening, what it holds kept) and "up" (it listens again, on the
-# same port).
-sub command
-{
-	my ($self, $cmd) = @_;
-	${ $self->{in} } .= "$cmd\n";
-	$self->{h}->pump until ${ $self->{out} } =~ /\n/;
-	my $reply = ${ $self->{out} };
-	${ $self->{out} } = '';
-	chomp $reply;
-	die "schema_registry.js: $cmd: $reply" unless $reply eq 'ok';
-	return;
-}
+# The registry's control commands (test/schema_registry.js), as the
+# broker's: "down" (it stops listening, what it holds kept) and "up" (it
+# listens again, on the same port).
+use parent -norequire, 'OutboxTest::Broker';
 
 sub down { $_[0]->command('down'); return; }
 sub up { $_[0]->command('up'); return; }
@@ -322,14 +314,6 @@ sub next_answer
 {
 	my ($self, %answer) = @_;
 	$self->http('POST', '/__next', JSON::PP::encode_json(\%answer));
-	return;
-}
-
-sub stop
-{
-	my ($self) = @_;
-	$self->{h}->signal('TERM');
-	$self->{h}->finish;
 	return;
 }
 

@@ -8,10 +8,13 @@
 // another if avsc can make a resolver between them.
 //
 // Usage: node schema_registry.js [--port N] [--user USER:PASSWORD]
+//		[--tls CERT,KEY [--client-ca CA]]
 //
 // Prints its URL once it listens (on 127.0.0.1; port 0, the default: a free
 // one).  With --user, every request must carry those credentials (basic
-// auth), else 401.  Lines on stdin control it, each answered "ok":
+// auth), else 401.  With --tls it serves HTTPS with that certificate and key
+// (PEM files); with --client-ca too, only to clients whose certificate that
+// CA signed.  Lines on stdin control it, each answered "ok":
 //   down	stop listening and drop every connection (what it holds stays)
 //   up		listen again, on the same port
 // Beside Confluent's API, for the tests:
@@ -23,7 +26,9 @@
 
 'use strict';
 
+const fs = require('fs');
 const http = require('http');
+const https = require('https');
 const path = require('path');
 const readline = require('readline');
 
@@ -39,13 +44,20 @@ const LEVELS = ['NONE', 'BACKWARD', 'BACKWARD_TRANSITIVE', 'FORWARD',
 
 let port = 0;
 let user = null;
+let tls = null;
 for (let i = 2; i < process.argv.length; i += 2) {
+	const value = process.argv[i + 1];
 	if (process.argv[i] === '--port')
-		port = Number(process.argv[i + 1]);
+		port = Number(value);
 	else if (process.argv[i] === '--user')
-		user = process.argv[i + 1];
+		user = value;
+	else if (process.argv[i] === '--tls') {
+		const [cert, key] = value.split(',');
+		tls = { cert: fs.readFileSync(cert), key: fs.readFileSync(key) };
+	} else if (process.argv[i] === '--client-ca' && tls)
+		Object.assign(tls, { ca: fs.readFileSync(value), requestCert: true, rejectUnauthorized: true });
 	else {
-		console.error(`usage: schema_registry.js [--port N] [--user USER:PASSWORD]`);
+		console.error('usage: schema_registry.js [--port N] [--user USER:PASSWORD] [--tls CERT,KEY [--client-ca CA]]');
 		process.exit(2);
 	}
 }
@@ -245,19 +257,20 @@ function serve(req, res, text) {
 }
 
 const sockets = new Set();
-const server = http.createServer((req, res) => {
+const handler = (req, res) => {
 	const chunks = [];
 	req.on('data', (chunk) => chunks.push(chunk));
 	req.on('end', () => serve(req, res, Buffer.concat(chunks).toString('utf8')));
-});
-server.on('connection', (socket) => {
+};
+const server = tls ? https.createServer(tls, handler) : http.createServer(handler);
+server.on(tls ? 'secureConnection' : 'connection', (socket) => {
 	sockets.add(socket);
 	socket.on('close', () => sockets.delete(socket));
 });
 
 server.listen(port, '127.0.0.1', () => {
 	port = server.address().port;
-	console.log(`http://127.0.0.1:${port}`);
+	console.log(`${tls ? 'https' : 'http'}://127.0.0.1:${port}`);
 });
 
 readline.createInterface({ input: process.stdin }).on('line', (line) => {

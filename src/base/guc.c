@@ -315,7 +315,7 @@ check_standby_slots(char **newval, void **extra, GucSource source)
 /*
  * outbox.schema_registry_url: empty, or an http or https URL without
  * credentials (they go in the properties file, which no other role can
- * read) and without white space or control characters.
+ * read), query or fragment, and without white space or control characters.
  */
 static bool
 check_schema_registry_url(char **newval, void **extra, GucSource source)
@@ -342,7 +342,12 @@ check_schema_registry_url(char **newval, void **extra, GucSource source)
 			return false;
 		}
 	}
-	if (memchr(authority, '@', strcspn(authority, "/?#")) != NULL)
+	if (strpbrk(url, "?#") != NULL)
+	{
+		GUC_check_errdetail("The URL may hold no query or fragment: the paths of the registry's API follow it.");
+		return false;
+	}
+	if (memchr(authority, '@', strcspn(authority, "/")) != NULL)
 	{
 		GUC_check_errmsg("invalid value for parameter \"outbox.schema_registry_url\"");
 		GUC_check_errdetail("The URL may hold no user name or password.");

@@ -332,7 +332,11 @@ request(const char *path, const char *body, StringInfo answer)
 	read_credentials(&cred);
 	headers = curl_slist_append(headers, "Accept: " REGISTRY_MEDIA_TYPE ", application/json");
 	if (body != NULL)
+	{
 		headers = curl_slist_append(headers, "Content-Type: " REGISTRY_MEDIA_TYPE);
+		/* the body at once, not after a "100 Continue" */
+		headers = curl_slist_append(headers, "Expect:");
+	}
 	ok = headers != NULL;
 
 	SET_OPTION(CURLOPT_URL, full_url);
@@ -358,18 +362,16 @@ request(const char *path, const char *body, StringInfo answer)
 		SET_OPTION(CURLOPT_SSLCERT, cred.certificate);
 	if (cred.key != NULL)
 		SET_OPTION(CURLOPT_SSLKEY, cred.key);
-	if (cred.key_password != NULL)
-		SET_OPTION(CURLOPT_KEYPASSWD, cred.key_password);
+	/* never none: OpenSSL would ask for it on the terminal */
+	SET_OPTION(CURLOPT_KEYPASSWD, cred.key_password ? cred.key_password : "");
 
 	if (ok)
 	{
 		rc = curl_easy_perform(curl);
 		curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
 	}
-	/* the options point at what is freed here: none is used again */
-	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, NULL);
-	curl_easy_setopt(curl, CURLOPT_USERPWD, NULL);
-	curl_easy_setopt(curl, CURLOPT_KEYPASSWD, NULL);
+	/* the options point at what ends here (the connection is kept) */
+	curl_easy_reset(curl);
 	curl_slist_free_all(headers);
 	if (cred.key_password != NULL)
 		explicit_bzero(cred.key_password, strlen(cred.key_password));
@@ -393,17 +395,18 @@ request(const char *path, const char *body, StringInfo answer)
 	}
 	resetStringInfo(answer);
 	if (download.len > 0)
+		appendBinaryStringInfo(answer, download.data, download.len);
+	free(download.data);
+	if (!pg_verify_mbstr(PG_UTF8, answer->data, answer->len, true))
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("the schema registry at \"%s\" answered with text that is not UTF-8", url)));
+	if (GetDatabaseEncoding() != PG_UTF8)
 	{
-		bool		valid = pg_verify_mbstr(PG_UTF8, download.data, download.len, true);
+		char	   *converted = pg_any_to_server(answer->data, answer->len, PG_UTF8);
 
-		if (valid)
-			appendStringInfoString(answer,
-								   pg_any_to_server(download.data, download.len, PG_UTF8));
-		free(download.data);
-		if (!valid)
-			ereport(ERROR,
-					(errcode(ERRCODE_PROTOCOL_VIOLATION),
-					 errmsg("the schema registry at \"%s\" answered with text that is not UTF-8", url)));
+		resetStringInfo(answer);
+		appendStringInfoString(answer, converted);
 	}
 	pfree(full_url);
 	return status;

@@ -553,7 +553,8 @@ same_file_version(const FileVersion *a, const FileVersion *b)
 
 /*
  * Set the properties of the file at path on conf: one name=value per line,
- * lines that start with # are comments.  The file may hold secrets: it must
+ * lines that start with # are comments, schema.registry.* properties are
+ * the schema registry client's (src/format/registry.c).  The file may hold secrets: it must
  * be a regular file that other users cannot read.  *version gets what
  * identifies the contents read.  On failure, returns false with the reason
  * in *error, naming the file and line.
@@ -628,7 +629,7 @@ apply_property_file(rd_kafka_conf_t *conf, const char *path,
 					sizeof(error->detail));
 			ok = false;
 		}
-		else
+		else if (strncmp(name, "schema.registry.", 16) != 0)	/* registry.c's */
 			ok = set_property(conf, name, value, true, where, error);
 	}
 	if (ok && ferror(file))
