@@ -184,8 +184,10 @@ walk(Walk *w, JsonbValue *js, avro_schema_t s)
 				   *ln;
 
 		forboth(lc, w->named, ln, w->nodes)
+		{
 			if (lfirst(lc) == s)
-			return lfirst(ln);
+				return lfirst(ln);
+		}
 	}
 	/* {"type": {"type": "array", ...}} is the inner schema */
 	if (type != NULL && type->type == jbvBinary)
@@ -201,9 +203,10 @@ walk(Walk *w, JsonbValue *js, avro_schema_t s)
 		w->nodes = lappend(w->nodes, n);
 	}
 
+	/* any other logical type is its underlying type, as Avro says */
 	logical = string_of(member(js, "logicalType"));
 	if (logical == NULL)
-		 /* no logical type */ ;
+		n->logical = LOGICAL_NONE;
 	else if (strcmp(logical, "decimal") == 0 &&
 			 (n->type == AVRO_BYTES || n->type == AVRO_FIXED))
 	{
@@ -224,7 +227,6 @@ walk(Walk *w, JsonbValue *js, avro_schema_t s)
 		n->logical = LOGICAL_DATE;
 	else if (strcmp(logical, "uuid") == 0 && n->type == AVRO_STRING)
 		n->logical = LOGICAL_UUID;
-	/* any other logical type is its underlying type, as Avro says */
 
 	switch (n->type)
 	{
