@@ -64,30 +64,32 @@ sub start_broker
 	return $broker;
 }
 
-# Why node's module $spec (name@version) cannot be used here, or undef:
-# installed from the npm registry into t/drivers/node_modules (which git
-# ignores) once.  A test skips what needs it, saying why.
+# Why node's modules @specs (name@version each) cannot be used here, or
+# undef: installed from the npm registry into t/drivers/node_modules (which
+# git ignores) once, together: npm removes from there what one install does
+# not name.  A test skips what needs them, saying why.
 sub node_module_unavailable
 {
-	my ($spec) = @_;
-	my ($module) = $spec =~ /^(@?[^@]+)/;
+	my (@specs) = @_;
+	my @modules = map { /^(@?[^@]+)/ } @specs;
 	my $drivers = "$root/t/drivers";
 	my ($out, $err) = ('', '');
+	my $missing = sub { grep { !-f "$drivers/node_modules/$_/package.json" } @modules };
 	return 'node is not installed'
 	  unless eval { IPC::Run::run([ 'node', '--version' ], '>', \$out, '2>', \$err) };
-	return undef if -f "$drivers/node_modules/$module/package.json";
+	return undef unless $missing->();
 	my $installed = eval {
 		IPC::Run::run(
 			[
 				'npm', 'install', '--prefix', $drivers, '--no-save',
 				'--no-package-lock', '--no-audit', '--no-fund', '--loglevel=error',
-				$spec
+				@specs
 			],
 			'>', \$out, '2>', \$err, IPC::Run::timeout(300));
 	};
-	return undef if $installed && -f "$drivers/node_modules/$module/package.json";
+	return undef if $installed && !$missing->();
 	my @why = grep { /\S/ && !/complete log/ } split /\n/, ($err || $@ || 'npm not found');
-	return "npm install $spec failed ("
+	return "npm install @specs failed ("
 	  . join('; ', @why[ 0 .. ($#why < 1 ? $#why : 1) ]) . ')';
 }
 
