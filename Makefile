@@ -11,6 +11,7 @@ OBJS = \
 	src/capture/debezium_avro.o \
 	src/capture/router.o \
 	src/capture/snapshot.o \
+	src/format/avro.o \
 	src/format/cloudevents.o \
 	src/kafka/kafka.o \
 	src/kafka/properties.o \

@@ -78,6 +78,26 @@ SELECT pattern, format, value_schema_id, key_schema_id, cloudevents_source
 SELECT pattern, format, value_schema, key_schema, cloudevents_source FROM outbox_topics;
 SELECT outbox_reset_topic('orders');
 
+-- avro: the schemas parse as Avro, with well-formed logical types, and a
+-- topic takes them, never a pattern; all checked before the registry is
+-- asked, and with none set, nothing is registered
+SELECT outbox_set_topic('orders', format => 'avro', value_schema => '{"type": "record", "fields": []}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_set_topic('orders', format => 'avro', value_schema => '"long"',
+						key_schema => '{"type": "enum", "name": "E"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_set_topic('orders', format => 'avro',
+						value_schema => '{"type": "bytes", "logicalType": "decimal", "precision": 4, "scale": 5}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_set_topic('orders', format => 'avro',
+						value_schema => '{"type": "fixed", "name": "F", "size": 4, "logicalType": "decimal", "precision": "4"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_set_topic('orders.*', format => 'avro', value_schema => '"long"');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_set_topic('orders', format => 'avro', value_schema => '"long"');
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM outbox_topics WHERE format = 'avro';
+
 -- superusers only, even with EXECUTE
 CREATE ROLE outbox_topics_user;
 SET ROLE outbox_topics_user;

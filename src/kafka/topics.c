@@ -14,7 +14,9 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/htup_details.h"
 #include "access/table.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
@@ -24,11 +26,14 @@
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/rel.h"
 
 #include "base/event.h"
 #include "base/guc.h"
+#include "format/avro.h"
 #include "kafka/kafka.h"
 #include "kafka/properties.h"
+#include "kafka/registry.h"
 #include "kafka/topics.h"
 
 static OutboxPlan settings_plan = {
@@ -172,29 +177,36 @@ forget_enqueue_settings(Datum arg, Oid relid)
 /*
  * Read the rows of outbox_topic_settings into enqueue_settings, and return
  * them (kept until the next read, even if forgotten meanwhile): pattern,
- * format and cloudevents_source, what enqueue needs.  Read as the table
- * is now (the latest committed rows and the transaction's own), whatever
- * the transaction's snapshot, without checking the rights of the caller,
- * who may enqueue without reading the table.  Runs no user code.
+ * format, the schemas and their ids, cloudevents_source, what enqueue
+ * needs.  Read as the table is now (the latest committed rows and the
+ * transaction's own), whatever the transaction's snapshot, without
+ * checking the rights of the caller, who may enqueue without reading the
+ * table.  Runs no user code, and reads a table of the bootstrap superuser
+ * only.
  */
 static OutboxTopicSettings *
 load_enqueue_settings(const OutboxExtension *ext)
 {
+	static const char *const names[] = {"pattern", "format", "value_schema", "key_schema",
+	"value_schema_id", "key_schema_id", "cloudevents_source"};
 	Relation	rel = table_open(outbox_relation(ext, "outbox_topic_settings"),
 								 AccessShareLock);
 	TupleDesc	desc = RelationGetDescr(rel);
-	AttrNumber	pattern = get_attnum(RelationGetRelid(rel), "pattern");
-	AttrNumber	format = get_attnum(RelationGetRelid(rel), "format");
-	AttrNumber	source = get_attnum(RelationGetRelid(rel), "cloudevents_source");
+	AttrNumber	attnum[lengthof(names)];
 	SysScanDesc scan;
 	HeapTuple	tuple;
 	OutboxTopicSettings *settings;
 	MemoryContext old;
 	int			size = 8;
 
-	if (pattern == InvalidAttrNumber || format == InvalidAttrNumber ||
-		source == InvalidAttrNumber)
-		elog(ERROR, "outbox_topic_settings has unexpected columns");
+	if (rel->rd_rel->relowner != BOOTSTRAP_SUPERUSERID)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("table \"%s\" of extension outbox is not owned by the bootstrap superuser",
+						RelationGetRelationName(rel))));
+	for (int i = 0; i < lengthof(names); i++)
+		if ((attnum[i] = get_attnum(RelationGetRelid(rel), names[i])) == InvalidAttrNumber)
+			elog(ERROR, "outbox_topic_settings has no column \"%s\"", names[i]);
 	if (enqueue_settings_cxt == NULL)
 	{
 		enqueue_settings_cxt = AllocSetContextCreate(CacheMemoryContext,
@@ -209,29 +221,51 @@ load_enqueue_settings(const OutboxExtension *ext)
 	settings->rows = palloc0(sizeof(OutboxTopicSetting) * size);
 	/* set before the scan: an invalidation during it forgets what it read */
 	enqueue_settings = settings;
-	scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
-	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	PG_TRY();
 	{
-		OutboxTopicSetting *row;
-		bool		isnull;
-		Datum		value;
-
-		if (settings->count == size)
+		scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
+		while (HeapTupleIsValid(tuple = systable_getnext(scan)))
 		{
-			size *= 2;
-			settings->rows = repalloc(settings->rows, sizeof(OutboxTopicSetting) * size);
+			OutboxTopicSetting *row;
+			Datum		values[lengthof(names)];
+			bool		nulls[lengthof(names)];
+
+			if (settings->count == size)
+			{
+				size *= 2;
+				settings->rows = repalloc(settings->rows, sizeof(OutboxTopicSetting) * size);
+			}
+			row = &settings->rows[settings->count++];
+			memset(row, 0, sizeof(*row));
+			for (int i = 0; i < lengthof(names); i++)
+				values[i] = heap_getattr(tuple, attnum[i], desc, &nulls[i]);
+			row->pattern = TextDatumGetCString(values[0]);
+			if (!nulls[1])
+				row->format = outbox_topic_format(TextDatumGetCString(values[1]));
+			for (int i = 0; i < 2; i++)
+			{
+				Jsonb	   *schema;
+
+				if (nulls[2 + i])
+					continue;
+				schema = DatumGetJsonbP(values[2 + i]);
+				*(i == 0 ? &row->value_schema : &row->key_schema) =
+					JsonbToCString(NULL, &schema->root, VARSIZE(schema));
+				if (!nulls[4 + i])
+					*(i == 0 ? &row->value_schema_id : &row->key_schema_id) =
+						DatumGetInt32(values[4 + i]);
+			}
+			if (!nulls[6])
+				row->cloudevents_source = TextDatumGetCString(values[6]);
 		}
-		row = &settings->rows[settings->count++];
-		memset(row, 0, sizeof(*row));
-		row->pattern = TextDatumGetCString(heap_getattr(tuple, pattern, desc, &isnull));
-		value = heap_getattr(tuple, format, desc, &isnull);
-		if (!isnull)
-			row->format = outbox_topic_format(TextDatumGetCString(value));
-		value = heap_getattr(tuple, source, desc, &isnull);
-		if (!isnull)
-			row->cloudevents_source = TextDatumGetCString(value);
+		systable_endscan(scan);
 	}
-	systable_endscan(scan);
+	PG_CATCH();
+	{
+		enqueue_settings = NULL;
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 	MemoryContextSwitchTo(old);
 	table_close(rel, AccessShareLock);
 	return settings;
@@ -239,7 +273,7 @@ load_enqueue_settings(const OutboxExtension *ext)
 
 /*
  * The setting of topic as outbox_enqueue and the capture triggers see it
- * (pattern, format and cloudevents_source only); NULL if it has none, or
+ * (no cluster: pattern, format, schemas, source); NULL if it has none, or
  * in a database whose extension is older than 1.3.  The caller holds a
  * transaction.
  */
@@ -417,6 +451,7 @@ outbox_set_topic(PG_FUNCTION_ARGS)
 	Datum		values[9];
 	char		nulls[9];
 	int			ret;
+	char	   *pattern;
 
 	check_rights();
 	if (PG_ARGISNULL(0))
@@ -424,6 +459,7 @@ outbox_set_topic(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("the topic pattern must not be NULL")));
 	check_pattern(PG_GETARG_TEXT_PP(0));
+	pattern = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	if (!PG_ARGISNULL(1) && *text_to_cstring(PG_GETARG_TEXT_PP(1)) == '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -433,7 +469,13 @@ outbox_set_topic(PG_FUNCTION_ARGS)
 		check_properties_file(text_to_cstring(PG_GETARG_TEXT_PP(2)));
 	if (!PG_ARGISNULL(3))
 		format = outbox_topic_format(text_to_cstring(PG_GETARG_TEXT_PP(3)));
-	check_format(text_to_cstring(PG_GETARG_TEXT_PP(0)), format, !PG_ARGISNULL(4), !PG_ARGISNULL(5), !PG_ARGISNULL(6));
+	check_format(pattern, format, !PG_ARGISNULL(4), !PG_ARGISNULL(5), !PG_ARGISNULL(6));
+	if (format == OUTBOX_FORMAT_AVRO && pattern[strlen(pattern) - 1] == '*')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("format avro is set for a topic, not for pattern \"%s\"", pattern),
+				 errdetail("A topic's Avro schemas are registered under its name (\"<topic>-value\", \"<topic>-key\") when it is set, and a pattern names no topic."),
+				 errhint("Set format avro for each topic, with its schemas.")));
 	if (!PG_ARGISNULL(6))
 		check_source(text_to_cstring(PG_GETARG_TEXT_PP(6)));
 
@@ -443,8 +485,24 @@ outbox_set_topic(PG_FUNCTION_ARGS)
 		values[i] = PG_GETARG_DATUM(i);
 		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
 	}
-	/* the schemas' ids */
+	/* the schemas, checked, then registered: their ids */
 	nulls[6] = nulls[7] = 'n';
+	for (int i = 0; i < 2; i++)
+		if (!PG_ARGISNULL(4 + i))
+			outbox_avro_check_schema(PG_GETARG_JSONB_P(4 + i), i == 0 ? "value" : "key");
+	for (int i = 0; i < 2; i++)
+	{
+		Jsonb	   *schema;
+
+		if (PG_ARGISNULL(4 + i))
+			continue;
+		schema = PG_GETARG_JSONB_P(4 + i);
+		values[6 + i] = Int32GetDatum(outbox_registry_register(psprintf("%s-%s", pattern,
+																		i == 0 ? "value" : "key"),
+															   JsonbToCString(NULL, &schema->root,
+																			  VARSIZE(schema))));
+		nulls[6 + i] = ' ';
+	}
 	values[8] = PG_GETARG_DATUM(6);
 	nulls[8] = PG_ARGISNULL(6) ? 'n' : ' ';
 

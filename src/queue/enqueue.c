@@ -10,6 +10,8 @@
  * contradict the format are refused (src/format/cloudevents.c).
  * Validation happens before the insert, so bad input leaves nothing
  * behind, and the worker is asked to wake up when the transaction commits.
+ * On a topic of format avro, the payload is checked against the topic's
+ * schema and stored encoded, as it will be published.
  *
  * src/queue/enqueue.c
  *
@@ -38,7 +40,9 @@
 #include "base/catalog.h"
 #include "base/event.h"
 #include "base/guc.h"
+#include "format/avro.h"
 #include "format/cloudevents.h"
+#include "kafka/registry.h"
 #include "kafka/topics.h"
 #include "launcher/launcher.h"
 #include "queue/enqueue.h"
@@ -463,6 +467,50 @@ outbox_store_event(const OutboxExtension *ext, text *topic, text *key, bytea *pa
 }
 
 /*
+ * The payload of an event on a topic of format avro, whose setting is
+ * setting: the JSON payload checked against the value schema and encoded
+ * in the Schema Registry's wire format; the key, if any, checked against
+ * the key schema.
+ */
+static bytea *
+avro_payload(FunctionCallInfo fcinfo, const OutboxTopicSetting *setting, const char *topic)
+{
+	StringInfoData buf;
+	char	   *problem;
+
+	if (!PG_ARGISNULL(2) && setting->key_schema_id != 0)
+	{
+		text	   *key = PG_GETARG_TEXT_PP(2);
+
+		initStringInfo(&buf);
+		problem = outbox_avro_encode_text(outbox_avro_schema(setting->key_schema_id,
+															 setting->key_schema),
+										  VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), &buf);
+		if (problem != NULL)
+			outbox_avro_refuse("key", topic, problem);
+		pfree(buf.data);
+	}
+	if (PG_ARGISNULL(1))
+		return NULL;
+	if (get_fn_expr_argtype(fcinfo->flinfo, 1) != JSONBOID)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the payload of an event on topic \"%s\" must be jsonb", topic),
+				 errdetail("The topic has format avro: its events are checked against its schema and encoded from JSON."),
+				 errhint("Give the payload as jsonb, or publish these bytes to a topic without a format.")));
+	initStringInfo(&buf);
+	appendStringInfoSpaces(&buf, VARHDRSZ);
+	outbox_registry_frame(&buf, setting->value_schema_id);
+	problem = outbox_avro_encode(outbox_avro_schema(setting->value_schema_id,
+													setting->value_schema),
+								 PG_GETARG_JSONB_P(1), &buf);
+	if (problem != NULL)
+		outbox_avro_refuse("payload", topic, problem);
+	SET_VARSIZE(buf.data, buf.len);
+	return (bytea *) buf.data;
+}
+
+/*
  * outbox_enqueue(topic text, payload {jsonb|text|bytea}, key text,
  *				  headers jsonb, event_id uuid) RETURNS bigint
  *
@@ -472,6 +520,8 @@ outbox_store_event(const OutboxExtension *ext, text *topic, text *key, bytea *pa
 Datum
 outbox_enqueue(PG_FUNCTION_ARGS)
 {
+	const OutboxExtension *ext;
+	const OutboxTopicSetting *setting;
 	int64		id;
 
 	if (PG_ARGISNULL(0))
@@ -479,9 +529,13 @@ outbox_enqueue(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("topic must not be null")));
 
-	id = outbox_store_event(outbox_entry(fcinfo),
+	ext = outbox_entry(fcinfo);
+	setting = outbox_topic_setting_to_enqueue(ext, text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	id = outbox_store_event(ext,
 							PG_GETARG_TEXT_PP(0),
 							PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2),
+							setting != NULL && setting->format == OUTBOX_FORMAT_AVRO ?
+							avro_payload(fcinfo, setting, setting->pattern) :
 							PG_ARGISNULL(1) ? NULL : payload_bytes(fcinfo, 1),
 							PG_ARGISNULL(3) ? NULL : PG_GETARG_JSONB_P(3),
 							PG_GETARG_DATUM(4),

@@ -43,8 +43,10 @@
 #include "base/catalog.h"
 #include "base/guc.h"
 #include "capture/snapshot.h"
+#include "format/avro.h"
 #include "format/cloudevents.h"
 #include "kafka/kafka.h"
+#include "kafka/registry.h"
 #include "kafka/topics.h"
 #include "launcher/launcher_internal.h"
 #include "queue/claim.h"
@@ -655,7 +657,39 @@ hold_topic(const char *topic)
 }
 
 /*
- * The producer of each event of batch, by settings; an event whose
+ * Set ev's key to its Avro encoding if its topic's setting has a key
+ * schema: the key is stored as given, its text (order per key holds by
+ * it), and checked at enqueue against the schema the topic had then.  A
+ * key that no longer fits is refused for good.
+ */
+static void
+encode_key(OutboxEvent *ev, const OutboxTopicSetting *setting)
+{
+	text	   *key = DatumGetTextPP(ev->values[LOG_KEY]);
+	StringInfoData buf;
+	char	   *problem;
+
+	if (setting == NULL || setting->format != OUTBOX_FORMAT_AVRO || setting->key_schema_id == 0)
+		return;
+	initStringInfo(&buf);
+	outbox_registry_frame(&buf, setting->key_schema_id);
+	problem = outbox_avro_encode_text(outbox_avro_schema(setting->key_schema_id,
+														 setting->key_schema),
+									  VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), &buf);
+	if (problem != NULL)
+	{
+		ev->outcome = OUTBOX_REFUSED;
+		ev->error = psprintf("The key does not match the Avro key schema of its topic: %s", problem);
+		ev->permanent = true;
+		return;
+	}
+	ev->key = buf.data;
+	ev->key_len = buf.len;
+}
+
+/*
+ * The producer of each event of batch, by settings, and the Avro keys
+ * encoded (see encode_key); an event whose
  * cluster is down is released, not sent, and its topic held (see
  * held_topics).  Events of one key go to one cluster: they share a topic.
  * An event of a topic of format cloudevents gets the format's headers.
@@ -674,6 +708,8 @@ route_batch(OutboxBatch *batch, const OutboxTopicSettings *settings)
 			producer_of[i] = producer_of[i - 1];
 		else
 			producer_of[i] = producer_of_topic(settings, ev->topic);
+		if (ev->outcome == OUTBOX_IN_FLIGHT && ev->key != NULL)
+			encode_key(ev, outbox_topic_setting(settings, ev->topic));
 		if (ev->outcome == OUTBOX_IN_FLIGHT && !outbox_kafka_reachable(producer_of[i]))
 		{
 			ev->outcome = OUTBOX_RELEASED;

@@ -1,0 +1,1064 @@
+/*-------------------------------------------------------------------------
+ *
+ * avro.c
+ *		Avro records from JSON, with Apache Avro's C library: a schema is
+ *		checked when a topic takes it, parsed once per process and schema id,
+ *		and each value is checked against it and encoded in the caller's
+ *		transaction.  docs/avro.md says how each JSON value maps to Avro.
+ *
+ * libavro parses the schema and writes the binary encoding; it knows no
+ * logical types, so the schema's JSON is walked beside its parse for them
+ * (decimal, timestamp-millis and -micros, date, uuid) and for the fields'
+ * defaults.  libavro allocates with malloc: its objects are held by the
+ * cache of parsed schemas, never by a single call, and the one value of a
+ * schema that each encoding fills is reset before the next, so an error
+ * raised halfway through leaks nothing.
+ *
+ * src/format/avro.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <float.h>
+#include <math.h>
+
+#include <avro.h>
+
+#include "common/base64.h"
+#include "common/jsonapi.h"
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+#include "utils/datetime.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/numeric.h"
+
+#include "base/event.h"
+#include "format/avro.h"
+
+typedef enum Logical
+{
+	LOGICAL_NONE,
+	LOGICAL_DECIMAL,			/* bytes, fixed */
+	LOGICAL_TIMESTAMP_MILLIS,	/* long */
+	LOGICAL_TIMESTAMP_MICROS,	/* long */
+	LOGICAL_DATE,				/* int */
+	LOGICAL_UUID				/* string */
+} Logical;
+
+/* a type of the schema, with what libavro does not keep */
+typedef struct AvroType
+{
+	avro_type_t type;
+	avro_schema_t schema;
+	Logical		logical;
+	int			precision;		/* decimal */
+	int			scale;
+	int			nchildren;		/* fields, branches; 1 for items, values */
+	struct AvroType **children;
+	const char **names;			/* record: the fields' names */
+	JsonbValue **defaults;		/* record: the fields' defaults, or NULL */
+	int			null_branch;	/* union: the branch of null, or -1 */
+} AvroType;
+
+struct OutboxAvroSchema
+{
+	int32		id;
+	AvroType	   *root;
+	avro_schema_t schema;
+	avro_value_iface_t *iface;
+	avro_value_t value;			/* what each encoding fills, reset first */
+};
+
+/* the parsed schemas of this process, by id, for good */
+static HTAB *schemas = NULL;
+static MemoryContext schema_context = NULL;
+
+/* the named types met while walking a schema */
+typedef struct Walk
+{
+	List	   *named;			/* avro_schema_t */
+	List	   *nodes;			/* their AvroType */
+} Walk;
+
+/* a value being checked: where, and the first mismatch */
+typedef struct Encoder
+{
+	StringInfoData path;
+	int			probing;		/* > 0: trying a union's branch, quietly */
+	char	   *detail;			/* the mismatch, a sentence */
+} Encoder;
+
+/*
+ * Raise an error if a call of libavro failed: only a bug or a lack of
+ * memory makes one fail once the value fits the schema.
+ */
+static void
+check_avro(int rc)
+{
+	if (rc != 0)
+		elog(ERROR, "Avro library call failed: %s", avro_strerror());
+}
+
+/*
+ * The member key of the JSON object v, or NULL if v is no object or has
+ * no such member.
+ */
+static JsonbValue *
+member(JsonbValue *v, const char *key)
+{
+	JsonbValue	k;
+
+	if (v == NULL || v->type != jbvBinary || !JsonContainerIsObject(v->val.binary.data))
+		return NULL;
+	k.type = jbvString;
+	k.val.string.val = (char *) key;
+	k.val.string.len = strlen(key);
+	return findJsonbValueFromContainer(v->val.binary.data, JB_FOBJECT, &k);
+}
+
+/* v as a C string if it is a JSON string, else NULL */
+static char *
+string_of(JsonbValue *v)
+{
+	if (v == NULL || v->type != jbvString)
+		return NULL;
+	return pnstrdup(v->val.string.val, v->val.string.len);
+}
+
+/* the whole value of jb */
+static void
+root_of(Jsonb *jb, JsonbValue *v)
+{
+	if (JB_ROOT_IS_SCALAR(jb))
+		JsonbExtractScalar(&jb->root, v);
+	else
+	{
+		v->type = jbvBinary;
+		v->val.binary.data = &jb->root;
+		v->val.binary.len = VARSIZE(jb) - VARHDRSZ;
+	}
+}
+
+/*
+ * An integer of the JSON schema object js, or dflt if it has none; an
+ * error if it is no integer.
+ */
+static int
+schema_int(JsonbValue *js, const char *key, int dflt)
+{
+	JsonbValue *v = member(js, key);
+	char	   *s;
+
+	if (v == NULL)
+		return dflt;
+	s = v->type == jbvNumeric ? numeric_normalize(v->val.numeric) : "";
+	if (strspn(s, "0123456789") != strlen(s) || strlen(s) == 0 || strlen(s) > 6)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid Avro schema"),
+				 errdetail("The \"%s\" of a decimal must be a whole number.", key)));
+	return atoi(s);
+}
+
+/*
+ * The AvroType of the type that libavro parsed as s from the JSON js (NULL for
+ * a type named by reference, whose definition came first).
+ */
+static AvroType *
+walk(Walk *w, JsonbValue *js, avro_schema_t s)
+{
+	AvroType	   *n;
+	JsonbValue *type = member(js, "type");
+	char	   *logical;
+
+	if (is_avro_link(s))
+	{
+		s = avro_schema_link_target(s);
+		js = NULL;
+	}
+	if (is_avro_named_type(s))
+	{
+		ListCell   *lc,
+				   *ln;
+
+		forboth(lc, w->named, ln, w->nodes)
+		{
+			if (lfirst(lc) == s)
+				return lfirst(ln);
+		}
+	}
+	/* {"type": {"type": "array", ...}} is the inner schema */
+	if (type != NULL && type->type == jbvBinary)
+		return walk(w, type, s);
+
+	n = palloc0(sizeof(AvroType));
+	n->type = avro_typeof(s);
+	n->schema = s;
+	n->null_branch = -1;
+	if (is_avro_named_type(s))
+	{
+		w->named = lappend(w->named, s);
+		w->nodes = lappend(w->nodes, n);
+	}
+
+	/* any other logical type is its underlying type, as Avro says */
+	logical = string_of(member(js, "logicalType"));
+	if (logical == NULL)
+		n->logical = LOGICAL_NONE;
+	else if (strcmp(logical, "decimal") == 0 &&
+			 (n->type == AVRO_BYTES || n->type == AVRO_FIXED))
+	{
+		n->logical = LOGICAL_DECIMAL;
+		n->precision = schema_int(js, "precision", 0);
+		n->scale = schema_int(js, "scale", 0);
+		if (n->precision < 1 || n->scale > n->precision)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid Avro schema"),
+					 errdetail("A decimal needs a precision of at least 1, and a scale no greater than its precision.")));
+	}
+	else if (strcmp(logical, "timestamp-millis") == 0 && n->type == AVRO_INT64)
+		n->logical = LOGICAL_TIMESTAMP_MILLIS;
+	else if (strcmp(logical, "timestamp-micros") == 0 && n->type == AVRO_INT64)
+		n->logical = LOGICAL_TIMESTAMP_MICROS;
+	else if (strcmp(logical, "date") == 0 && n->type == AVRO_INT32)
+		n->logical = LOGICAL_DATE;
+	else if (strcmp(logical, "uuid") == 0 && n->type == AVRO_STRING)
+		n->logical = LOGICAL_UUID;
+
+	switch (n->type)
+	{
+		case AVRO_RECORD:
+			{
+				JsonbValue *fields = member(js, "fields");
+
+				n->nchildren = avro_schema_record_size(s);
+				n->children = palloc0(sizeof(AvroType *) * n->nchildren);
+				n->names = palloc0(sizeof(char *) * n->nchildren);
+				n->defaults = palloc0(sizeof(JsonbValue *) * n->nchildren);
+				for (int i = 0; i < n->nchildren; i++)
+				{
+					JsonbValue *field = NULL;
+
+					if (fields != NULL && fields->type == jbvBinary)
+						field = getIthJsonbValueFromContainer(fields->val.binary.data, i);
+					n->names[i] = avro_schema_record_field_name(s, i);
+					n->defaults[i] = member(field, "default");
+					n->children[i] = walk(w, member(field, "type"),
+										  avro_schema_record_field_get_by_index(s, i));
+				}
+				break;
+			}
+		case AVRO_UNION:
+			n->nchildren = avro_schema_union_size(s);
+			n->children = palloc0(sizeof(AvroType *) * n->nchildren);
+			for (int i = 0; i < n->nchildren; i++)
+			{
+				JsonbValue *branch = NULL;
+
+				if (js != NULL && js->type == jbvBinary && JsonContainerIsArray(js->val.binary.data))
+					branch = getIthJsonbValueFromContainer(js->val.binary.data, i);
+				n->children[i] = walk(w, branch, avro_schema_union_branch(s, i));
+				if (n->children[i]->type == AVRO_NULL)
+					n->null_branch = i;
+			}
+			break;
+		case AVRO_ARRAY:
+			n->nchildren = 1;
+			n->children = palloc(sizeof(AvroType *));
+			n->children[0] = walk(w, member(js, "items"), avro_schema_array_items(s));
+			break;
+		case AVRO_MAP:
+			n->nchildren = 1;
+			n->children = palloc(sizeof(AvroType *));
+			n->children[0] = walk(w, member(js, "values"), avro_schema_map_values(s));
+			break;
+		default:
+			break;
+	}
+	return n;
+}
+
+/*
+ * Parse the schema jb with libavro; an error (22023) with libavro's own
+ * message if it is no Avro schema.  The caller decrefs the result.
+ */
+static avro_schema_t
+parse_schema(Jsonb *jb, const char *what)
+{
+	char	   *json = JsonbToCString(NULL, &jb->root, VARSIZE(jb));
+	avro_schema_t s;
+
+	if (avro_schema_from_json_length(json, strlen(json), &s) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid Avro schema"),
+				 errdetail("The %s schema is refused by the Avro library: %s.", what,
+						   avro_strerror())));
+	return s;
+}
+
+/*
+ * Raise an error (22023) unless schema is an Avro schema whose logical
+ * types are well formed; what names it ("value", "key") in the message.
+ */
+void
+outbox_avro_check_schema(Jsonb *schema, const char *what)
+{
+	avro_schema_t s = parse_schema(schema, what);
+
+	PG_TRY();
+	{
+		Walk		w = {NIL, NIL};
+		JsonbValue	root;
+
+		root_of(schema, &root);
+		(void) walk(&w, &root, s);
+	}
+	PG_FINALLY();
+	{
+		avro_schema_decref(s);
+	}
+	PG_END_TRY();
+}
+
+/*
+ * The parsed schema of registry id id, whose JSON is schema_json: from
+ * this process's cache, else parsed now and kept.
+ */
+OutboxAvroSchema *
+outbox_avro_schema(int32 id, const char *schema_json)
+{
+	OutboxAvroSchema *entry;
+	MemoryContext old;
+	bool		found;
+	Jsonb	   *jb;
+	JsonbValue	root;
+	Walk		w = {NIL, NIL};
+	avro_schema_t s;
+	AvroType	   *node;
+	avro_value_iface_t *volatile iface = NULL;
+	avro_value_t value;
+
+	if (schemas == NULL)
+	{
+		HASHCTL		ctl;
+
+		schema_context = AllocSetContextCreate(TopMemoryContext, "outbox Avro schemas",
+											   ALLOCSET_SMALL_SIZES);
+		ctl.keysize = sizeof(int32);
+		ctl.entrysize = sizeof(OutboxAvroSchema);
+		ctl.hcxt = schema_context;
+		schemas = hash_create("outbox Avro schemas", 16, &ctl,
+							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	entry = hash_search(schemas, &id, HASH_FIND, NULL);
+	if (entry != NULL)
+		return entry;
+
+	old = MemoryContextSwitchTo(schema_context);
+	jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(schema_json)));
+	s = parse_schema(jb, "registered");
+	PG_TRY();
+	{
+		root_of(jb, &root);
+		node = walk(&w, &root, s);
+		iface = avro_generic_class_from_schema(s);
+		if (iface == NULL || avro_generic_value_new(iface, &value) != 0)
+			elog(ERROR, "Avro library call failed: %s", avro_strerror());
+	}
+	PG_CATCH();
+	{
+		if (iface != NULL)
+			avro_value_iface_decref(iface);
+		avro_schema_decref(s);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(old);
+	entry = hash_search(schemas, &id, HASH_ENTER, &found);
+	entry->root = node;
+	entry->schema = s;
+	entry->iface = iface;
+	entry->value = value;
+	return entry;
+}
+
+/*
+ * Whether values of schema are given as text (a key): a string is the
+ * text itself, any other type its JSON.
+ */
+bool
+outbox_avro_takes_text(const OutboxAvroSchema *schema)
+{
+	return schema->root->type == AVRO_STRING;
+}
+
+/* What a type is called in messages. */
+static char *
+describe(const AvroType *n)
+{
+	switch (n->logical)
+	{
+		case LOGICAL_DECIMAL:
+			return psprintf("decimal(%d,%d)", n->precision, n->scale);
+		case LOGICAL_TIMESTAMP_MILLIS:
+			return "timestamp-millis";
+		case LOGICAL_TIMESTAMP_MICROS:
+			return "timestamp-micros";
+		case LOGICAL_DATE:
+			return "date";
+		case LOGICAL_UUID:
+			return "uuid";
+		case LOGICAL_NONE:
+			break;
+	}
+	switch (n->type)
+	{
+		case AVRO_RECORD:
+			return psprintf("record %s", avro_schema_name(n->schema));
+		case AVRO_ENUM:
+			{
+				StringInfoData buf;
+				int			count = avro_schema_enum_number_of_symbols(n->schema);
+
+				initStringInfo(&buf);
+				appendStringInfo(&buf, "enum %s (", avro_schema_name(n->schema));
+				for (int i = 0; i < count; i++)
+					appendStringInfo(&buf, "%s%s", i > 0 ? ", " : "",
+									 avro_schema_enum_get(n->schema, i));
+				appendStringInfoChar(&buf, ')');
+				return buf.data;
+			}
+		case AVRO_FIXED:
+			return psprintf("fixed %s (" INT64_FORMAT " bytes)", avro_schema_name(n->schema),
+							avro_schema_fixed_size(n->schema));
+		case AVRO_UNION:
+			{
+				StringInfoData buf;
+
+				initStringInfo(&buf);
+				for (int i = 0; i < n->nchildren; i++)
+					appendStringInfo(&buf, "%s%s",
+									 i == 0 ? "" : i == n->nchildren - 1 ? " or " : ", ",
+									 describe(n->children[i]));
+				return buf.data;
+			}
+		default:
+			return (char *) avro_schema_type_name(n->schema);
+	}
+}
+
+/* What a JSON value is, in messages; NULL is a missing value. */
+static char *
+describe_json(JsonbValue *v)
+{
+	if (v == NULL)
+		return "missing";
+	switch (v->type)
+	{
+		case jbvNull:
+			return "null";
+		case jbvBool:
+			return v->val.boolean ? "true" : "false";
+		case jbvNumeric:
+			return numeric_normalize(v->val.numeric);
+		case jbvString:
+			return psprintf("the string \"%.*s%s\"", Min(v->val.string.len, 40),
+							v->val.string.val, v->val.string.len > 40 ? "..." : "");
+		case jbvBinary:
+			return JsonContainerIsArray(v->val.binary.data) ? "an array" : "an object";
+		default:
+			return "a JSON value";
+	}
+}
+
+/*
+ * Note that the value v at the current path does not fit n, why adding
+ * to what it is; false, for the caller to return.
+ */
+static bool
+mismatch(Encoder *e, const AvroType *n, JsonbValue *v, const char *why)
+{
+	char	   *got;
+
+	if (e->probing > 0 || e->detail != NULL)
+		return false;
+	got = describe_json(v);
+	if (why != NULL)
+		got = psprintf("%s (%s)", got, why);
+	if (e->path.len == 0)
+		e->detail = psprintf("The value should be %s, not %s.", describe(n), got);
+	else
+		e->detail = psprintf("Field \"%s\" should be %s, not %s.", e->path.data,
+							 describe(n), got);
+	return false;
+}
+
+/* v as a whole number, if it is one */
+static bool
+json_integer(JsonbValue *v, int64 *result)
+{
+	char	   *s,
+			   *end;
+
+	if (v == NULL || v->type != jbvNumeric)
+		return false;
+	s = numeric_normalize(v->val.numeric);
+	if (strchr(s, '.') != NULL)
+		return false;
+	errno = 0;
+	*result = strtoi64(s, &end, 10);
+	return errno == 0 && *end == '\0';
+}
+
+/* the number of n digits at s, or -1 if they are not all digits */
+static int
+digits_at(const char *s, int n)
+{
+	int			result = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		if (!isdigit((unsigned char) s[i]))
+			return -1;
+		result = result * 10 + (s[i] - '0');
+	}
+	return result;
+}
+
+/* the number of days since 1970-01-01 of the ISO date s starts with */
+static bool
+parse_date(const char *s, int *days)
+{
+	int			y = digits_at(s, 4),
+				m,
+				d;
+
+	if (y < 0 || s[4] != '-' || (m = digits_at(s + 5, 2)) < 1 || m > 12 ||
+		s[7] != '-' || (d = digits_at(s + 8, 2)) < 1 || d > day_tab[isleap(y)][m - 1])
+		return false;
+	*days = date2j(y, m, d) - UNIX_EPOCH_JDATE;
+	return true;
+}
+
+/*
+ * The time of an RFC 3339 timestamp (2026-11-24T18:30:00.123Z, with an
+ * offset or Z) in units per second since 1970 (1000: milliseconds); false
+ * if s is none, or finer than the unit.
+ */
+static bool
+parse_timestamp(const char *s, int64 units, int64 *result)
+{
+	int			days,
+				h,
+				mi,
+				sec;
+	int64		frac = 0;
+	int			digits = 0;
+	int			offset = 0;
+	const char *p;
+
+	if (!parse_date(s, &days) || s[10] == '\0' || strchr("Tt", s[10]) == NULL ||
+		(h = digits_at(s + 11, 2)) < 0 || h > 23 || s[13] != ':' ||
+		(mi = digits_at(s + 14, 2)) < 0 || mi > 59 || s[16] != ':' ||
+		(sec = digits_at(s + 17, 2)) < 0 || sec > 59)
+		return false;
+	p = s + 19;
+	if (*p == '.')
+	{
+		for (p++; isdigit((unsigned char) *p); p++, digits++)
+		{
+			if (digits >= 9)
+				return false;
+			frac = frac * 10 + (*p - '0');
+		}
+		if (digits == 0)
+			return false;
+	}
+	/* frac as a count of units, exactly */
+	for (; digits < 9; digits++)
+		frac *= 10;
+	if (frac % (1000000000 / units) != 0)
+		return false;
+	frac /= 1000000000 / units;
+	if (*p == 'Z' || *p == 'z')
+		p++;
+	else
+	{
+		int			oh,
+					om;
+
+		if ((*p != '+' && *p != '-') || (oh = digits_at(p + 1, 2)) < 0 || oh > 23 ||
+			p[3] != ':' || (om = digits_at(p + 4, 2)) < 0 || om > 59)
+			return false;
+		offset = (oh * 60 + om) * (*p == '-' ? -1 : 1);
+		p += 6;
+	}
+	if (*p != '\0')
+		return false;
+	*result = (((int64) days * 86400 + h * 3600 + mi * 60 + sec - offset * 60) * units) + frac;
+	return true;
+}
+
+/* whether s is a UUID in its text form */
+static bool
+is_uuid(const char *s, int len)
+{
+	if (len != 36)
+		return false;
+	for (int i = 0; i < 36; i++)
+		if (i == 8 || i == 13 || i == 18 || i == 23 ? s[i] != '-' : !isxdigit((unsigned char) s[i]))
+			return false;
+	return true;
+}
+
+/*
+ * The two's complement, big-endian, of the decimal number at s scaled to
+ * n's scale, into out (size bytes, or as few as it takes when size is 0);
+ * NULL if it fits, else why not.
+ */
+static const char *
+decimal_bytes(const AvroType *n, const char *s, int size, StringInfo out)
+{
+	bool		negative = (*s == '-');
+	const char *digits;
+	int			int_len,
+				frac_len,
+				ndigits = 0;
+	uint8	   *mag;			/* the magnitude, little-endian */
+	int			len = 1;
+	int			need;
+
+	if (*s == '-' || *s == '+')
+		s++;
+	int_len = strspn(s, "0123456789");
+	frac_len = s[int_len] == '.' ? strspn(s + int_len + 1, "0123456789") : -1;
+	if ((int_len == 0 && frac_len <= 0) || s[int_len + 1 + frac_len] != '\0' || frac_len == 0)
+		return "not a decimal number";
+	frac_len = Max(frac_len, 0);
+	while (frac_len > 0 && s[int_len + frac_len] == '0')
+		frac_len--;
+	if (frac_len > n->scale)
+		return psprintf("more than %d decimals", n->scale);
+
+	mag = palloc0(n->precision / 2 + 3);
+	digits = s;
+	for (int i = 0; i < int_len + 1 + n->scale; i++)
+	{
+		int			carry;
+
+		if (i == int_len)
+			continue;
+		carry = i < int_len ? digits[i] - '0' : i - int_len <= frac_len ? digits[i] - '0' : 0;
+		if (ndigits > 0 || carry > 0)
+			ndigits++;
+		if (ndigits > n->precision)
+			return psprintf("more than %d digits", n->precision);
+		for (int b = 0; b < len || carry > 0; b++)
+		{
+			int			v = (b < len ? mag[b] : 0) * 10 + carry;
+
+			mag[b] = v & 0xff;
+			carry = v >> 8;
+			len = Max(len, b + 1);
+		}
+	}
+	/* two's complement of a negative number */
+	if (negative && ndigits > 0)
+	{
+		int			carry = 1;
+
+		mag[len++] = 0;
+		for (int b = 0; b < len; b++)
+		{
+			int			v = (uint8) ~mag[b] + carry;
+
+			mag[b] = v & 0xff;
+			carry = v >> 8;
+		}
+	}
+	else
+	{
+		negative = false;
+		mag[len++] = 0;
+	}
+	/* drop the bytes that only repeat the sign */
+	while (len > 1 && mag[len - 1] == (negative ? 0xff : 0) &&
+		   ((mag[len - 2] & 0x80) != 0) == negative)
+		len--;
+	need = size > 0 ? size : len;
+	if (len > need)
+		return psprintf("more than %d bytes", size);
+	for (int b = need - 1; b >= 0; b--)
+		appendStringInfoChar(out, b < len ? mag[b] : (negative ? 0xff : 0));
+	return NULL;
+}
+
+static bool convert(Encoder *e, const AvroType *n, JsonbValue *v, avro_value_t *out);
+
+/*
+ * Convert v, a member of the record or map at the current path, named
+ * name; see convert.
+ */
+static bool
+convert_member(Encoder *e, const AvroType *n, const char *name, int len, JsonbValue *v,
+			   avro_value_t *out)
+{
+	int			path_len = e->path.len;
+	bool		ok;
+
+	if (e->path.len > 0)
+		appendStringInfoChar(&e->path, '.');
+	appendBinaryStringInfo(&e->path, name, len);
+	ok = convert(e, n, v, out);
+	e->path.len = path_len;
+	e->path.data[path_len] = '\0';
+	return ok;
+}
+
+/* the JSON value v as the UTF-8 string it holds, or NULL */
+static char *
+utf8_of(JsonbValue *v, int *len)
+{
+	if (v == NULL || v->type != jbvString)
+		return NULL;
+	return outbox_to_utf8(v->val.string.val, v->val.string.len, len);
+}
+
+/*
+ * Check the JSON value v (NULL: missing) against the type n, and set out
+ * to it unless out is NULL; false if it does not fit, with the first
+ * mismatch noted in e.
+ */
+static bool
+convert(Encoder *e, const AvroType *n, JsonbValue *v, avro_value_t *out)
+{
+	int64		i64;
+	char	   *str;
+	int			len;
+
+	switch (n->type)
+	{
+		case AVRO_NULL:
+			if (v != NULL && v->type != jbvNull)
+				return mismatch(e, n, v, NULL);
+			if (out)
+				check_avro(avro_value_set_null(out));
+			return true;
+		case AVRO_BOOLEAN:
+			if (v == NULL || v->type != jbvBool)
+				return mismatch(e, n, v, NULL);
+			if (out)
+				check_avro(avro_value_set_boolean(out, v->val.boolean));
+			return true;
+		case AVRO_INT32:
+			if (n->logical == LOGICAL_DATE && (str = string_of(v)) != NULL)
+			{
+				int			days;
+
+				if (strlen(str) != 10 || !parse_date(str, &days))
+					return mismatch(e, n, v, "not a date YYYY-MM-DD");
+				i64 = days;
+			}
+			else if (!json_integer(v, &i64) || i64 < PG_INT32_MIN || i64 > PG_INT32_MAX)
+				return mismatch(e, n, v, v && v->type == jbvNumeric ? "not a 32-bit integer" : NULL);
+			if (out)
+				check_avro(avro_value_set_int(out, (int32) i64));
+			return true;
+		case AVRO_INT64:
+			if ((n->logical == LOGICAL_TIMESTAMP_MILLIS ||
+				 n->logical == LOGICAL_TIMESTAMP_MICROS) && (str = string_of(v)) != NULL)
+			{
+				if (!parse_timestamp(str, n->logical == LOGICAL_TIMESTAMP_MILLIS ? 1000 : 1000000, &i64))
+					return mismatch(e, n, v, n->logical == LOGICAL_TIMESTAMP_MILLIS ?
+									"not an RFC 3339 timestamp with an offset, to the millisecond" :
+									"not an RFC 3339 timestamp with an offset, to the microsecond");
+			}
+			else if (!json_integer(v, &i64))
+				return mismatch(e, n, v, v && v->type == jbvNumeric ? "not a 64-bit integer" : NULL);
+			if (out)
+				check_avro(avro_value_set_long(out, i64));
+			return true;
+		case AVRO_FLOAT:
+		case AVRO_DOUBLE:
+			{
+				double		d;
+
+				if (v == NULL || v->type != jbvNumeric)
+					return mismatch(e, n, v, NULL);
+				d = DatumGetFloat8(DirectFunctionCall1(numeric_float8,
+													   NumericGetDatum(v->val.numeric)));
+				if (n->type == AVRO_FLOAT && (isinf((float) d) || fabs(d) > FLT_MAX))
+					return mismatch(e, n, v, "out of range");
+				if (out)
+					check_avro(n->type == AVRO_FLOAT ? avro_value_set_float(out, (float) d) :
+							   avro_value_set_double(out, d));
+				return true;
+			}
+		case AVRO_STRING:
+			if ((str = utf8_of(v, &len)) == NULL)
+				return mismatch(e, n, v, v && v->type == jbvString ? "not UTF-8" : NULL);
+			if (n->logical == LOGICAL_UUID && !is_uuid(str, len))
+				return mismatch(e, n, v, "not a UUID");
+			if (out)
+				check_avro(avro_value_set_string_len(out, str, len + 1));
+			return true;
+		case AVRO_BYTES:
+		case AVRO_FIXED:
+			{
+				int			size = n->type == AVRO_FIXED ? avro_schema_fixed_size(n->schema) : 0;
+				StringInfoData bytes;
+				const char *why = NULL;
+
+				initStringInfo(&bytes);
+				if (n->logical == LOGICAL_DECIMAL)
+				{
+					if (v != NULL && v->type == jbvNumeric)
+						str = numeric_normalize(v->val.numeric);
+					else if ((str = string_of(v)) == NULL)
+						return mismatch(e, n, v, NULL);
+					why = decimal_bytes(n, str, size, &bytes);
+				}
+				else
+				{
+					if ((str = string_of(v)) == NULL)
+						return mismatch(e, n, v, NULL);
+					enlargeStringInfo(&bytes, pg_b64_dec_len(strlen(str)));
+					bytes.len = pg_b64_decode(str, strlen(str), bytes.data, bytes.maxlen);
+					if (bytes.len < 0)
+						why = "not base64";
+					else if (size > 0 && bytes.len != size)
+						why = psprintf("%d bytes", bytes.len);
+				}
+				if (why != NULL)
+					return mismatch(e, n, v, why);
+				if (out)
+					check_avro(n->type == AVRO_FIXED ?
+							   avro_value_set_fixed(out, bytes.data, bytes.len) :
+							   avro_value_set_bytes(out, bytes.data, bytes.len));
+				return true;
+			}
+		case AVRO_ENUM:
+			{
+				int			symbol;
+
+				if ((str = string_of(v)) == NULL)
+					return mismatch(e, n, v, NULL);
+				if ((symbol = avro_schema_enum_get_by_name(n->schema, str)) < 0)
+					return mismatch(e, n, v, NULL);
+				if (out)
+					check_avro(avro_value_set_enum(out, symbol));
+				return true;
+			}
+		case AVRO_ARRAY:
+			{
+				int			path_len = e->path.len;
+				int			count;
+
+				if (v == NULL || v->type != jbvBinary || !JsonContainerIsArray(v->val.binary.data))
+					return mismatch(e, n, v, NULL);
+				count = JsonContainerSize(v->val.binary.data);
+				for (int i = 0; i < count; i++)
+				{
+					avro_value_t item;
+					bool		ok;
+
+					if (out)
+						check_avro(avro_value_append(out, &item, NULL));
+					appendStringInfo(&e->path, "[%d]", i);
+					ok = convert(e, n->children[0],
+								 getIthJsonbValueFromContainer(v->val.binary.data, i),
+								 out ? &item : NULL);
+					e->path.len = path_len;
+					e->path.data[path_len] = '\0';
+					if (!ok)
+						return false;
+				}
+				return true;
+			}
+		case AVRO_MAP:
+			{
+				JsonbIterator *it;
+				JsonbValue	key,
+							value;
+				JsonbIteratorToken token;
+
+				if (v == NULL || v->type != jbvBinary || !JsonContainerIsObject(v->val.binary.data))
+					return mismatch(e, n, v, NULL);
+				it = JsonbIteratorInit(v->val.binary.data);
+				while ((token = JsonbIteratorNext(&it, &key, true)) != WJB_DONE)
+				{
+					avro_value_t item;
+
+					if (token != WJB_KEY)
+						continue;
+					(void) JsonbIteratorNext(&it, &value, true);
+					if (out)
+					{
+						if ((str = utf8_of(&key, &len)) == NULL)
+							return mismatch(e, n, v, "a key that is not UTF-8");
+						check_avro(avro_value_add(out, str, &item, NULL, NULL));
+					}
+					if (!convert_member(e, n->children[0], key.val.string.val,
+										key.val.string.len, &value, out ? &item : NULL))
+						return false;
+				}
+				return true;
+			}
+		case AVRO_RECORD:
+			{
+				int			found = 0;
+
+				if (v == NULL || v->type != jbvBinary || !JsonContainerIsObject(v->val.binary.data))
+					return mismatch(e, n, v, NULL);
+				for (int i = 0; i < n->nchildren; i++)
+				{
+					JsonbValue *field = member(v, n->names[i]);
+					avro_value_t item;
+
+					if (field != NULL)
+						found++;
+					else
+						field = n->defaults[i];
+					if (out)
+						check_avro(avro_value_get_by_index(out, i, &item, NULL));
+					if (!convert_member(e, n->children[i], n->names[i], strlen(n->names[i]),
+										field, out ? &item : NULL))
+						return false;
+				}
+				if (found < JsonContainerSize(v->val.binary.data))
+				{
+					JsonbIterator *it = JsonbIteratorInit(v->val.binary.data);
+					JsonbValue	key;
+					JsonbIteratorToken token;
+
+					if (e->probing > 0)
+						return false;
+					while ((token = JsonbIteratorNext(&it, &key, true)) != WJB_DONE)
+						if (token == WJB_KEY &&
+							avro_schema_record_field_get_index(n->schema,
+															   pnstrdup(key.val.string.val, key.val.string.len)) < 0)
+							break;
+					if (e->path.len > 0)
+						appendStringInfoChar(&e->path, '.');
+					appendBinaryStringInfo(&e->path, key.val.string.val, key.val.string.len);
+					e->detail = psprintf("Field \"%s\" is not in %s.", e->path.data, describe(n));
+					return false;
+				}
+				return true;
+			}
+		case AVRO_UNION:
+			{
+				int			branch = -1;
+				avro_value_t item;
+
+				if (v == NULL || v->type == jbvNull)
+					branch = n->null_branch;
+				else if (n->nchildren == 1)
+					branch = n->null_branch;
+				else if (n->nchildren == 2 && n->null_branch >= 0)
+					/* null or one type: any mismatch is the type's */
+					branch = 1 - n->null_branch;
+				else
+				{
+					e->probing++;
+					for (int i = 0; i < n->nchildren && branch < 0; i++)
+						if (i != n->null_branch && convert(e, n->children[i], v, NULL))
+							branch = i;
+					e->probing--;
+				}
+				if (branch < 0)
+					return mismatch(e, n, v, NULL);
+				if (out)
+					check_avro(avro_value_set_branch(out, branch, &item));
+				return convert(e, n->children[branch], v, out ? &item : NULL);
+			}
+		default:
+			elog(ERROR, "unexpected Avro type %d", n->type);
+	}
+	return false;
+}
+
+/*
+ * Check v against schema, then append its Avro binary encoding to out;
+ * NULL if it fits, else a sentence naming the field that does not and the
+ * type it should have, and out as it was.
+ */
+static char *
+encode(OutboxAvroSchema *schema, JsonbValue *v, StringInfo out)
+{
+	Encoder		e = {0};
+	size_t		size;
+	avro_writer_t writer;
+	int			rc;
+
+	initStringInfo(&e.path);
+	check_avro(avro_value_reset(&schema->value));
+	if (!convert(&e, schema->root, v, &schema->value))
+		return e.detail;
+	check_avro(avro_value_sizeof(&schema->value, &size));
+	enlargeStringInfo(out, size);
+	writer = avro_writer_memory(out->data + out->len, size);
+	rc = avro_value_write(writer, &schema->value);
+	avro_writer_free(writer);
+	check_avro(rc);
+	out->len += size;
+	out->data[out->len] = '\0';
+	return NULL;
+}
+
+/*
+ * Append the Avro binary encoding of the JSON value to out; see encode.
+ */
+char *
+outbox_avro_encode(OutboxAvroSchema *schema, Jsonb *value, StringInfo out)
+{
+	JsonbValue	v;
+
+	root_of(value, &v);
+	return encode(schema, &v, out);
+}
+
+/*
+ * Append the Avro binary encoding of the text value (len bytes, in the
+ * server's encoding) to out: the string itself if the schema is a string,
+ * else JSON text; see encode.
+ */
+char *
+outbox_avro_encode_text(OutboxAvroSchema *schema, const char *value, int len, StringInfo out)
+{
+	JsonbValue	v;
+
+	if (outbox_avro_takes_text(schema))
+	{
+		v.type = jbvString;
+		v.val.string.val = (char *) value;
+		v.val.string.len = len;
+		return encode(schema, &v, out);
+	}
+	if (pg_parse_json(makeJsonLexContextCstringLen((char *) value, len, GetDatabaseEncoding(), true),
+					  &nullSemAction) != JSON_SUCCESS)
+		return "The value is not JSON, and its schema is not a string.";
+	return outbox_avro_encode(schema,
+							  DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
+																 CStringGetDatum(pnstrdup(value, len)))),
+							  out);
+}
+
+/*
+ * Raise the error of a value that does not fit its schema: what
+ * ("payload", "key") of an event on topic, and detail, as the encoding
+ * said.
+ */
+void
+outbox_avro_refuse(const char *what, const char *topic, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("event %s does not match the Avro schema of topic \"%s\"", what, topic),
+			 errdetail_internal("%s", detail),
+			 errhint("docs/avro.md says how JSON values map to Avro types.")));
+}

@@ -1,0 +1,309 @@
+
+# Topics of format avro, against the test schema registry
+# (test/schema_registry.js): outbox_set_topic registers the schemas under
+# <topic>-value and <topic>-key, and refuses one the registry refuses;
+# outbox_enqueue checks each jsonb payload against the value schema and
+# stores it encoded in Confluent's wire format, refusing a mismatch with its
+# field and type; a consumer with Confluent's deserializer
+# (@kafkajs/confluent-schema-registry, avsc) reads every Avro type back; a
+# registry that is down delays nothing already encoded and no enqueue, only
+# a new schema.
+
+use strict;
+use warnings;
+
+use File::Basename qw(dirname);
+use File::Spec;
+use JSON::PP;
+use OutboxTest;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $no_avsc = node_module_unavailable('avsc@5');
+plan skip_all => "the test schema registry needs avsc: $no_avsc" if $no_avsc;
+
+my $drivers = File::Spec->rel2abs(dirname(__FILE__) . '/drivers');
+my $registry = start_schema_registry();
+my $broker = start_broker(1);
+my $node = outbox_node(
+	'avro', $broker,
+	'outbox.poll_interval' => '100ms',
+	'outbox.schema_registry_url' => $registry->{url});
+
+# Run $sql; its SQLSTATE and error's detail, or '' and its output.
+sub try_sql
+{
+	my ($sql) = @_;
+	my ($ret, $out, $err) = $node->psql('postgres',
+		"\\set VERBOSITY verbose\n$sql", on_error_stop => 1);
+	return ('', $out) if $ret == 0;
+	my ($state) = $err =~ /ERROR:  ([0-9A-Z]{5}):/;
+	my ($detail) = $err =~ /DETAIL:  (.*)/;
+	return ($state // '?', $detail // $err);
+}
+
+my $order_schema = <<'EOF';
+{"type": "record", "name": "Order", "namespace": "shop", "fields": [
+  {"name": "id", "type": "long"},
+  {"name": "qty", "type": "int"},
+  {"name": "paid", "type": "boolean"},
+  {"name": "weight", "type": "float"},
+  {"name": "ratio", "type": "double"},
+  {"name": "name", "type": "string"},
+  {"name": "note", "type": ["null", "string"], "default": null},
+  {"name": "ref", "type": ["null", "long", "string"]},
+  {"name": "status", "type": {"type": "enum", "name": "Status", "symbols": ["NEW", "PAID", "SHIPPED"]}},
+  {"name": "tags", "type": {"type": "array", "items": "string"}},
+  {"name": "counts", "type": {"type": "map", "values": "long"}},
+  {"name": "address", "type": ["null", {"type": "record", "name": "Address",
+    "fields": [{"name": "city", "type": "string"}, {"name": "zip", "type": ["null", "string"]}]}]},
+  {"name": "lines", "type": {"type": "array", "items": {"type": "record", "name": "Line",
+    "fields": [{"name": "sku", "type": "string"},
+               {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}}]}}},
+  {"name": "total", "type": {"type": "fixed", "name": "Total", "size": 8, "logicalType": "decimal", "precision": 12, "scale": 3}},
+  {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+  {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+  {"name": "uid", "type": {"type": "string", "logicalType": "uuid"}},
+  {"name": "digest", "type": {"type": "fixed", "name": "Digest", "size": 4}},
+  {"name": "blob", "type": "bytes"},
+  {"name": "channel", "type": "string", "default": "web"}
+]}
+EOF
+my $key_schema =
+  '{"type": "record", "name": "OrderKey", "namespace": "shop", "fields": [{"name": "id", "type": "long"}]}';
+
+$node->safe_psql('postgres', "
+	SELECT outbox_set_topic('shop.orders', format => 'avro', value_schema => \$s\$$order_schema\$s\$,
+							key_schema => '$key_schema');
+	SELECT outbox_set_topic('shop.notes', format => 'avro',
+							value_schema => '{\"type\": \"record\", \"name\": \"Note\", \"fields\": [{\"name\": \"text\", \"type\": \"string\"}]}',
+							key_schema => '\"string\"')");
+
+# the ids are the registry's
+my $latest = decode_json($registry->http('GET', '/subjects/shop.orders-value/versions/latest')->{content});
+my $latest_key = decode_json($registry->http('GET', '/subjects/shop.orders-key/versions/latest')->{content});
+is( $node->safe_psql('postgres',
+		"SELECT format, value_schema_id, key_schema_id FROM outbox_topic('shop.orders')"),
+	"avro|$latest->{id}|$latest_key->{id}",
+	'set_topic: the schemas registered under <topic>-value and <topic>-key, their ids kept');
+my @events = (
+	{
+		key => '{"id": 1}',
+		payload => {
+			id => 1, qty => 2, paid => JSON::PP::true, weight => 1.5, ratio => 0.25,
+			name => "caf\x{e9}", note => undef, ref => undef, status => 'NEW',
+			tags => [ 'a', 'b' ], counts => { x => 1, y => -2 },
+			address => { city => 'Paris', zip => '75001' },
+			lines => [ { sku => 'A-1', price => 12.3 }, { sku => 'B-2', price => '-0.05' } ],
+			total => 12.25, at => '2026-11-24T18:30:00.123Z', day => '2026-11-24',
+			uid => '6f1c7d2e-8a0b-4c2d-9e3f-0a1b2c3d4e5f', digest => 'AAECAw==',
+			blob => '', channel => 'shop'
+		}
+	},
+	{
+		key => '{"id": 2}',
+		payload => {
+			id => 2, qty => -1, paid => JSON::PP::false, weight => 0, ratio => -10000000000,
+			name => '', note => 'fragile', ref => 'R-7', status => 'SHIPPED',
+			tags => [], counts => {}, address => { city => 'Lyon', zip => undef },
+			lines => [], total => '-123456789.125', at => 1764009000000,
+			day => 0, uid => '00000000-0000-0000-0000-000000000000', digest => '/////w==',
+			blob => 'aGVsbG8='
+		}
+	},
+	{
+		key => '{"id": 3}',
+		payload => {
+			id => 1099511627776, qty => 2147483647, paid => JSON::PP::true, weight => -2.5,
+			ratio => 3.5, name => 'x', ref => 42, status => 'PAID', tags => ['z'],
+			counts => { big => 1099511627776 }, address => undef,
+			lines => [ { sku => 'C', price => 9999999.99 } ], total => 0,
+			at => '2026-01-01T01:00:00+01:00', day => 20000,
+			uid => 'ABCDEF12-3456-7890-abcd-ef1234567890', digest => 'AQIDBA==', blob => 'AA=='
+		}
+	});
+my $json = JSON::PP->new->canonical->ascii;
+my $requests = $registry->requests->{total};
+for my $e (@events)
+{
+	my $payload = $json->encode($e->{payload});
+	$node->safe_psql('postgres',
+		"SELECT outbox_enqueue('shop.orders', \$p\$$payload\$p\$::jsonb, key => '$e->{key}')");
+}
+$node->safe_psql('postgres', "
+	SELECT outbox_enqueue('shop.notes', '{\"text\": \"hello\"}'::jsonb, key => 'note-1');
+	SELECT outbox_enqueue('shop.plain', '{\"text\": \"as given\"}'::jsonb, key => 'p')");
+
+is($registry->requests->{total} - $requests, 0,
+	'enqueue asks the registry nothing, in sessions of their own');
+
+# stored as the registry's wire format: magic byte 0, the id, Avro binary
+is( $node->safe_psql('postgres',
+		"SELECT string_agg(DISTINCT encode(substr(payload, 1, 5), 'hex'), ',') FROM outbox_messages WHERE topic = 'shop.orders'"),
+	sprintf('00%08x', $latest->{id}),
+	'the payloads are stored in the wire format, with the value schema id');
+is($node->safe_psql('postgres', "SELECT key FROM outbox_messages WHERE topic = 'shop.orders' ORDER BY id LIMIT 1"),
+	'{"id": 1}', 'the key is stored as given');
+
+# mismatches: refused with their field and type, nothing enqueued
+my %good = %{ $events[0]{payload} };
+my @mismatches = (
+	[ { id => 'one' }, qr/^Field "id" should be long, not the string "one"\.$/, 'a string for a long' ],
+	[ { qty => 2147483648 }, qr/^Field "qty" should be int, not 2147483648 \(not a 32-bit integer\)\.$/, 'an int out of range' ],
+	[ { id => 1.5 }, qr/^Field "id" should be long, not 1\.5/, 'a fraction for a long' ],
+	[ { name => undef }, qr/^Field "name" should be string, not null\.$/, 'null for a string' ],
+	[ { status => 'LOST' }, qr/^Field "status" should be enum shop\.Status \(NEW, PAID, SHIPPED\)|^Field "status" should be enum Status \(NEW, PAID, SHIPPED\)/, 'an enum symbol' ],
+	[ { tags => [ 'a', 3 ] }, qr/^Field "tags\[1\]" should be string, not 3\.$/, 'an array item, by index' ],
+	[ { counts => { x => 'y' } }, qr/^Field "counts\.x" should be long, not the string "y"\.$/, 'a map value, by key' ],
+	[ { address => { city => 5 } }, qr/^Field "address\.city" should be string, not 5\.$/, 'a field of a nullable record' ],
+	[ { lines => [ { sku => 'A', price => 1.234 } ] }, qr/^Field "lines\[0\]\.price" should be decimal\(9,2\), not 1\.234 \(more than 2 decimals\)\.$/, 'a decimal with too many decimals' ],
+	[ { lines => [ { sku => 'A', price => 12345678.9 } ] }, qr/^Field "lines\[0\]\.price" should be decimal\(9,2\), not 12345678\.9 \(more than 9 digits\)\.$/, 'a decimal with too many digits' ],
+	[ { ref => JSON::PP::true }, qr/^Field "ref" should be null, long or string, not true\.$/, 'a union none of whose branches fits' ],
+	[ { at => '2026-11-24 18:30' }, qr/^Field "at" should be timestamp-millis, not the string "2026-11-24 18:30" \(not an RFC 3339 timestamp/, 'a timestamp without its offset' ],
+	[ { at => '2026-11-24T18:30:00.1234Z' }, qr/^Field "at" should be timestamp-millis, .*to the millisecond\)\.$/, 'a timestamp finer than a millisecond' ],
+	[ { day => '2026-02-30' }, qr/^Field "day" should be date, not the string "2026-02-30" \(not a date YYYY-MM-DD\)\.$/, 'a date that does not exist' ],
+	[ { uid => 'not-a-uuid' }, qr/^Field "uid" should be uuid, not the string "not-a-uuid" \(not a UUID\)\.$/, 'a uuid' ],
+	[ { digest => 'AAEC' }, qr/^Field "digest" should be fixed shop\.Digest \(4 bytes\)|^Field "digest" should be fixed Digest \(4 bytes\), not the string "AAEC" \(3 bytes\)\.$/, 'a fixed of another size' ],
+	[ { blob => '!!' }, qr/^Field "blob" should be bytes, not the string "!!" \(not base64\)\.$/, 'bytes not in base64' ],
+	[ { colour => 'red' }, qr/^Field "colour" is not in record (shop\.)?Order\.$/, 'a field the schema does not have' ],
+	[ { qty => undef, id => undef }, qr/^Field "id" should be long, not null\.$/, 'the first field that does not fit' ]);
+my $before = $node->safe_psql('postgres', "SELECT count(*) FROM outbox_messages");
+for my $m (@mismatches)
+{
+	my %payload = (%good, %{ $m->[0] });
+	my $text = $json->encode(\%payload);
+	my ($state, $detail) = try_sql("SELECT outbox_enqueue('shop.orders', \$p\$$text\$p\$::jsonb, key => '{\"id\": 1}')");
+	is($state, '22023', "mismatch refused: $m->[2]");
+	like($detail, $m->[1], "mismatch: $m->[2], its field and type");
+}
+my %missing = %good;
+delete $missing{qty};
+my ($state, $detail) = try_sql("SELECT outbox_enqueue('shop.orders', \$p\$" . $json->encode(\%missing) . "\$p\$::jsonb)");
+is("$state $detail", '22023 Field "qty" should be int, not missing.', 'a field missing without a default');
+($state, $detail) = try_sql("SELECT outbox_enqueue('shop.orders', '[]'::jsonb)");
+like("$state $detail", qr/^22023 The value should be record (shop\.)?Order, not an array\.$/, 'the value itself');
+($state, $detail) = try_sql("SELECT outbox_enqueue('shop.orders', \$p\$" . $json->encode(\%good) . "\$p\$::jsonb, key => '{\"id\": \"1\"}')");
+is("$state $detail", '22023 Field "id" should be long, not the string "1".', 'a key that does not fit its schema');
+($state, $detail) = try_sql("SELECT outbox_enqueue('shop.orders', \$p\$" . $json->encode(\%good) . "\$p\$::jsonb, key => '1,2')");
+is("$state $detail", '22023 The value is not JSON, and its schema is not a string.', 'a key that is not JSON');
+($state, $detail) = try_sql("SELECT outbox_enqueue('shop.orders', 'text'::text)");
+is($state, '22023', 'a text payload on an avro topic is refused');
+($state, $detail) = try_sql("SELECT outbox_enqueue('shop.orders', '\\x00'::bytea)");
+is($state, '22023', 'a bytea payload on an avro topic is refused');
+is($node->safe_psql('postgres', "SELECT count(*) FROM outbox_messages"), $before, 'nothing refused was enqueued');
+
+# a rolled back enqueue publishes nothing
+$node->safe_psql('postgres', "
+	BEGIN;
+	SELECT outbox_enqueue('shop.notes', '{\"text\": \"rolled back\"}'::jsonb, key => 'note-2');
+	ROLLBACK;
+	SELECT outbox_enqueue('shop.notes', '{\"text\": \"after\"}'::jsonb, key => 'note-3')");
+
+# a compatibility refusal: the registry's message, the row as it was
+($state, $detail) = try_sql("
+	SELECT outbox_set_topic('shop.notes', format => 'avro',
+		value_schema => '{\"type\": \"record\", \"name\": \"Note\", \"fields\": [{\"name\": \"text\", \"type\": \"long\"}]}')");
+is($state, '22023', 'an incompatible schema is refused');
+like($detail, qr/incompatible/, "the refusal carries the registry's message");
+is( $node->safe_psql('postgres', "SELECT key_schema_id IS NOT NULL FROM outbox_topic('shop.notes')"),
+	't', 'the refused setting left the row as it was');
+
+# a session that read the settings sees a change once it commits
+my $session = $node->background_psql('postgres');
+$session->query_safe("SELECT outbox_enqueue('shop.later', '{\"n\": 1}'::jsonb)");
+$node->safe_psql('postgres', "
+	SELECT outbox_set_topic('shop.later', format => 'avro',
+		value_schema => '{\"type\": \"record\", \"name\": \"Later\", \"fields\": [{\"name\": \"n\", \"type\": \"int\"}]}')");
+$session->query_safe("SELECT outbox_enqueue('shop.later', '{\"n\": 2}'::jsonb)");
+$node->safe_psql('postgres', "SELECT outbox_reset_topic('shop.later')");
+$session->query_safe("SELECT outbox_enqueue('shop.later', '{\"n\": 3}'::jsonb)");
+$session->quit;
+is( $node->safe_psql('postgres',
+		"SELECT string_agg(get_byte(payload, 0)::text, ',' ORDER BY id) FROM outbox_messages WHERE topic = 'shop.later'"),
+	'123,0,123', "a session's enqueues follow set_topic and reset_topic once they commit");
+
+my $orders = wait_for_records($broker, 'shop.orders', 3);
+is(scalar @$orders, 3, 'the avro events are published');
+my $notes = wait_for_records($broker, 'shop.notes', 2);
+is(scalar @$notes, 2, 'a rolled back enqueue publishes nothing');
+is(wait_for_records($broker, 'shop.plain', 1)->[0]{payload}, '{"text": "as given"}',
+	'a topic without settings is published as given');
+
+# the registry down: events encoded before go on being published, enqueue
+# goes on, a new schema waits for it
+$broker->command('down -1');
+$node->safe_psql('postgres', "SELECT outbox_enqueue('shop.notes', '{\"text\": \"encoded before\"}'::jsonb, key => 'n4')");
+$registry->down;
+$broker->command('up -1');
+$node->safe_psql('postgres', "SELECT outbox_enqueue('shop.notes', '{\"text\": \"registry down\"}'::jsonb, key => 'n5')");
+($state, $detail) = try_sql("
+	SELECT outbox_set_topic('shop.new', format => 'avro', value_schema => '\"string\"')");
+is($state, '08006', 'the registry down: a new schema cannot be set');
+$notes = wait_for_records($broker, 'shop.notes', 4);
+is(scalar @$notes, 4, 'the registry down: encoded events are published, enqueue goes on');
+$registry->up;
+
+# a consumer with Confluent's deserializer reads every type back
+SKIP:
+{
+	my $why = node_module_unavailable('kafkajs@2', '@kafkajs/confluent-schema-registry@3', 'avsc@5');
+	skip "the Avro consumer: $why", 5 if $why;
+	my ($out, $err) = ('', '');
+	IPC::Run::run(
+		[
+			'node', "$drivers/avro_consume.js", $broker->{bootstrap}, $registry->{url}, 7,
+			'shop.orders', 'shop.notes'
+		],
+		'>', \$out, '2>', \$err, IPC::Run::timeout(120));
+	my @consumed = map { decode_json($_) } grep { /\S/ } split /\n/, $out;
+	is(scalar(grep { !exists $_->{error} } @consumed), 7, 'the consumer decodes every record')
+	  or diag($err, map { "$_->{topic}: $_->{error}\n" } grep { exists $_->{error} } @consumed);
+	# by key: the partitions of a topic are read in no order
+	my @orders = sort { $a->{key}{id} <=> $b->{key}{id} } grep { $_->{topic} eq 'shop.orders' } @consumed;
+	my @notes = sort { $a->{key} cmp $b->{key} } grep { $_->{topic} eq 'shop.notes' } @consumed;
+	my @values = map { $_->{value} } @orders;
+	is_deeply(
+		\@values,
+		[
+			{
+				id => 1, qty => 2, paid => JSON::PP::true, weight => 1.5, ratio => 0.25,
+				name => "caf\x{e9}", note => undef, ref => undef, status => 'NEW',
+				tags => [ 'a', 'b' ], counts => { x => 1, y => -2 },
+				address => { city => 'Paris', zip => '75001' },
+				lines => [ { sku => 'A-1', price => '12.30' }, { sku => 'B-2', price => '-0.05' } ],
+				total => '12.250', at => '2026-11-24T18:30:00.123Z', day => '2026-11-24',
+				uid => '6f1c7d2e-8a0b-4c2d-9e3f-0a1b2c3d4e5f', digest => 'AAECAw==',
+				blob => '', channel => 'shop'
+			},
+			{
+				id => 2, qty => -1, paid => JSON::PP::false, weight => 0, ratio => -10000000000,
+				name => '', note => 'fragile', ref => 'R-7', status => 'SHIPPED',
+				tags => [], counts => {}, address => { city => 'Lyon', zip => undef },
+				lines => [], total => '-123456789.125', at => '2025-11-24T18:30:00.000Z',
+				day => '1970-01-01', uid => '00000000-0000-0000-0000-000000000000',
+				digest => '/////w==', blob => 'aGVsbG8=', channel => 'web'
+			},
+			{
+				id => 1099511627776, qty => 2147483647, paid => JSON::PP::true, weight => -2.5,
+				ratio => 3.5, name => 'x', note => undef, ref => 42, status => 'PAID', tags => ['z'],
+				counts => { big => 1099511627776 }, address => undef,
+				lines => [ { sku => 'C', price => '9999999.99' } ], total => '0.000',
+				at => '2026-01-01T00:00:00.000Z', day => '2024-10-04',
+				uid => 'ABCDEF12-3456-7890-abcd-ef1234567890', digest => 'AQIDBA==', blob => 'AA==',
+				channel => 'web'
+			}
+		],
+		'every Avro type of the record decodes to the value given');
+	is_deeply([ map { $_->{key} } @orders ],
+		[ { id => 1 }, { id => 2 }, { id => 3 } ], 'the keys decode by the key schema');
+	is_deeply([ map { [ $_->{key}, $_->{value}{text} ] } @notes ],
+		[ [ 'n4', 'encoded before' ], [ 'n5', 'registry down' ], [ 'note-1', 'hello' ], [ 'note-3', 'after' ] ],
+		'a string key schema takes the key as the string');
+	is_deeply([ map { $_->{schema_id} } @orders ],
+		[ ($latest->{id}) x 3 ], 'each record names the value schema id');
+}
+
+$node->stop;
+$broker->stop;
+$registry->stop;
+done_testing();
