@@ -13,10 +13,10 @@ OBJS = \
 	src/capture/snapshot.o \
 	src/format/avro.o \
 	src/format/cloudevents.o \
+	src/format/topics.o \
 	src/kafka/kafka.o \
 	src/kafka/properties.o \
 	src/kafka/registry.o \
-	src/kafka/topics.o \
 	src/launcher/launcher.o \
 	src/launcher/status.o \
 	src/outbox.o \

@@ -516,7 +516,7 @@ REVOKE ALL ON FUNCTION @extschema@.outbox_registry_check() FROM PUBLIC;
 COMMENT ON FUNCTION @extschema@.outbox_registry_check() IS
 	'Whether the schema registry of outbox.schema_registry_url answers: its URL and compatibility level, else an error that says why not. By grant';
 
--- CloudEvents: the format's settings, as enqueue reads them (src/kafka/topics.c,
+-- CloudEvents: the format's settings, as enqueue reads them (src/format/topics.c,
 -- src/format/cloudevents.c)
 --
 

@@ -42,8 +42,8 @@
 #include "base/guc.h"
 #include "format/avro.h"
 #include "format/cloudevents.h"
+#include "format/topics.h"
 #include "kafka/registry.h"
-#include "kafka/topics.h"
 #include "launcher/launcher.h"
 #include "queue/enqueue.h"
 

@@ -7,7 +7,7 @@
  *		only; the table belongs to the bootstrap superuser.  docs/design.md,
  *		"Producers per cluster", says why.
  *
- * src/kafka/topics.c
+ * src/format/topics.c
  *
  *-------------------------------------------------------------------------
  */
@@ -31,10 +31,10 @@
 #include "base/event.h"
 #include "base/guc.h"
 #include "format/avro.h"
+#include "format/topics.h"
 #include "kafka/kafka.h"
 #include "kafka/properties.h"
 #include "kafka/registry.h"
-#include "kafka/topics.h"
 
 static OutboxPlan settings_plan = {
 	"SELECT s.pattern, s.brokers, s.properties_file, s.format, s.value_schema::text,"

@@ -4,7 +4,7 @@
  *		The settings of topics (outbox_topic_settings): which cluster a
  *		topic's events go to, by the longest pattern that matches it.
  *
- * src/kafka/topics.h
+ * src/format/topics.h
  *
  *-------------------------------------------------------------------------
  */
