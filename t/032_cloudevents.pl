@@ -92,21 +92,8 @@ is_deeply(
 SKIP:
 {
 	my ($out, $err) = ('', '');
-	my $installed = sub {
-		-f "$drivers/node_modules/kafkajs/package.json"
-		  && -f "$drivers/node_modules/cloudevents/package.json";
-	};
-	$installed->()
-	  || eval {
-		IPC::Run::run(
-			[
-				'npm', 'install', '--prefix', $drivers, '--no-save',
-				'--no-package-lock', '--no-audit', '--no-fund', '--loglevel=error',
-				'kafkajs@2', 'cloudevents@10'
-			],
-			'>', \$out, '2>', \$err, IPC::Run::timeout(300));
-	  };
-	skip "kafkajs, cloudevents: npm install failed ($err)", 9 unless $installed->();
+	my $why = node_module_unavailable('kafkajs@2', 'cloudevents@10');
+	skip "kafkajs, cloudevents: $why", 9 if $why;
 	IPC::Run::run(
 		[
 			'node', "$drivers/cloudevents_consume.js", $broker->{bootstrap}, 8,
