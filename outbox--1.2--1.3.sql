@@ -534,6 +534,10 @@ COMMENT ON FUNCTION @extschema@.outbox_topic_settings_changed() IS
 CREATE TRIGGER outbox_topic_settings_changed
 	AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON @extschema@.outbox_topic_settings
 	FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.outbox_topic_settings_changed();
+-- ALWAYS: also under session_replication_role = replica (a restore, a
+-- subscription that applies the table), or sessions keep stale settings.
+ALTER TABLE @extschema@.outbox_topic_settings
+	ENABLE ALWAYS TRIGGER outbox_topic_settings_changed;
 
 --
 -- Change events in Avro (outbox_attach(..., converter => 'avro'),

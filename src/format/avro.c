@@ -28,6 +28,7 @@
 #include "common/base64.h"
 #include "common/jsonapi.h"
 #include "mb/pg_wchar.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/hsearch.h"
@@ -740,6 +741,9 @@ convert(Encoder *e, const AvroType *n, JsonbValue *v, avro_value_t *out)
 	char	   *str;
 	int			len;
 
+	/* a recursive schema follows the payload as deep as it goes */
+	check_stack_depth();
+	CHECK_FOR_INTERRUPTS();
 	switch (n->type)
 	{
 		case AVRO_NULL:
@@ -958,7 +962,7 @@ convert(Encoder *e, const AvroType *n, JsonbValue *v, avro_value_t *out)
 				if (v == NULL || v->type == jbvNull)
 					branch = n->null_branch;
 				else if (n->nchildren == 1)
-					branch = n->null_branch;
+					branch = 0;
 				else if (n->nchildren == 2 && n->null_branch >= 0)
 					/* null or one type: any mismatch is the type's */
 					branch = 1 - n->null_branch;
@@ -969,6 +973,9 @@ convert(Encoder *e, const AvroType *n, JsonbValue *v, avro_value_t *out)
 						if (i != n->null_branch && convert(e, n->children[i], v, NULL))
 							branch = i;
 					e->probing--;
+					/* checked: converting again would double at each level */
+					if (branch >= 0 && out == NULL)
+						return true;
 				}
 				if (branch < 0)
 					return mismatch(e, n, v, NULL);

@@ -260,11 +260,11 @@ read_credentials(Credentials *cred)
 			field = &cred->key;
 		else if (strcmp(name, "ssl.key.password") == 0)
 			field = &cred->key_password;
-		else
+		else					/* named up to a separator: what follows may be a secret */
 			ereport(ERROR,
 					(errcode(ERRCODE_CONFIG_FILE_ERROR),
-					 errmsg("unknown schema registry property \"%s%s\" in file \"%s\", line %d",
-							PROPERTY_PREFIX, name, path, lineno),
+					 errmsg("unknown schema registry property \"%s%.*s\" in file \"%s\", line %d",
+							PROPERTY_PREFIX, (int) strcspn(name, " \t:"), name, path, lineno),
 					 errhint("The schema registry properties are basic.auth.user.info, ssl.ca.location, ssl.certificate.location, ssl.key.location and ssl.key.password, each after \"%s\".",
 							 PROPERTY_PREFIX)));
 		*field = value;
@@ -525,7 +525,7 @@ answer_id(const Answer *a, const char *what)
 
 	errno = 0;
 	id = a->id ? strtol(a->id, &end, 10) : -1;
-	if (a->id == NULL || *end != '\0' || errno != 0 || id < 0 || id > PG_INT32_MAX)
+	if (a->id == NULL || *end != '\0' || errno != 0 || id < 1 || id > PG_INT32_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROTOCOL_VIOLATION),
 				 errmsg("the schema registry at \"%s\" gave no schema id in its answer to %s",

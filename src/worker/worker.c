@@ -36,6 +36,7 @@
 #include "utils/guc.h"
 #include "utils/guc_tables.h"
 #include "utils/memutils.h"
+#include "utils/resowner.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/xid8.h"
@@ -660,12 +661,16 @@ hold_topic(const char *topic)
  * Set ev's key to its Avro encoding if its topic's setting has a key
  * schema: the key is stored as given, its text (order per key holds by
  * it), and checked at enqueue against the schema the topic had then.  A
- * key that no longer fits is refused for good.
+ * key that no longer fits, or that the encoding raises an error for (a
+ * number out of range, a key stored by a trigger), is refused for good: in
+ * a subtransaction, so that no stored key can stop the worker.
  */
 static void
 encode_key(OutboxEvent *ev, const OutboxTopicSetting *setting)
 {
 	text	   *key = DatumGetTextPP(ev->values[LOG_KEY]);
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
 	StringInfoData buf;
 	char	   *problem;
 
@@ -673,9 +678,31 @@ encode_key(OutboxEvent *ev, const OutboxTopicSetting *setting)
 		return;
 	initStringInfo(&buf);
 	outbox_registry_frame(&buf, setting->key_schema_id);
-	problem = outbox_avro_encode_text(outbox_avro_schema(setting->key_schema_id,
-														 setting->key_schema),
-									  VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), &buf);
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		problem = outbox_avro_encode_text(outbox_avro_schema(setting->key_schema_id,
+															 setting->key_schema),
+										  VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), &buf);
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		/* a cancel is the batch's, not the key's */
+		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
+			PG_RE_THROW();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		problem = edata->message;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
 	if (problem != NULL)
 	{
 		ev->outcome = OUTBOX_REFUSED;
