@@ -303,6 +303,26 @@ SKIP:
 		[ ($latest->{id}) x 3 ], 'each record names the value schema id');
 }
 
+# a stored key that the worker cannot encode (its topic's key schema
+# changed under it; here a number a double cannot hold) is refused for
+# good, and the worker goes on with the other events
+my $note_schema = '{"type": "record", "name": "Note", "fields": [{"name": "text", "type": "string"}]}';
+$registry->http('PUT', '/config/shop.k-key', '{"compatibility": "NONE"}');
+$node->safe_psql('postgres', "
+	SELECT outbox_set_topic('shop.k', brokers => '127.0.0.1:1', format => 'avro',
+							value_schema => '$note_schema', key_schema => '\"string\"');
+	SELECT outbox_enqueue('shop.k', '{\"text\": \"bad key\"}'::jsonb, key => '{\"id\": 1e1000000}');
+	SELECT outbox_enqueue('shop.k', '{\"text\": \"good key\"}'::jsonb, key => '{\"id\": 2}');
+	SELECT outbox_set_topic('shop.k', format => 'avro', value_schema => '$note_schema',
+		key_schema => '{\"type\": \"record\", \"name\": \"K\", \"fields\": [{\"name\": \"id\", \"type\": \"double\"}]}')");
+ok( wait_for_sql($node,
+		"SELECT count(*) FILTER (WHERE status = 'published') = 1 AND count(*) FILTER (WHERE status = 'abandoned') = 1
+		   FROM outbox_messages WHERE topic = 'shop.k'"),
+	'a key the worker cannot encode is abandoned, the next event published');
+like( $node->safe_psql('postgres',
+		"SELECT last_error FROM outbox_messages WHERE topic = 'shop.k' AND status = 'abandoned'"),
+	qr/Avro key schema/, 'the abandoned event says why');
+
 $node->stop;
 $broker->stop;
 $registry->stop;
