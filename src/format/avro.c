@@ -70,9 +70,13 @@ struct OutboxAvroSchema
 	avro_schema_t schema;
 	avro_value_iface_t *iface;
 	avro_value_t value;			/* what each encoding fills, reset first */
+	char	   *json;			/* the schema's text */
 };
 
-/* the parsed schemas of this process, by id, for good */
+/*
+ * the parsed schemas of this process, by id; an id whose text changed (the
+ * registry's URL changed, or the registry started again) is parsed again
+ */
 static HTAB *schemas = NULL;
 static MemoryContext schema_context = NULL;
 
@@ -356,8 +360,16 @@ outbox_avro_schema(int32 id, const char *schema_json)
 							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
 	entry = hash_search(schemas, &id, HASH_FIND, NULL);
-	if (entry != NULL)
+	if (entry != NULL && strcmp(entry->json, schema_json) == 0)
 		return entry;
+	if (entry != NULL)
+	{
+		avro_value_decref(&entry->value);
+		avro_value_iface_decref(entry->iface);
+		avro_schema_decref(entry->schema);
+		pfree(entry->json);
+		hash_search(schemas, &id, HASH_REMOVE, NULL);
+	}
 
 	old = MemoryContextSwitchTo(schema_context);
 	jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(schema_json)));
@@ -384,6 +396,7 @@ outbox_avro_schema(int32 id, const char *schema_json)
 	entry->schema = s;
 	entry->iface = iface;
 	entry->value = value;
+	entry->json = MemoryContextStrdup(schema_context, schema_json);
 	return entry;
 }
 
@@ -1007,6 +1020,8 @@ encode(OutboxAvroSchema *schema, JsonbValue *v, StringInfo out)
 	if (!convert(&e, schema->root, v, &schema->value))
 		return e.detail;
 	check_avro(avro_value_sizeof(&schema->value, &size));
+	if (size > MaxAllocSize - 1 - out->len)
+		return "The encoded value would be larger than 1 GB.";
 	enlargeStringInfo(out, size);
 	writer = avro_writer_memory(out->data + out->len, size);
 	rc = avro_value_write(writer, &schema->value);
