@@ -303,6 +303,14 @@ SKIP:
 		[ ($latest->{id}) x 3 ], 'each record names the value schema id');
 }
 
+# a trigger's JSON on an Avro topic is refused, not stored unencoded
+$node->safe_psql('postgres', "
+	CREATE TABLE avro_captured (id int PRIMARY KEY, text text);
+	SELECT outbox_attach('avro_captured', 'shop.notes')");
+($state, $detail) = try_sql("INSERT INTO avro_captured VALUES (1, 'x')");
+is($state, '22023', "a capture trigger's JSON on an Avro topic is refused");
+$node->safe_psql('postgres', "SELECT outbox_detach('avro_captured')");
+
 # a stored key that the worker cannot encode (its topic's key schema
 # changed under it; here a number a double cannot hold) is refused for
 # good, and the worker goes on with the other events

@@ -447,6 +447,13 @@ outbox_store_event(const OutboxExtension *ext, text *topic, text *key, bytea *pa
 	setting = outbox_topic_setting_to_enqueue(ext, text_to_cstring(topic));
 	if (payload != NULL && setting != NULL && setting->format == OUTBOX_FORMAT_CLOUDEVENTS)
 		source = setting->cloudevents_source;
+	/* JSON on an Avro topic: a trigger's, which outbox_enqueue would encode */
+	if (payload != NULL && json && setting != NULL && setting->format == OUTBOX_FORMAT_AVRO)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("topic \"%s\" is of format avro", text_to_cstring(topic)),
+				 errdetail("Its events are checked against its Avro schema and encoded by outbox_enqueue() with a jsonb payload."),
+				 errhint("Attach the table with another topic, or enqueue its events with outbox_enqueue().")));
 	check_event(topic, key, payload, headers, source, json);
 	if (source != NULL && json)
 		headers = with_json_content_type(headers);
@@ -541,6 +548,7 @@ outbox_enqueue(PG_FUNCTION_ARGS)
 							PG_GETARG_DATUM(4),
 							PG_ARGISNULL(4),
 							NULL,
+							(setting == NULL || setting->format != OUTBOX_FORMAT_AVRO) &&
 							get_fn_expr_argtype(fcinfo->flinfo, 1) == JSONBOID);
 	PG_RETURN_INT64(id);
 }
