@@ -417,20 +417,16 @@ append_event(const OutboxExtension *ext, Datum *columns, bool *nulls, Datum even
 }
 
 /*
- * Validate an event and append it to the log of ext, in the current
- * transaction; returns the new row's id.  A NULL payload is a tombstone;
- * key and headers may be NULL; json says whether the payload is JSON.
- * created_at, the record's timestamp, is the start of the transaction
- * unless given.
+ * Validate an event of a topic with setting (NULL: none) and append it to
+ * the log of ext, in the current transaction; returns the new row's id.
  */
-int64
-outbox_store_event(const OutboxExtension *ext, text *topic, text *key, bytea *payload,
-				   Jsonb *headers, Datum event_id, bool event_id_isnull,
-				   const TimestampTz *created_at, bool json)
+static int64
+store_event(const OutboxExtension *ext, const OutboxTopicSetting *setting,
+			text *topic, text *key, bytea *payload, Jsonb *headers, Datum event_id,
+			bool event_id_isnull, const TimestampTz *created_at, bool json)
 {
 	Datum		columns[OUTBOX_LOG_COLUMNS];
 	bool		nulls[OUTBOX_LOG_COLUMNS];
-	const OutboxTopicSetting *setting;
 	const char *source = NULL;
 	int64		id;
 
@@ -444,7 +440,6 @@ outbox_store_event(const OutboxExtension *ext, text *topic, text *key, bytea *pa
 											   JsonbPGetDatum(outbox_transaction_headers),
 											   JsonbPGetDatum(headers)));
 	/* a tombstone is no CloudEvent: the format leaves it alone */
-	setting = outbox_topic_setting_to_enqueue(ext, text_to_cstring(topic));
 	if (payload != NULL && setting != NULL && setting->format == OUTBOX_FORMAT_CLOUDEVENTS)
 		source = setting->cloudevents_source;
 	/* JSON on an Avro topic: a trigger's, which outbox_enqueue would encode */
@@ -471,6 +466,23 @@ outbox_store_event(const OutboxExtension *ext, text *topic, text *key, bytea *pa
 
 	outbox_wake_at_commit();
 	return id;
+}
+
+/*
+ * Validate an event and append it to the log of ext, in the current
+ * transaction; returns the new row's id.  A NULL payload is a tombstone;
+ * key and headers may be NULL; json says whether the payload is JSON.
+ * created_at, the record's timestamp, is the start of the transaction
+ * unless given.
+ */
+int64
+outbox_store_event(const OutboxExtension *ext, text *topic, text *key, bytea *payload,
+				   Jsonb *headers, Datum event_id, bool event_id_isnull,
+				   const TimestampTz *created_at, bool json)
+{
+	return store_event(ext, outbox_topic_setting_to_enqueue(ext, text_to_cstring(topic)),
+					   topic, key, payload, headers, event_id, event_id_isnull,
+					   created_at, json);
 }
 
 /*
@@ -538,17 +550,18 @@ outbox_enqueue(PG_FUNCTION_ARGS)
 
 	ext = outbox_entry(fcinfo);
 	setting = outbox_topic_setting_to_enqueue(ext, text_to_cstring(PG_GETARG_TEXT_PP(0)));
-	id = outbox_store_event(ext,
-							PG_GETARG_TEXT_PP(0),
-							PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2),
-							setting != NULL && setting->format == OUTBOX_FORMAT_AVRO ?
-							avro_payload(fcinfo, setting, setting->pattern) :
-							PG_ARGISNULL(1) ? NULL : payload_bytes(fcinfo, 1),
-							PG_ARGISNULL(3) ? NULL : PG_GETARG_JSONB_P(3),
-							PG_GETARG_DATUM(4),
-							PG_ARGISNULL(4),
-							NULL,
-							(setting == NULL || setting->format != OUTBOX_FORMAT_AVRO) &&
-							get_fn_expr_argtype(fcinfo->flinfo, 1) == JSONBOID);
+	/* the setting looked up once: the one the payload is encoded for */
+	id = store_event(ext, setting,
+					 PG_GETARG_TEXT_PP(0),
+					 PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2),
+					 setting != NULL && setting->format == OUTBOX_FORMAT_AVRO ?
+					 avro_payload(fcinfo, setting, setting->pattern) :
+					 PG_ARGISNULL(1) ? NULL : payload_bytes(fcinfo, 1),
+					 PG_ARGISNULL(3) ? NULL : PG_GETARG_JSONB_P(3),
+					 PG_GETARG_DATUM(4),
+					 PG_ARGISNULL(4),
+					 NULL,
+					 (setting == NULL || setting->format != OUTBOX_FORMAT_AVRO) &&
+					 get_fn_expr_argtype(fcinfo->flinfo, 1) == JSONBOID);
 	PG_RETURN_INT64(id);
 }
