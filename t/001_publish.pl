@@ -143,6 +143,58 @@ for my $i (1 .. 20)
 }
 is($slow, 0, 'each lone event published within 2s of its commit, not after the 1h poll');
 
+# --- a stream of commits, each enqueuing one event, as fast as one
+# session commits (tens of thousands a second): every one is published, in
+# order per key.
+# - The claim takes as running only the transactions its snapshot does,
+#   where the xids of its whole read, each drained by a scan of its own,
+#   made the next claim slower and the set larger until the worker stalled.
+# - Below the worker's pace (batches never full), the events of a
+#   wake_delay share a batch: at 200 ms, about ten in 2 s, where batches
+#   back to back, each with the commits of one turn, were hundreds.
+reconfigure($node, "SET outbox.wake_delay = '200ms'", 'SET outbox.batch_size = 100000');
+my $elapsed_ms = $node->safe_psql(
+	'postgres', q{
+	DO $$
+	DECLARE
+		start timestamptz := clock_timestamp();
+		i int := 0;
+	BEGIN
+		WHILE clock_timestamp() < start + interval '2 s' LOOP
+			PERFORM outbox_enqueue('stream', json_build_object('seq', i)::jsonb,
+								   key => 'key-' || (i % 7));
+			COMMIT;
+			i := i + 1;
+		END LOOP;
+		PERFORM set_config('stream.ms', (1000 * extract(epoch FROM clock_timestamp() - start))::text, false);
+	END
+	$$;
+	SELECT current_setting('stream.ms');
+});
+ok( wait_for_sql(
+		$node,
+		"SELECT bool_and(status = 'published') FROM outbox_messages WHERE topic = 'stream'"),
+	'a stream of commits is published');
+my ($events, $batches, $running) = split /\|/, $node->safe_psql(
+	'postgres', q{
+	SELECT count(*),
+		   (SELECT count(*) FROM outbox_ledger g
+			 WHERE g.ids && (SELECT array_agg(id) FROM outbox_messages WHERE topic = 'stream')),
+		   (SELECT cardinality(running) FROM outbox_reader)
+	  FROM outbox_messages WHERE topic = 'stream'});
+my (%seq_of, $stream_out_of_order);
+for my $r (@{ kafka_read($broker, 'stream') })
+{
+	my ($seq) = $r->{payload} =~ /"seq": (\d+)/;
+	$stream_out_of_order++ if defined $seq_of{ $r->{key} } && $seq <= $seq_of{ $r->{key} };
+	$seq_of{ $r->{key} } = $seq;
+}
+is($stream_out_of_order // 0, 0, 'in order within each key');
+ok($running < 100, "the claim holds few transactions as running ($running)");
+my $bound = int($elapsed_ms / 200) + 3;
+ok($events > 100 * $bound, "many commits ($events in $elapsed_ms ms)");
+ok($batches <= $bound, "in batches 200 ms apart ($batches, at most $bound)");
+
 $node->stop;
 $broker->stop;
 done_testing();

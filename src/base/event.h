@@ -100,6 +100,7 @@ typedef struct OutboxBatch
 	int			count;
 	OutboxEvent *events;
 	bool		full;			/* the claim stopped at its limits */
+	bool		held_back;		/* it moved log events to the retry table */
 } OutboxBatch;
 
 extern const char *outbox_topic_problem(const char *topic, int len);

@@ -41,7 +41,7 @@ char	   *outbox_brokers = NULL;
 int			outbox_max_message_bytes = 1000000;
 int			outbox_batch_size = 1000;
 int			outbox_poll_interval = 1000;
-int			outbox_wake_delay = 1;
+int			outbox_wake_delay = 3;
 int			outbox_max_attempts = 10;
 int			outbox_retry_base_delay = 1000;
 int			outbox_retry_max_delay = 300000;
@@ -339,10 +339,10 @@ outbox_define_gucs(void)
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("outbox.wake_delay",
-							"How long the worker waits, once a commit has woken it, before it claims.",
+							"How long the worker lets commits gather before it claims: after a commit woke it, and between the claims of batches that were not full.",
 							"The commits of that while share one batch: less work per event for the worker, that much more latency.",
 							&outbox_wake_delay,
-							2,
+							3,
 							0, 1000,
 							PGC_SUSET,
 							GUC_UNIT_MS,

@@ -595,10 +595,11 @@ outbox_copy_to_retries(const OutboxExtension *ext, OutboxEvent **events, int n)
  * Of the n log events of events, keep those to send now: not those in the
  * retry table already (recorded after a failed batch), and not those whose
  * key has an unfinished event there, which are copied there to wait their
- * turn.  Returns how many are kept, moved to the front of events.
+ * turn (*held_back if any).  Returns how many are kept, moved to the front
+ * of events.
  */
 static int
-hold_back(const OutboxExtension *ext, OutboxEvent *events, int n)
+hold_back(const OutboxExtension *ext, OutboxEvent *events, int n, bool *held_back)
 {
 	OutboxEvent **all = palloc(n * sizeof(OutboxEvent *));
 	OutboxEvent **held = palloc(n * sizeof(OutboxEvent *));
@@ -626,6 +627,7 @@ hold_back(const OutboxExtension *ext, OutboxEvent *events, int n)
 			held[nheld++] = &events[i];
 	}
 	outbox_copy_to_retries(ext, held, nheld);
+	*held_back = nheld > 0;
 	for (int i = 0; i < n; i++)
 		if (!skip[i])
 			events[kept++] = events[i];
@@ -652,8 +654,9 @@ event_id_cmp(const void *a, const void *b)
  * (a list of names: their cluster is down).  Every log event claimed must be recorded (record.c) before
  * the transaction commits.  One claim runs at a time: a second claimer
  * gets nothing until the first ends.  batch->full says that the claim
- * stopped at its limits, and more may be due.  The batch is allocated in
- * the caller's memory context.
+ * stopped at its limits, and more may be due; batch->held_back that it
+ * moved events to the retry table, due once the batch is recorded.  The
+ * batch is allocated in the caller's memory context.
  */
 OutboxBatch *
 outbox_claim_batch(const OutboxExtension *ext, int batch_size, int64 max_bytes,
@@ -702,7 +705,7 @@ outbox_claim_batch(const OutboxExtension *ext, int batch_size, int64 max_bytes,
 			(unfinished ||
 			 retries_hold(ext, "outbox_retries_pkey", batch->events[nretried].id,
 						  batch->events[nretried + nlog - 1].id)))
-			nlog = hold_back(ext, batch->events + nretried, nlog);
+			nlog = hold_back(ext, batch->events + nretried, nlog, &batch->held_back);
 		outbox_save_reader(ext, &row, nlog);
 		batch->count = nretried + nlog;
 	}

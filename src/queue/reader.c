@@ -358,13 +358,20 @@ widen_xid(FullTransactionId next, TransactionId xid)
 
 /*
  * The transactions in progress in snapshot: those of its xip, and every
- * xid from its xmax up to the next xid now; not the caller's own, whose
- * events the snapshot sees.  Returns how many, in *xids (palloc'd).
+ * xid from its xmax up to next, the next xid read just after the snapshot
+ * was taken; not the caller's own, whose events the snapshot sees.
+ * Returns how many, in *xids (palloc'd).
+ *
+ * A transaction takes its xid before the ids of its events (enqueue.c),
+ * so one that started after the snapshot has no id below those the
+ * snapshot sees.  Not the next xid at the end of the read: under a fast
+ * stream of commits, every xid of the read's while, each to be drained
+ * by a scan of its own at the next claim, made that claim slower and the
+ * next set larger still (tens of thousands, measured).
  */
 static int
-in_progress(Snapshot snapshot, FullTransactionId **xids)
+in_progress(Snapshot snapshot, FullTransactionId next, FullTransactionId **xids)
 {
-	FullTransactionId next = ReadNextFullTransactionId();
 	FullTransactionId xmax = widen_xid(next, snapshot->xmax);
 	FullTransactionId mine = GetTopFullTransactionIdIfAny();
 	uint64		nrange = U64FromFullTransactionId(next) - U64FromFullTransactionId(xmax);
@@ -403,6 +410,7 @@ outbox_read_log(const OutboxExtension *ext, OutboxReader *reader, int room,
 				int64 *bytes_left, OutboxEvent *events)
 {
 	Snapshot	snapshot = RegisterSnapshot(GetTransactionSnapshot());
+	FullTransactionId next = ReadNextFullTransactionId();
 	LogCursor	cursor;
 	int			n = 0;
 	bool		more;
@@ -453,7 +461,7 @@ outbox_read_log(const OutboxExtension *ext, OutboxReader *reader, int room,
 		if (fresh > 0)
 		{
 			FullTransactionId *xids;
-			int			nxids = in_progress(snapshot, &xids);
+			int			nxids = in_progress(snapshot, next, &xids);
 
 			reader->last_id = events[n + fresh - 1].id;
 			reader->running = repalloc(reader->running,
@@ -762,7 +770,8 @@ outbox_in_progress(PG_FUNCTION_ARGS)
 	outbox_entry(fcinfo);
 	if (!ActiveSnapshotSet())
 		elog(ERROR, "outbox_in_progress() needs an active snapshot");
-	n = in_progress(GetActiveSnapshot(), &xids);
+	/* the snapshot's next xid is not known: the one now is later, and safe */
+	n = in_progress(GetActiveSnapshot(), ReadNextFullTransactionId(), &xids);
 	PG_RETURN_DATUM(outbox_xid_array(xids, n));
 }
 

@@ -892,19 +892,48 @@ record_batch(const OutboxExtension *ext, OutboxBatch *batch)
 }
 
 /*
- * Should the transaction that started at start, having claimed bytes of
- * events, claim another batch?
+ * Record a batch that was sent; *wrote_retries if an event of it is due
+ * again (failed, released).
+ */
+static void
+record_sent(const OutboxExtension *ext, OutboxBatch *batch, bool *wrote_retries)
+{
+	record_batch(ext, batch);
+	for (int i = 0; i < batch->count; i++)
+		*wrote_retries |= batch->events[i].outcome != OUTBOX_DELIVERED;
+}
+
+/*
+ * Wait until the batch sent is acknowledged; false if it was cut short.
  */
 static bool
-run_goes_on(TimestampTz start, int64 bytes)
+wait_sent(const OutboxBatch *batch)
+{
+	pgstat_report_activity(STATE_RUNNING,
+						   psprintf("publishing %d events", batch->count));
+	return finish_batch();
+}
+
+/* Is the worker asked to stop, restart or reload? */
+static bool
+asked_to_stop(void)
 {
 	bool		restart;
 
 	outbox_slot_lock();
 	restart = my_slot->restart_requested;
 	outbox_slot_unlock();
-	return !ShutdownRequestPending && !restart && !ConfigReloadPending &&
-		bytes < RUN_MAX_BYTES &&
+	return ShutdownRequestPending || restart || ConfigReloadPending;
+}
+
+/*
+ * Should the transaction that started at start, having claimed bytes of
+ * events, claim another batch?
+ */
+static bool
+run_goes_on(TimestampTz start, int64 bytes)
+{
+	return !asked_to_stop() && bytes < RUN_MAX_BYTES &&
 		!TimestampDifferenceExceeds(start, GetCurrentTimestamp(), RUN_MAX_MS);
 }
 
@@ -956,12 +985,38 @@ claim_may_find(const OutboxBatch *last, bool wrote_retries, uint64 *commits)
 }
 
 /*
+ * Let the commits until the time until share the next batch: under a
+ * steady stream of commits, batches a wake_delay apart, not as many as the
+ * worker can turn (docs/design.md, "Batches in one transaction").  False
+ * if the worker is asked to stop, restart or reload meanwhile.  Commits
+ * set the latch: they are counted in the slot (claim_may_find).
+ */
+static bool
+share_batch(TimestampTz until)
+{
+	pgstat_report_activity(STATE_RUNNING, "letting commits gather");
+	for (;;)
+	{
+		long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until);
+
+		if (asked_to_stop())
+			return false;
+		if (left <= 0)
+			return true;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 left, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
+/*
  * Publish batches in one transaction (docs/design.md, "Batches in one
  * transaction").  Returns how
  * long to wait before the next turn: 0 after a transaction cut short by
  * its time, poll_interval once a claim found nothing; negative (not
- * wakeable) when a standby lags, and *undo if the transaction is to be
- * undone, having produced nothing.
+ * wakeable) when a standby lags, or for the rest of wake_delay after the
+ * transaction's time; and *undo if the transaction is to be undone, having
+ * produced nothing.
  */
 static long
 run_batches_of(const OutboxExtension *ext, bool *undo)
@@ -975,6 +1030,7 @@ run_batches_of(const OutboxExtension *ext, bool *undo)
 	int64		bytes = 0;
 	uint64		commits = 0;
 	bool		wrote_retries = false;
+	TimestampTz last_claim = 0;
 
 	*undo = false;
 	/* idle: a cheap look first, and no producer after a while */
@@ -997,33 +1053,52 @@ run_batches_of(const OutboxExtension *ext, bool *undo)
 	for (;;)
 	{
 		OutboxBatch *next = NULL;
+		OutboxBatch *last = sending;
 		char	   *reason;
 
-		/* the next batch is claimed while the one sent is acknowledged */
-		if (sending == NULL || run_goes_on(now, bytes))
+		/*
+		 * A batch that was not full: the stream is slower than the worker.
+		 * Record the batch, then let the commits of the rest of wake_delay
+		 * share the next one.
+		 */
+		if (sending != NULL && !sending->full && outbox_wake_delay > 0)
 		{
-			if (claim_may_find(sending, wrote_retries, &commits))
+			TimestampTz until = TimestampTzPlusMilliseconds(last_claim, outbox_wake_delay);
+
+			complete = wait_sent(sending);
+			record_sent(ext, sending, &wrote_retries);
+			sending = NULL;
+			if (!complete)
+				break;
+			/* the run is over first: commit, and wait out of the transaction */
+			if (!run_goes_on(now, bytes) ||
+				until > TimestampTzPlusMilliseconds(now, RUN_MAX_MS))
 			{
-				next = claim_next(ext, sending);
-				wrote_retries = false;
+				delay = -TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until);
+				break;
 			}
-			else
-				next = NULL;
+			if (!share_batch(until))
+				break;
+		}
+		/* else the next batch is claimed while the one sent is acknowledged */
+		if (last == NULL || run_goes_on(now, bytes))
+		{
+			if (claim_may_find(last, wrote_retries, &commits))
+			{
+				last_claim = GetCurrentTimestamp();
+				next = claim_next(ext, sending);
+				wrote_retries = next->held_back;
+			}
 			for (int i = 0; next != NULL && i < next->count; i++)
 				bytes += next->events[i].bytes;
+			/* what the claim moved to the retry table is due once recorded */
 			if (next == NULL || next->count == 0)
 			{
+				delay = next != NULL && next->held_back ? 0 : outbox_poll_interval;
 				next = NULL;
-				delay = outbox_poll_interval;
 			}
 		}
-		if (sending != NULL)
-		{
-			pgstat_report_activity(STATE_RUNNING,
-								   psprintf("publishing %d events", sending->count));
-			complete = finish_batch();
-		}
-		idle = sending == NULL && next == NULL;
+		idle = last == NULL && next == NULL;
 		if (idle)
 		{
 			note_undelivered(ext);
@@ -1031,6 +1106,8 @@ run_batches_of(const OutboxExtension *ext, bool *undo)
 			return outbox_poll_interval;
 		}
 		last_events_at = now;
+		if (sending != NULL)
+			complete = wait_sent(sending);
 
 		if (next != NULL &&
 			!outbox_standbys_have(flush_commits_of(next), STANDBY_WAIT_MS, &reason))
@@ -1038,7 +1115,7 @@ run_batches_of(const OutboxExtension *ext, bool *undo)
 			report_state(OUTBOX_WORKER_WAITING_FOR_STANDBY, reason, reason);
 			delay = -STANDBY_PAUSE_MS;
 			/* nothing produced yet: the caller undoes the claim */
-			*undo = sending == NULL;
+			*undo = !batch_produced;
 			if (*undo)
 				return delay;
 			complete = false;
@@ -1053,11 +1130,7 @@ run_batches_of(const OutboxExtension *ext, bool *undo)
 			start_batch(next, route_batch(next, settings), stopped_keys);
 		}
 		if (sending != NULL)
-		{
-			record_batch(ext, sending);
-			for (int i = 0; i < sending->count; i++)
-				wrote_retries |= sending->events[i].outcome != OUTBOX_DELIVERED;
-		}
+			record_sent(ext, sending, &wrote_retries);
 		if (next != NULL && !complete)
 		{
 			/* not sent: released, due again untouched */
