@@ -82,6 +82,7 @@ struct OutboxShared
 		TransactionId xid;		/* its transaction that wrote it */
 	}			restoring[MAX_RESTORES];	/* backends writing the log */
 	int			waiting;		/* databases due that wait for a worker */
+	pg_atomic_uint32 slots_moved;	/* bumped when a slot's database changes */
 	int			nslots;
 	OutboxWorkerSlot slots[FLEXIBLE_ARRAY_MEMBER];
 };
@@ -131,6 +132,7 @@ shmem_startup(void)
 	{
 		memset(outbox_shared, 0, shared_size());
 		SpinLockInit(&outbox_shared->mutex);
+		pg_atomic_init_u32(&outbox_shared->slots_moved, 0);
 		outbox_shared->nslots = outbox_max_workers + WAITING_SLOTS;
 		for (int i = 0; i < outbox_shared->nslots; i++)
 		{
@@ -219,6 +221,8 @@ claim_slot(Oid dboid, const char *dbname)
 		break;
 	}
 	SpinLockRelease(&outbox_shared->mutex);
+	if (slotno >= 0)
+		(void) pg_atomic_fetch_add_u32(&outbox_shared->slots_moved, 1);
 	return slotno;
 }
 
@@ -232,6 +236,7 @@ free_slot(int slotno)
 	outbox_shared->slots[slotno].in_use = false;
 	outbox_shared->slots[slotno].database = InvalidOid;
 	SpinLockRelease(&outbox_shared->mutex);
+	(void) pg_atomic_fetch_add_u32(&outbox_shared->slots_moved, 1);
 }
 
 /*
@@ -390,6 +395,7 @@ attach_launcher(void)
 		outbox_shared->slots[i].database = InvalidOid;
 	}
 	SpinLockRelease(&outbox_shared->mutex);
+	(void) pg_atomic_fetch_add_u32(&outbox_shared->slots_moved, 1);
 }
 
 /*
@@ -400,10 +406,24 @@ attach_launcher(void)
 static OutboxWorkerSlot *
 find_slot(Oid dboid)
 {
-	for (int i = 0; i < outbox_shared->nslots; i++)
-		if (outbox_shared->slots[i].database == dboid)
-			return &outbox_shared->slots[i];
-	return NULL;
+	/* the last answer, while no slot changed database: asked at each enqueue */
+	static Oid	found_for = InvalidOid;
+	static uint32 found_moved;
+	static int	found = -1;
+	uint32		moved = pg_atomic_read_u32(&outbox_shared->slots_moved);
+
+	if (dboid != found_for || moved != found_moved)
+	{
+		/* a slot's new database is seen with the count that says it moved */
+		pg_read_barrier();
+		found = -1;
+		for (int i = 0; i < outbox_shared->nslots && found < 0; i++)
+			if (outbox_shared->slots[i].database == dboid)
+				found = i;
+		found_for = dboid;
+		found_moved = moved;
+	}
+	return found < 0 ? NULL : &outbox_shared->slots[found];
 }
 
 /*
