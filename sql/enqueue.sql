@@ -128,3 +128,36 @@ RESET outbox.max_message_bytes;
 -- only the valid events were stored
 SELECT left(topic, 20) AS topic, length(topic), convert_from(payload, 'UTF8') AS payload
   FROM outbox_messages ORDER BY id;
+
+-- event ids are version 4 UUIDs, each its own, across the refills of the
+-- pool of random bytes they are drawn from (4 kB: 256 ids)
+CREATE TEMP TABLE pooled AS
+SELECT outbox_enqueue('pooled', to_jsonb(i)) AS id FROM generate_series(1, 600) i;
+SELECT count(DISTINCT m.event_id) AS distinct_ids,
+	   bool_and(substr(m.event_id::text, 15, 1) = '4' AND
+				substr(m.event_id::text, 20, 1) IN ('8', '9', 'a', 'b')) AS version_4
+  FROM outbox_messages m JOIN pooled USING (id);
+
+-- an index of the log that is not a plain btree on its columns (an
+-- operator's own, on an expression) gets the rows enqueued too
+DO $$
+BEGIN
+	FOR t IN 0..3 LOOP
+		EXECUTE format('CREATE INDEX outbox_log_%s_lower_topic ON outbox_log_%s (lower(topic))', t, t);
+	END LOOP;
+END
+$$;
+SELECT outbox_enqueue('Indexed.Topic', '1'::jsonb) AS indexed \gset
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+SELECT id = :indexed AS found_by_its_index FROM outbox_log WHERE lower(topic) = 'indexed.topic';
+SELECT id = :indexed AS found_by_id FROM outbox_log WHERE id = :indexed;
+RESET enable_seqscan;
+RESET enable_bitmapscan;
+DO $$
+BEGIN
+	FOR t IN 0..3 LOOP
+		EXECUTE format('DROP INDEX outbox_log_%s_lower_topic', t);
+	END LOOP;
+END
+$$;

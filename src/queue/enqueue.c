@@ -19,22 +19,27 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/heapam.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/dependency.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_index.h"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
 #include "executor/executor.h"
 #include "mb/pg_wchar.h"
+#include "nodes/makefuncs.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
-#include "utils/fmgroids.h"
 #include "utils/fmgrprotos.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/uuid.h"
 #include "utils/xid8.h"
 
 #include "base/catalog.h"
@@ -118,9 +123,14 @@ payload_bytes(FunctionCallInfo fcinfo, int argno)
 		case JSONBOID:
 			{
 				Jsonb	   *jb = PG_GETARG_JSONB_P(argno);
+				StringInfoData buf;
 
-				return outbox_utf8_payload(cstring_to_text(JsonbToCString(NULL, &jb->root,
-																		  VARSIZE(jb))));
+				/* printed straight into a text datum */
+				initStringInfo(&buf);
+				appendStringInfoSpaces(&buf, VARHDRSZ);
+				(void) JsonbToCString(&buf, &jb->root, VARSIZE(jb));
+				SET_VARSIZE(buf.data, buf.len);
+				return outbox_utf8_payload((text *) buf.data);
 			}
 		default:
 			elog(ERROR, "outbox_enqueue called with payload of type %u", argtype);
@@ -347,6 +357,100 @@ insert_row(Relation rel, Datum *values, bool *nulls)
 }
 
 /*
+ * Insert a row into log table rel as insert_row does, its index entries by
+ * index_insert: the log's indexes are btrees on its columns, whose keys are
+ * the row's own values.  The executor's bookkeeping of them (an executor
+ * state, each index's IndexInfo built again) cost as much as the two index
+ * inserts, at each enqueue.  An index of another kind, unique, partial or
+ * on an expression, sends the row through insert_row.
+ */
+static void
+insert_log_row(Relation rel, Datum *values, bool *nulls)
+{
+	List	   *oids = RelationGetIndexList(rel);
+	Relation   *indexes = palloc(Max(list_length(oids), 1) * sizeof(Relation));
+	int			n = 0;
+	bool		plain = rel->rd_rel->relam == HEAP_TABLE_AM_OID;
+	HeapTuple	tuple;
+	ListCell   *lc;
+
+	foreach(lc, oids)
+	{
+		Relation	index = index_open(lfirst_oid(lc), RowExclusiveLock);
+		Form_pg_index form = index->rd_index;
+
+		indexes[n++] = index;
+		plain &= index->rd_rel->relam == BTREE_AM_OID && !form->indisunique &&
+			heap_attisnull(index->rd_indextuple, Anum_pg_index_indexprs, NULL) &&
+			heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, NULL);
+	}
+	if (!plain)
+	{
+		for (int i = 0; i < n; i++)
+			index_close(indexes[i], RowExclusiveLock);
+		insert_row(rel, values, nulls);
+		return;
+	}
+
+	tuple = heap_form_tuple(RelationGetDescr(rel), values, nulls);
+	heap_insert(rel, tuple, GetCurrentCommandId(true), 0, NULL);
+	for (int i = 0; i < n; i++)
+	{
+		Form_pg_index form = indexes[i]->rd_index;
+		Datum		keys[INDEX_MAX_KEYS];
+		bool		key_nulls[INDEX_MAX_KEYS];
+
+		/* one that CREATE INDEX CONCURRENTLY has not made ready yet */
+		if (form->indisready)
+		{
+			for (int k = 0; k < form->indnatts; k++)
+			{
+				keys[k] = values[form->indkey.values[k] - 1];
+				key_nulls[k] = nulls[form->indkey.values[k] - 1];
+			}
+			index_insert(indexes[i], keys, key_nulls, &tuple->t_self, rel,
+						 UNIQUE_CHECK_NO, false,
+						 makeIndexInfo(form->indnatts, form->indnkeyatts, BTREE_AM_OID,
+									   NIL, NIL, false, false, true, false));
+		}
+		index_close(indexes[i], NoLock);
+	}
+	heap_freetuple(tuple);
+	table_close(rel, NoLock);
+}
+
+/*
+ * A new event id: a version 4 UUID, as gen_random_uuid() makes, from a pool
+ * of strong random bytes drawn 4 kB at a time: drawn 16 bytes at a time,
+ * as gen_random_uuid() does, they cost an enqueue more instructions than
+ * its heap insert (test/bench/enqueue_cost.sh).  The pool is this
+ * process's own: one inherited by a fork is drawn again.
+ */
+static Datum
+new_event_id(void)
+{
+	static uint8 pool[4096];
+	static int	used = sizeof(pool);
+	static pid_t pool_pid = 0;
+	pg_uuid_t  *uuid = palloc(UUID_LEN);
+
+	if (used + UUID_LEN > sizeof(pool) || pool_pid != MyProcPid)
+	{
+		if (!pg_strong_random(pool, sizeof(pool)))
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not generate random values")));
+		used = 0;
+		pool_pid = MyProcPid;
+	}
+	memcpy(uuid->data, pool + used, UUID_LEN);
+	used += UUID_LEN;
+	uuid->data[6] = (uuid->data[6] & 0x0f) | 0x40;	/* version 4 */
+	uuid->data[8] = (uuid->data[8] & 0x3f) | 0x80;	/* variant RFC 4122 */
+	return UUIDPGetDatum(uuid);
+}
+
+/*
  * Append an event to the log of ext; returns its id.  columns
  * holds every column but id, txid, event_id and created_at (by default the
  * start of the transaction).  The txid is
@@ -393,7 +497,7 @@ append_event(const OutboxExtension *ext, Datum *columns, bool *nulls, Datum even
 		PG_END_TRY();
 	}
 	else
-		event_id = OidFunctionCall0(F_GEN_RANDOM_UUID);
+		event_id = new_event_id();
 
 	columns[LOG_ID] = Int64GetDatum(id);
 	nulls[LOG_ID] = false;
@@ -412,7 +516,7 @@ append_event(const OutboxExtension *ext, Datum *columns, bool *nulls, Datum even
 		values[event_log.attnum[i] - 1] = columns[i];
 		isnull[event_log.attnum[i] - 1] = nulls[i];
 	}
-	insert_row(log, values, isnull);
+	insert_log_row(log, values, isnull);
 	return id;
 }
 

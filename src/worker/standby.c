@@ -13,6 +13,7 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "pgstat.h"
 #include "nodes/pg_list.h"
 #include "postmaster/interrupt.h"
 #include "replication/slot.h"
@@ -111,6 +112,10 @@ outbox_standbys_have(XLogRecPtr target, long max_ms, char **reason)
 																				  Int64GetDatum(target - flushed)))));
 			return false;
 		}
+		/* said while it waits, not only once it gives up */
+		if (waited == 0)
+			pgstat_report_activity(STATE_RUNNING,
+								   psprintf("waiting for replication slot \"%s\"", slot));
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 STANDBY_POLL_MS, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
