@@ -161,3 +161,24 @@ BEGIN
 	END LOOP;
 END
 $$;
+
+-- and an exclusion constraint of an operator's is enforced: 23P01
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+DO $$
+BEGIN
+	FOR t IN 0..3 LOOP
+		EXECUTE format('ALTER TABLE outbox_log_%s ADD CONSTRAINT outbox_log_%s_one_per_topic EXCLUDE USING btree (topic WITH =)', t, t);
+	END LOOP;
+END
+$$;
+SELECT outbox_enqueue('excluded', '1'::jsonb) > 0 AS first_ok;
+SELECT outbox_enqueue('excluded', '2'::jsonb);
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) AS stored FROM outbox_log WHERE topic = 'excluded';
+DO $$
+BEGIN
+	FOR t IN 0..3 LOOP
+		EXECUTE format('ALTER TABLE outbox_log_%s DROP CONSTRAINT outbox_log_%s_one_per_topic', t, t);
+	END LOOP;
+END
+$$;

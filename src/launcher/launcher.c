@@ -220,9 +220,9 @@ claim_slot(Oid dboid, const char *dbname)
 		slotno = i;
 		break;
 	}
-	SpinLockRelease(&outbox_shared->mutex);
 	if (slotno >= 0)
 		(void) pg_atomic_fetch_add_u32(&outbox_shared->slots_moved, 1);
+	SpinLockRelease(&outbox_shared->mutex);
 	return slotno;
 }
 
@@ -235,8 +235,8 @@ free_slot(int slotno)
 	SpinLockAcquire(&outbox_shared->mutex);
 	outbox_shared->slots[slotno].in_use = false;
 	outbox_shared->slots[slotno].database = InvalidOid;
-	SpinLockRelease(&outbox_shared->mutex);
 	(void) pg_atomic_fetch_add_u32(&outbox_shared->slots_moved, 1);
+	SpinLockRelease(&outbox_shared->mutex);
 }
 
 /*
@@ -394,8 +394,8 @@ attach_launcher(void)
 		outbox_shared->slots[i].in_use = false;
 		outbox_shared->slots[i].database = InvalidOid;
 	}
-	SpinLockRelease(&outbox_shared->mutex);
 	(void) pg_atomic_fetch_add_u32(&outbox_shared->slots_moved, 1);
+	SpinLockRelease(&outbox_shared->mutex);
 }
 
 /*

@@ -19,6 +19,8 @@
  */
 #include "postgres.h"
 
+#include <pthread.h>
+
 #include "access/genam.h"
 #include "access/heapam.h"
 #include "access/table.h"
@@ -329,7 +331,9 @@ open_log_relation(const OutboxExtension *ext, bool event_ids)
  * caller's right to enqueue is the EXECUTE privilege on outbox_enqueue.
  * Nothing here is looked up by name at run time, and the only functions
  * evaluated are built in: the unique check of outbox_event_ids and
- * btree comparisons.  values and nulls are by attribute number - 1.
+ * btree comparisons; but for an index that a superuser gave a log table
+ * (see insert_log_row), evaluated with the caller's rights, as any INSERT
+ * would.  values and nulls are by attribute number - 1.
  */
 static void
 insert_row(Relation rel, Datum *values, bool *nulls)
@@ -361,8 +365,9 @@ insert_row(Relation rel, Datum *values, bool *nulls)
  * index_insert: the log's indexes are btrees on its columns, whose keys are
  * the row's own values.  The executor's bookkeeping of them (an executor
  * state, each index's IndexInfo built again) cost as much as the two index
- * inserts, at each enqueue.  An index of another kind, unique, partial or
- * on an expression, sends the row through insert_row.
+ * inserts, at each enqueue.  An index of another kind, unique, partial,
+ * on an expression or of an exclusion constraint, sends the row through
+ * insert_row.
  */
 static void
 insert_log_row(Relation rel, Datum *values, bool *nulls)
@@ -381,6 +386,7 @@ insert_log_row(Relation rel, Datum *values, bool *nulls)
 
 		indexes[n++] = index;
 		plain &= index->rd_rel->relam == BTREE_AM_OID && !form->indisunique &&
+			!form->indisexclusion &&
 			heap_attisnull(index->rd_indextuple, Anum_pg_index_indexprs, NULL) &&
 			heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, NULL);
 	}
@@ -388,6 +394,8 @@ insert_log_row(Relation rel, Datum *values, bool *nulls)
 	{
 		for (int i = 0; i < n; i++)
 			index_close(indexes[i], RowExclusiveLock);
+		list_free(oids);
+		pfree(indexes);
 		insert_row(rel, values, nulls);
 		return;
 	}
@@ -403,19 +411,24 @@ insert_log_row(Relation rel, Datum *values, bool *nulls)
 		/* one that CREATE INDEX CONCURRENTLY has not made ready yet */
 		if (form->indisready)
 		{
+			IndexInfo  *info = makeIndexInfo(form->indnatts, form->indnkeyatts,
+											 BTREE_AM_OID, NIL, NIL,
+											 false, false, true, false);
+
 			for (int k = 0; k < form->indnatts; k++)
 			{
 				keys[k] = values[form->indkey.values[k] - 1];
 				key_nulls[k] = nulls[form->indkey.values[k] - 1];
 			}
 			index_insert(indexes[i], keys, key_nulls, &tuple->t_self, rel,
-						 UNIQUE_CHECK_NO, false,
-						 makeIndexInfo(form->indnatts, form->indnkeyatts, BTREE_AM_OID,
-									   NIL, NIL, false, false, true, false));
+						 UNIQUE_CHECK_NO, false, info);
+			pfree(info);
 		}
 		index_close(indexes[i], NoLock);
 	}
 	heap_freetuple(tuple);
+	list_free(oids);
+	pfree(indexes);
 	table_close(rel, NoLock);
 }
 
@@ -424,27 +437,41 @@ insert_log_row(Relation rel, Datum *values, bool *nulls)
  * of strong random bytes drawn 4 kB at a time: drawn 16 bytes at a time,
  * as gen_random_uuid() does, they cost an enqueue more instructions than
  * its heap insert (test/bench/enqueue_cost.sh).  The pool is this
- * process's own: one inherited by a fork is drawn again.
+ * process's own: a child forked from it starts with none (forget_id_pool;
+ * a backend, forked by the postmaster, which enqueues nothing, too).
  */
+static uint8 id_pool[4096];
+static int	id_pool_used = sizeof(id_pool);
+
+/* a process forked from this one (a PL's fork()) draws its own */
+static void
+forget_id_pool(void)
+{
+	id_pool_used = sizeof(id_pool);
+}
+
 static Datum
 new_event_id(void)
 {
-	static uint8 pool[4096];
-	static int	used = sizeof(pool);
-	static pid_t pool_pid = 0;
+	static bool at_fork = false;
 	pg_uuid_t  *uuid = palloc(UUID_LEN);
 
-	if (used + UUID_LEN > sizeof(pool) || pool_pid != MyProcPid)
+	if (!at_fork)
 	{
-		if (!pg_strong_random(pool, sizeof(pool)))
+		if (pthread_atfork(NULL, NULL, forget_id_pool) != 0)
+			elog(ERROR, "could not register a fork handler");
+		at_fork = true;
+	}
+	if (id_pool_used + UUID_LEN > sizeof(id_pool))
+	{
+		if (!pg_strong_random(id_pool, sizeof(id_pool)))
 			ereport(ERROR,
 					(errcode(ERRCODE_INTERNAL_ERROR),
 					 errmsg("could not generate random values")));
-		used = 0;
-		pool_pid = MyProcPid;
+		id_pool_used = 0;
 	}
-	memcpy(uuid->data, pool + used, UUID_LEN);
-	used += UUID_LEN;
+	memcpy(uuid->data, id_pool + id_pool_used, UUID_LEN);
+	id_pool_used += UUID_LEN;
 	uuid->data[6] = (uuid->data[6] & 0x0f) | 0x40;	/* version 4 */
 	uuid->data[8] = (uuid->data[8] & 0x3f) | 0x80;	/* variant RFC 4122 */
 	return UUIDPGetDatum(uuid);
