@@ -985,9 +985,9 @@ claim_may_find(const OutboxBatch *last, bool wrote_retries, uint64 *commits)
 }
 
 /*
- * Let the commits until the time until share the next batch: under a
- * steady stream of commits, batches a wake_delay apart, not as many as the
- * worker can turn (docs/design.md, "Batches in one transaction").  False
+ * Wait until until, so that the commits of the while share the next batch:
+ * under a steady stream of commits, batches a wake_delay apart, not as many
+ * as the worker can turn (docs/design.md, "Batches in one transaction").  False
  * if the worker is asked to stop, restart or reload meanwhile.  Commits
  * set the latch: they are counted in the slot (claim_may_find).
  */
