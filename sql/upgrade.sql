@@ -1,5 +1,5 @@
 --
--- ALTER EXTENSION outbox UPDATE from 1.0, through 1.1, to 1.3 (the scripts
+-- ALTER EXTENSION outbox UPDATE from 1.0, through 1.1, to 1.4 (the scripts
 -- kept in the repository): every row is kept with its state, the due ones
 -- are claimed afterwards, their event ids stay taken, and every function
 -- pins search_path but outbox_enqueue, which runs with its caller's rights

@@ -6,9 +6,9 @@
 # and a HINT to update, and what 1.0 runs in SQL either works or refuses
 # the same way.  Then a rolling update under load: while pgbench enqueues
 # and inserts into a captured table, ALTER EXTENSION outbox UPDATE takes a
-# database from 1.1 to 1.3: no transaction fails, every committed event is
-# published once, in the order of its key.  Last, a fresh 1.3 and the
-# chain 1.0 -> 1.1 -> 1.2 -> 1.3 have the same schema, as pg_dump sees it.
+# database from 1.1 to 1.4: no transaction fails, every committed event is
+# published once, in the order of its key.  Last, a fresh 1.4 and the
+# chain 1.0 -> 1.1 -> 1.2 -> 1.3 -> 1.4 have the same schema, as pg_dump sees it.
 
 use strict;
 use warnings;
@@ -336,9 +336,9 @@ my $log_offset = -s $node->logfile;
 $node->safe_psql('roll', 'ALTER EXTENSION outbox UPDATE');
 diag(sprintf('ALTER EXTENSION outbox UPDATE under load took %.2f s', time - $update_start));
 is($node->safe_psql('roll', "SELECT extversion FROM pg_extension WHERE extname = 'outbox'"),
-	'1.3', 'updated to 1.3 while the application ran');
+	'1.4', 'updated to 1.4 while the application ran');
 ok( $node->wait_for_log(
-		qr/LOG:  extension outbox was updated from version 1\.1 to 1\.3, worker restarting to serve it\n.*CONTEXT:  outbox worker of database "roll", Kafka cluster \Q$broker->{bootstrap}\E\n/
+		qr/LOG:  extension outbox was updated from version 1\.1 to 1\.4, worker restarting to serve it\n.*CONTEXT:  outbox worker of database "roll", Kafka cluster \Q$broker->{bootstrap}\E\n/
 	),
 	'the worker says in the log that it restarts for the update, naming the database and the cluster');
 ok(wait_for_sql($node, "SELECT pid IS NOT NULL FROM outbox_worker_status() WHERE database = 'roll'"),
@@ -378,7 +378,7 @@ for my $topic ('roll.t', 'roll.orders')
 	is(scalar keys %last, 4, "$topic: the four clients' keys");
 }
 
-# --- a fresh 1.3 and 1.0 -> 1.1 -> 1.2 -> 1.3: the same schema
+# --- a fresh 1.4 and 1.0 -> 1.1 -> 1.2 -> 1.3 -> 1.4: the same schema
 $node->safe_psql('postgres', 'CREATE DATABASE fresh');
 $node->safe_psql('postgres', 'CREATE DATABASE chain');
 $node->safe_psql('fresh', 'CREATE EXTENSION outbox');
@@ -416,11 +416,11 @@ sub schema_of
 my $fresh = schema_of('fresh');
 my $chain = schema_of('chain');
 ok(scalar(grep { /CREATE TABLE public\.outbox_log_0/ } @$fresh), 'the dump shows the tables');
-like(join("\n", @$fresh), qr/binary_upgrade_create_empty_extension\('outbox', 'public', false, '1\.3', '\{OIDS\}', '\{"\n\tWHERE id OPERATOR/,
+like(join("\n", @$fresh), qr/binary_upgrade_create_empty_extension\('outbox', 'public', false, '1\.4', '\{OIDS\}', '\{"\n\tWHERE id OPERATOR/,
 	'and the extension, with the filters of the tables that pg_dump keeps');
 my @diff = grep { $fresh->[$_] ne ($chain->[$_] // '') } 0 .. $#$fresh;
 is(scalar @$chain, scalar @$fresh, 'the chain\'s schema has as many lines as a fresh one');
-is(scalar @diff, 0, 'a fresh 1.3 and 1.0 -> 1.1 -> 1.2 -> 1.3 have the same schema')
+is(scalar @diff, 0, 'a fresh 1.4 and 1.0 -> 1.1 -> 1.2 -> 1.3 -> 1.4 have the same schema')
   or diag(join "\n", map { "fresh: $fresh->[$_]\nchain: " . ($chain->[$_] // '') } @diff[ 0 .. ($#diff < 9 ? $#diff : 9) ]);
 
 $node->stop;

@@ -18,7 +18,7 @@
 /* extension versions, as numbers that compare */
 #define OUTBOX_VERSION(major, minor) ((major) * 100 + (minor))
 /* the version of this library's scripts, and the oldest it serves */
-#define OUTBOX_VERSION_CURRENT OUTBOX_VERSION(1, 3)
+#define OUTBOX_VERSION_CURRENT OUTBOX_VERSION(1, 4)
 #define OUTBOX_VERSION_OLDEST OUTBOX_VERSION(1, 1)
 
 typedef struct OutboxExtension
