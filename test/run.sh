@@ -41,7 +41,7 @@ set -- "${TESTS[@]}"
 become_postgres "$ROOT" test/run.sh ${ONLY_INSTALLCHECK:+installcheck} "$@" || { echo "0 passed, 1 failed"; exit 1; }
 WORK=$OUTBOX_WORK
 PGXS_DIR=$(cd "$(dirname "$(pg_config --pgxs)")/../.." && pwd)
-PORT=54331
+PORT=${OUTBOX_TEST_PORT:-54331}
 
 passed=0
 failed=0
