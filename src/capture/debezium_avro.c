@@ -556,6 +556,9 @@ write_value(StringInfo out, JsonbContainer *schema, JsonbValue *value)
 {
 	char	   *type = string_member(schema, "type");
 
+	/* an array's items are one call each */
+	CHECK_FOR_INTERRUPTS();
+
 	if (is_optional(schema))
 	{
 		bool		null_last = member(schema, "default") != NULL;
