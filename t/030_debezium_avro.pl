@@ -47,6 +47,9 @@ use warnings;
 use File::Basename qw(dirname);
 use File::Spec;
 use JSON::PP;
+use Math::BigFloat;
+use Math::BigInt;
+use MIME::Base64;
 use OutboxTest;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -426,6 +429,64 @@ is_deeply(
 		[ { id => 2 }, 'r', 'last', { id => 2, v => 'two' } ]
 	],
 	'a snapshot\'s rows, op r, first and last');
+
+# --- a negative scale: numeric(5,-2) holds 12345 as 12300. The connector
+# writes a Decimal of scale -2 (sql/debezium.sql says where it reads it),
+# which AvroData would write as an Avro decimal of scale -2 (AvroData.java
+# fromConnectSchema, lines 901-902: the Connect scale as it is); the Avro
+# specification takes no negative scale ("Scale must be zero or a positive
+# integer less than or equal to the precision"). So the Connect schema is
+# a Decimal of scale 0 and precision 7 (5 digits, then 2 zeros), its
+# parameters saying so too (a consumer's AvroData reads the scale from
+# them): the same values, the unscaled value the number itself.
+
+# the number an Avro decimal holds, as a consumer reads it: its two's
+# complement bytes (which the consumer gives as base64) at the scale of
+# its schema
+sub decimal
+{
+	my ($base64, $scale) = @_;
+	my $hex = unpack('H*', decode_base64($base64));
+	my $n = Math::BigInt->from_hex($hex);
+	$n -= Math::BigInt->new(2)->bpow(4 * length $hex) if $hex =~ /^[89a-f]/;
+	return Math::BigFloat->new("${n}e-$scale")->bstr;
+}
+
+$node->safe_psql('postgres', q{
+	CREATE TABLE inventory.scaled (id integer PRIMARY KEY, n numeric(5,-2), many numeric(5,-2)[]);
+	SELECT outbox_attach('inventory.scaled', 'dbserver1', format => 'debezium',
+						 converter => 'avro');
+	INSERT INTO inventory.scaled VALUES (1, 12345, '{-99,0,-150}'), (2, -12345, NULL);
+});
+my $scaled_decimal = named(
+	'bytes', 'org.apache.kafka.connect.data.Decimal',
+	scale => 0,
+	precision => 7,
+	logicalType => 'decimal',
+	'connect.parameters' => { scale => '0', 'connect.decimal.precision' => '7' });
+my $scaled = versions('dbserver1.inventory.scaled-value');
+is_deeply(
+	[ @{ $scaled->[0]{schema}{fields}[0]{type}[1]{fields} }[ 1, 2 ] ],
+	[
+		optional('n', $scaled_decimal),
+		optional('many', { type => 'array', items => [ 'null', $scaled_decimal ] })
+	],
+	'numeric(5,-2): an Avro decimal of scale 0 and precision 7, as the Avro specification allows'
+);
+my $scale = $scaled->[0]{schema}{fields}[0]{type}[1]{fields}[1]{type}[1]{scale};
+$records = consume(2, 'dbserver1.inventory.scaled');
+is_deeply(
+	[
+		map {
+			my $after = $_->{value}{after};
+			[
+				$after->{id}, decimal($after->{n}, $scale),
+				$after->{many} && [ map { decimal($_, $scale) } @{ $after->{many} } ]
+			]
+		} sort { $a->{key}{id} <=> $b->{key}{id} } @$records
+	],
+	[ [ 1, '12300', [ '-100', '0', '-200' ] ], [ 2, '-12300', undef ] ],
+	'numeric(5,-2): the values decode to the numbers stored');
 
 # --- the registry down: a change whose schema was registered before, in a
 # session that never met the registry, is encoded and published (its id

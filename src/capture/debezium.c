@@ -577,6 +577,26 @@ append_unscaled(StringInfo buf, const char *digits, int zeros, bool quote)
 }
 
 /*
+ * The precision and scale of a Decimal of a numeric of typmod (not -1):
+ * the column's, as numeric.c packs them (make_numeric_typmod: the scale in
+ * 11 bits, signed, from -1000 to 1000) and as the connector reads them
+ * with its default plugin, decoderbufs, which gives the typmod's text;
+ * for the avro converter, a negative scale is 0 and the precision as much
+ * more, since an Avro decimal has no negative scale.
+ */
+static void
+decimal_scale(int32 typmod, const DebeziumOptions *options, int *precision, int *scale)
+{
+	*precision = ((typmod - VARHDRSZ) >> 16) & 0xffff;
+	*scale = (((typmod - VARHDRSZ) & 0x7ff) ^ 1024) - 1024;
+	if (options->avro && *scale < 0)
+	{
+		*precision -= *scale;
+		*scale = 0;
+	}
+}
+
+/*
  * A numeric (typmod: the column's) as decimal.handling.mode says: precise,
  * Kafka Connect's Decimal (base64 of the unscaled value, the scale being
  * the column's), or without a scale in the column the connector's
@@ -637,7 +657,20 @@ append_numeric(StringInfo buf, Datum value, int32 typmod, const DebeziumOptions 
 	}
 	if (typmod >= 0)
 	{
-		append_unscaled(buf, digits.data, 0, true);
+		int			precision;
+		int			column_scale;
+
+		/*
+		 * Rescaled to the column's scale: a value has as many decimals as
+		 * it, or none for a negative scale, whose zeros then go.
+		 */
+		decimal_scale(typmod, options, &precision, &column_scale);
+		for (; scale > column_scale && digits.len > 0 && digits.data[digits.len - 1] == '0'; scale--)
+			digits.data[--digits.len] = '\0';
+		if (scale > column_scale && strspn(digits.data, "-0") != digits.len)
+			elog(ERROR, "numeric value %s has more decimals than its scale %d",
+				 text, column_scale);
+		append_unscaled(buf, digits.data, Max(column_scale - scale, 0), true);
 		return;
 	}
 	while (scale > 0 && digits.data[digits.len - 1] == '0')
@@ -1172,11 +1205,14 @@ append_type_schema(StringInfo buf, Oid typid, int32 typmod, bool optional,
 			}
 			else if (options->decimals == DEBEZIUM_DECIMALS_PRECISE)
 			{
+				int			precision;
+				int			scale;
+
+				decimal_scale(typmod, options, &precision, &scale);
 				type = "bytes";
 				name = "org.apache.kafka.connect.data.Decimal";
 				parameters = psprintf("{\"scale\":\"%d\",\"connect.decimal.precision\":\"%d\"}",
-									  (typmod - VARHDRSZ) & 0x7ff,
-									  ((typmod - VARHDRSZ) >> 16) & 0xffff);
+									  scale, precision);
 			}
 			break;
 		case ENC_HSTORE:
