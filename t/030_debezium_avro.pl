@@ -520,6 +520,92 @@ is_deeply(
 	'both decode once the registry is back');
 is(scalar @{ versions("$topic-value") }, 4, 'the new schema is version 4');
 
+# --- sessions that need a new schema at once never wait for each other:
+# the first change after a DDL keeps the schema's id in outbox_schema_ids,
+# in the application's transaction; a second session that needs the same
+# schema keeps it too (no unique index), and does not wait for the first
+# to end. Two tables written in opposite orders by two sessions do not
+# deadlock. A session that finds the id kept twice takes either, and the
+# worker removes the second.
+
+$node->safe_psql('postgres', q{
+	CREATE TABLE inventory.w1 (id integer PRIMARY KEY);
+	CREATE TABLE inventory.w2 (id integer PRIMARY KEY);
+	CREATE TABLE inventory.w3 (id integer PRIMARY KEY);
+	SELECT outbox_attach(t, 'dbserver1', format => 'debezium', converter => 'avro')
+	  FROM unnest('{inventory.w1,inventory.w2,inventory.w3}'::regclass[]) t;
+	ALTER TABLE inventory.w1 ADD COLUMN note text;
+	ALTER TABLE inventory.w2 ADD COLUMN note text;
+	ALTER TABLE inventory.w3 ADD COLUMN note text;
+});
+my $held = $node->background_psql('postgres');
+$held->query_safe('BEGIN; INSERT INTO inventory.w1 VALUES (1)');
+($ret, my $ms, $err) = $node->psql('postgres', q{
+	SET statement_timeout = '5s';
+	SELECT clock_timestamp() AS t0 \gset
+	INSERT INTO inventory.w1 VALUES (2);
+	SELECT round(1000 * extract(epoch FROM clock_timestamp() - :'t0'))});
+ok($ret == 0 && $ms < 1000,
+	"a session that needs the schema another one's open transaction registered waits for none ($ms ms)")
+  or diag($err);
+is($held->query_safe('SELECT pg_current_xact_id_if_assigned() IS NOT NULL'),
+	't', 'while that transaction is still open');
+$held->query_safe('COMMIT');
+is( $node->safe_psql('postgres', q{
+		SELECT count(*) FROM outbox_schema_ids
+		 WHERE subject = 'dbserver1.inventory.w1-value' GROUP BY fingerprint
+		 ORDER BY count(*) DESC LIMIT 1}),
+	'2', 'each kept the schema\'s id');
+
+my $one = $node->background_psql('postgres', on_error_stop => 0);
+my $other = $node->background_psql('postgres', on_error_stop => 0);
+$one->query_safe('BEGIN; INSERT INTO inventory.w2 VALUES (1)');
+$other->query_safe('BEGIN; INSERT INTO inventory.w3 VALUES (1)');
+$one->query_until(qr/sent/, "\\echo sent\nINSERT INTO inventory.w3 VALUES (2);\n");
+my (undef, $other_failed) = $other->query('INSERT INTO inventory.w2 VALUES (2)');
+my (undef, $one_failed) = $one->query('SELECT 1');
+$one->query('COMMIT');
+$other->query('COMMIT');
+ok(!$one_failed && !$other_failed,
+	'two tables written in opposite orders by two sessions: no deadlock')
+  or diag($one->{stderr}, $other->{stderr});
+is($node->safe_psql('postgres',
+		'SELECT (SELECT count(*) FROM inventory.w2) + (SELECT count(*) FROM inventory.w3)'),
+	'4', 'both transactions committed their rows');
+$held->quit;
+$one->quit;
+$other->quit;
+
+$registry->down;
+is($node->psql('postgres', 'INSERT INTO inventory.w1 VALUES (3)'),
+	0, 'with the registry down, a new session takes the id kept twice');
+$registry->up;
+ok( wait_for_sql($node,
+		'SELECT count(*) = count(DISTINCT fingerprint) FROM outbox_schema_ids', 60),
+	'the worker removes the ids kept twice');
+$records = by_key(consume(3, 'dbserver1.inventory.w1'), sub { $_[0]{value}{after} });
+is_deeply($records, { map { $_ => [ { id => $_, note => undef } ] } 1 .. 3 },
+	'every change decodes');
+
+# a database still at 1.3 keeps its primary key on the fingerprint: the
+# same statements serve it, a new session takes the id kept, and the
+# worker removes nothing there
+$node->safe_psql('postgres', 'CREATE DATABASE old');
+$node->safe_psql('old', q{
+	CREATE EXTENSION outbox VERSION '1.3';
+	CREATE TABLE w (id integer PRIMARY KEY);
+	SELECT outbox_attach('w', 'old', format => 'debezium', converter => 'avro');
+	ALTER TABLE w ADD COLUMN note text;
+	INSERT INTO w VALUES (1);
+});
+$registry->down;
+is($node->psql('old', 'INSERT INTO w VALUES (2)'),
+	0, 'at 1.3, with the registry down, a new session takes the id kept');
+$registry->up;
+$records = by_key(consume(2, 'old.public.w'), sub { $_[0]{value}{after} });
+is_deeply($records, { map { $_ => [ { id => $_, note => undef } ] } 1 .. 2 },
+	'at 1.3, every change decodes');
+
 # --- what is refused
 
 ($ret, $out, $err) = $node->psql('postgres', q{
