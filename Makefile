@@ -13,6 +13,7 @@ OBJS = \
 	src/capture/snapshot.o \
 	src/format/avro.o \
 	src/format/cloudevents.o \
+	src/format/decimal.o \
 	src/format/topics.o \
 	src/kafka/kafka.o \
 	src/kafka/properties.o \

@@ -194,6 +194,43 @@ TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
 UPDATE amounts SET id = id WHERE id = 4;
 SELECT evj(payload) -> 'after' ->> 'cash' AS cash FROM outbox_messages;
 
+-- A negative scale (PostgreSQL 15: numeric(5,-2) stores 12345 as 12300).
+-- The connector with its default plugin, decoderbufs, which sends the
+-- column's type as text ("numeric(5,-2)"), reads scale -2 from it
+-- (debezium-connector-postgres .../connection/AbstractReplicationMessageColumn.java
+-- lines 72-81, at debezium aad5519), and precision 5; its Decimal has
+-- that scale (PostgresValueConverter.java numericSchema, line 430;
+-- SpecialValueDecimal.builder), and the value is set to it
+-- (withScaleAdjustedIfNeeded, lines 710-716: BigDecimal.setScale(-2),
+-- unscaled 123, "ew=="); string: toPlainString, "12300"; double: 12300.0.
+-- (With pgoutput it reads the typmod through pgjdbc's
+-- TypeInfoCache.getScale, (typmod - 4) & 0xFFFF: scale 2046, the same
+-- value with 2046 more zeros; docs/debezium.md says so.)
+CREATE TABLE scaled (id int PRIMARY KEY, n numeric(5,-2), many numeric(5,-2)[]);
+INSERT INTO scaled VALUES (1, 12345, '{-99,0,49,-150}'), (2, -12345, NULL);
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+SELECT outbox_attach('scaled', 'm', format => 'debezium');
+UPDATE scaled SET id = id;
+SELECT outbox_attach('scaled', 'm', format => 'debezium', schemas_enable => true);
+UPDATE scaled SET id = id;
+SELECT outbox_attach('scaled', 'm', format => 'debezium', decimal_handling => 'string');
+UPDATE scaled SET id = id;
+SELECT outbox_attach('scaled', 'm', format => 'debezium', decimal_handling => 'string',
+					 schemas_enable => true);
+UPDATE scaled SET id = id;
+SELECT outbox_attach('scaled', 'm', format => 'debezium', decimal_handling => 'double');
+UPDATE scaled SET id = id;
+SELECT outbox_attach('scaled', 'm', format => 'debezium', decimal_handling => 'double',
+					 schemas_enable => true);
+UPDATE scaled SET id = id;
+\pset format unaligned
+SELECT after_text(payload) AS after,
+	   substring(convert_from(payload, 'UTF8')
+				 FROM '"field":"id"},(\{.*?"field":"n"\}),') AS n_schema
+  FROM outbox_messages ORDER BY id;
+\pset format aligned
+DROP TABLE scaled;
+
 --
 -- skipped_operations: the connector's skipped.operations ("none", or c,
 -- u, d, t); an update of the key is an update

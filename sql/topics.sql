@@ -92,6 +92,11 @@ SELECT outbox_set_topic('orders', format => 'avro',
 SELECT outbox_set_topic('orders', format => 'avro',
 						value_schema => '{"type": "fixed", "name": "F", "size": 4, "logicalType": "decimal", "precision": "4"}');
 \echo :LAST_ERROR_SQLSTATE
+-- a decimal's precision is at most 1000 (the conversion of its digits is
+-- quadratic in them)
+SELECT outbox_set_topic('orders', format => 'avro',
+						value_schema => '{"type": "bytes", "logicalType": "decimal", "precision": 1001, "scale": 2}');
+\echo :LAST_ERROR_SQLSTATE
 SELECT outbox_set_topic('orders.*', format => 'avro', value_schema => '"long"');
 \echo :LAST_ERROR_SQLSTATE
 SELECT outbox_set_topic('orders', format => 'avro', value_schema => '"long"');

@@ -47,6 +47,9 @@ use warnings;
 use File::Basename qw(dirname);
 use File::Spec;
 use JSON::PP;
+use Math::BigFloat;
+use Math::BigInt;
+use MIME::Base64;
 use OutboxTest;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -427,6 +430,64 @@ is_deeply(
 	],
 	'a snapshot\'s rows, op r, first and last');
 
+# --- a negative scale: numeric(5,-2) holds 12345 as 12300. The connector
+# writes a Decimal of scale -2 (sql/debezium.sql says where it reads it),
+# which AvroData would write as an Avro decimal of scale -2 (AvroData.java
+# fromConnectSchema, lines 901-902: the Connect scale as it is); the Avro
+# specification takes no negative scale ("Scale must be zero or a positive
+# integer less than or equal to the precision"). So the Connect schema is
+# a Decimal of scale 0 and precision 7 (5 digits, then 2 zeros), its
+# parameters saying so too (a consumer's AvroData reads the scale from
+# them): the same values, the unscaled value the number itself.
+
+# the number an Avro decimal holds, as a consumer reads it: its two's
+# complement bytes (which the consumer gives as base64) at the scale of
+# its schema
+sub decimal
+{
+	my ($base64, $scale) = @_;
+	my $hex = unpack('H*', decode_base64($base64));
+	my $n = Math::BigInt->from_hex($hex);
+	$n -= Math::BigInt->new(2)->bpow(4 * length $hex) if $hex =~ /^[89a-f]/;
+	return Math::BigFloat->new("${n}e-$scale")->bstr;
+}
+
+$node->safe_psql('postgres', q{
+	CREATE TABLE inventory.scaled (id integer PRIMARY KEY, n numeric(5,-2), many numeric(5,-2)[]);
+	SELECT outbox_attach('inventory.scaled', 'dbserver1', format => 'debezium',
+						 converter => 'avro');
+	INSERT INTO inventory.scaled VALUES (1, 12345, '{-99,0,-150}'), (2, -12345, NULL);
+});
+my $scaled_decimal = named(
+	'bytes', 'org.apache.kafka.connect.data.Decimal',
+	scale => 0,
+	precision => 7,
+	logicalType => 'decimal',
+	'connect.parameters' => { scale => '0', 'connect.decimal.precision' => '7' });
+my $scaled = versions('dbserver1.inventory.scaled-value');
+is_deeply(
+	[ @{ $scaled->[0]{schema}{fields}[0]{type}[1]{fields} }[ 1, 2 ] ],
+	[
+		optional('n', $scaled_decimal),
+		optional('many', { type => 'array', items => [ 'null', $scaled_decimal ] })
+	],
+	'numeric(5,-2): an Avro decimal of scale 0 and precision 7, as the Avro specification allows'
+);
+my $scale = $scaled->[0]{schema}{fields}[0]{type}[1]{fields}[1]{type}[1]{scale};
+$records = consume(2, 'dbserver1.inventory.scaled');
+is_deeply(
+	[
+		map {
+			my $after = $_->{value}{after};
+			[
+				$after->{id}, decimal($after->{n}, $scale),
+				$after->{many} && [ map { decimal($_, $scale) } @{ $after->{many} } ]
+			]
+		} sort { $a->{key}{id} <=> $b->{key}{id} } @$records
+	],
+	[ [ 1, '12300', [ '-100', '0', '-200' ] ], [ 2, '-12300', undef ] ],
+	'numeric(5,-2): the values decode to the numbers stored');
+
 # --- the registry down: a change whose schema was registered before, in a
 # session that never met the registry, is encoded and published (its id
 # from outbox_schema_ids); a change that needs a new schema fails, nothing
@@ -458,6 +519,92 @@ is_deeply(
 	[ 'Six', 'Seven' ],
 	'both decode once the registry is back');
 is(scalar @{ versions("$topic-value") }, 4, 'the new schema is version 4');
+
+# --- sessions that need a new schema at once never wait for each other:
+# the first change after a DDL keeps the schema's id in outbox_schema_ids,
+# in the application's transaction; a second session that needs the same
+# schema keeps it too (no unique index), and does not wait for the first
+# to end. Two tables written in opposite orders by two sessions do not
+# deadlock. A session that finds the id kept twice takes either, and the
+# worker removes the second.
+
+$node->safe_psql('postgres', q{
+	CREATE TABLE inventory.w1 (id integer PRIMARY KEY);
+	CREATE TABLE inventory.w2 (id integer PRIMARY KEY);
+	CREATE TABLE inventory.w3 (id integer PRIMARY KEY);
+	SELECT outbox_attach(t, 'dbserver1', format => 'debezium', converter => 'avro')
+	  FROM unnest('{inventory.w1,inventory.w2,inventory.w3}'::regclass[]) t;
+	ALTER TABLE inventory.w1 ADD COLUMN note text;
+	ALTER TABLE inventory.w2 ADD COLUMN note text;
+	ALTER TABLE inventory.w3 ADD COLUMN note text;
+});
+my $held = $node->background_psql('postgres');
+$held->query_safe('BEGIN; INSERT INTO inventory.w1 VALUES (1)');
+($ret, my $ms, $err) = $node->psql('postgres', q{
+	SET statement_timeout = '5s';
+	SELECT clock_timestamp() AS t0 \gset
+	INSERT INTO inventory.w1 VALUES (2);
+	SELECT round(1000 * extract(epoch FROM clock_timestamp() - :'t0'))});
+ok($ret == 0 && $ms < 1000,
+	"a session that needs the schema another one's open transaction registered waits for none ($ms ms)")
+  or diag($err);
+is($held->query_safe('SELECT pg_current_xact_id_if_assigned() IS NOT NULL'),
+	't', 'while that transaction is still open');
+$held->query_safe('COMMIT');
+is( $node->safe_psql('postgres', q{
+		SELECT count(*) FROM outbox_schema_ids
+		 WHERE subject = 'dbserver1.inventory.w1-value' GROUP BY fingerprint
+		 ORDER BY count(*) DESC LIMIT 1}),
+	'2', 'each kept the schema\'s id');
+
+my $one = $node->background_psql('postgres', on_error_stop => 0);
+my $other = $node->background_psql('postgres', on_error_stop => 0);
+$one->query_safe('BEGIN; INSERT INTO inventory.w2 VALUES (1)');
+$other->query_safe('BEGIN; INSERT INTO inventory.w3 VALUES (1)');
+$one->query_until(qr/sent/, "\\echo sent\nINSERT INTO inventory.w3 VALUES (2);\n");
+my (undef, $other_failed) = $other->query('INSERT INTO inventory.w2 VALUES (2)');
+my (undef, $one_failed) = $one->query('SELECT 1');
+$one->query('COMMIT');
+$other->query('COMMIT');
+ok(!$one_failed && !$other_failed,
+	'two tables written in opposite orders by two sessions: no deadlock')
+  or diag($one->{stderr}, $other->{stderr});
+is($node->safe_psql('postgres',
+		'SELECT (SELECT count(*) FROM inventory.w2) + (SELECT count(*) FROM inventory.w3)'),
+	'4', 'both transactions committed their rows');
+$held->quit;
+$one->quit;
+$other->quit;
+
+$registry->down;
+is($node->psql('postgres', 'INSERT INTO inventory.w1 VALUES (3)'),
+	0, 'with the registry down, a new session takes the id kept twice');
+$registry->up;
+ok( wait_for_sql($node,
+		'SELECT count(*) = count(DISTINCT fingerprint) FROM outbox_schema_ids', 60),
+	'the worker removes the ids kept twice');
+$records = by_key(consume(3, 'dbserver1.inventory.w1'), sub { $_[0]{value}{after} });
+is_deeply($records, { map { $_ => [ { id => $_, note => undef } ] } 1 .. 3 },
+	'every change decodes');
+
+# a database still at 1.3 keeps its primary key on the fingerprint: the
+# same statements serve it, a new session takes the id kept, and the
+# worker removes nothing there
+$node->safe_psql('postgres', 'CREATE DATABASE old');
+$node->safe_psql('old', q{
+	CREATE EXTENSION outbox VERSION '1.3';
+	CREATE TABLE w (id integer PRIMARY KEY);
+	SELECT outbox_attach('w', 'old', format => 'debezium', converter => 'avro');
+	ALTER TABLE w ADD COLUMN note text;
+	INSERT INTO w VALUES (1);
+});
+$registry->down;
+is($node->psql('old', 'INSERT INTO w VALUES (2)'),
+	0, 'at 1.3, with the registry down, a new session takes the id kept');
+$registry->up;
+$records = by_key(consume(2, 'old.public.w'), sub { $_[0]{value}{after} });
+is_deeply($records, { map { $_ => [ { id => $_, note => undef } ] } 1 .. 2 },
+	'at 1.3, every change decodes');
 
 # --- what is refused
 

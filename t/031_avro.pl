@@ -14,7 +14,9 @@ use warnings;
 
 use File::Basename qw(dirname);
 use File::Spec;
+use Time::HiRes;
 use JSON::PP;
+use Math::BigInt;
 use OutboxTest;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -330,6 +332,62 @@ ok( wait_for_sql($node,
 like( $node->safe_psql('postgres',
 		"SELECT last_error FROM outbox_messages WHERE topic = 'shop.k' AND status = 'abandoned'"),
 	qr/Avro key schema/, 'the abandoned event says why');
+
+# a decimal's work is bounded: converting its digits to binary is
+# quadratic in them (src/format/decimal.c), so a topic takes a precision of
+# at most 1000, PostgreSQL's own bound for numeric (22023 past it, asked
+# before the registry is); the largest encodes exactly.
+my $wide = '{"type": "bytes", "logicalType": "decimal", "precision": 200000, "scale": 100000}';
+($state, $detail) = try_sql("SELECT outbox_set_topic('shop.wide', format => 'avro', value_schema => '$wide')");
+is_deeply([ $state, $detail ],
+	[ '22023', 'A decimal has a precision of at most 1000 here, as PostgreSQL\'s numeric has; this one has 200000.' ],
+	'a decimal of precision 200000 is refused when setting a topic');
+my $nines = ('9' x 500) . '.' . ('9' x 500);
+$node->safe_psql('postgres', qq{
+	SELECT outbox_set_topic('shop.max', brokers => '127.0.0.1:1', format => 'avro',
+		value_schema => '{"type": "bytes", "logicalType": "decimal", "precision": 1000, "scale": 500}');
+	SELECT outbox_enqueue('shop.max', '$nines'::jsonb);
+	SELECT outbox_enqueue('shop.max', '-$nines'::jsonb);
+});
+# Avro bytes: the length (a zig-zag varint), then the two's complement
+sub avro_decimal
+{
+	my ($n) = @_;
+	my $negative = $n < 0;
+	my $hex = substr(($negative ? -$n - 1 : $n)->as_hex, 2);
+	$hex = "0$hex" if length($hex) % 2;
+	$hex = "00$hex" if $hex =~ /^[89a-f]/;
+	$hex =~ tr/0-9a-f/fedcba9876543210/ if $negative;
+	my $zigzag = 2 * (length($hex) / 2);    # twice the bytes
+	my $varint = '';
+	for (; $zigzag >= 0x80; $zigzag >>= 7)
+	{
+		$varint .= sprintf('%02x', ($zigzag & 0x7f) | 0x80);
+	}
+	return $varint . sprintf('%02x', $zigzag) . $hex;
+}
+my $max = Math::BigInt->new('9' x 1000);
+is($node->safe_psql('postgres',
+		"SELECT string_agg(encode(substring(payload FROM 6), 'hex'), ',' ORDER BY id) FROM outbox_log WHERE topic = 'shop.max'"),
+	avro_decimal($max) . ',' . avro_decimal(-$max),
+	'the largest precision encodes a value of 1000 digits exactly, either sign');
+
+# a schema stored with more, set before the bound or restored from a dump
+# (the rows are written as they were), is served: 100,001 digits encode in
+# well under a second (seconds, before), and a million are cancelled by
+# statement_timeout at once, where nothing stopped the conversion
+$node->safe_psql('postgres', qq{
+	INSERT INTO outbox_topic_settings (pattern, brokers, format, value_schema, value_schema_id)
+	VALUES ('shop.kept', '127.0.0.1:1', 'avro', '$wide', 900001),
+		   ('shop.huge', '127.0.0.1:1', 'avro',
+			'{"type": "bytes", "logicalType": "decimal", "precision": 999999, "scale": 999990}', 900002)});
+($state) = try_sql("SET statement_timeout = '1s'; SELECT outbox_enqueue('shop.kept', '1'::jsonb)");
+is($state, '', 'a stored decimal of 100,001 digits encodes within a second');
+my $started = [Time::HiRes::gettimeofday()];
+($state) = try_sql("SET statement_timeout = '200ms'; SELECT outbox_enqueue('shop.huge', '1'::jsonb)");
+my $took = Time::HiRes::tv_interval($started);
+ok($state eq '57014' && $took < 1,
+	"a stored decimal of a million digits is cancelled by statement_timeout ($state after $took s)");
 
 $node->stop;
 $broker->stop;

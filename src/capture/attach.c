@@ -287,7 +287,7 @@ outbox_attach(PG_FUNCTION_ARGS)
 			aclcheck_error(aclresult, OBJECT_TABLE, get_rel_name(relid));
 	}
 
-	if (config.avro && rel->rd_rel->relkind == RELKIND_RELATION)
+	if (config.options.avro && rel->rd_rel->relkind == RELKIND_RELATION)
 		outbox_capture_register_avro(ext, &config, rel);
 
 	args = outbox_capture_args(&config, &nargs);

@@ -175,7 +175,7 @@ outbox_capture_config(int nargs, char **args, CaptureConfig *config)
 		else if (keyword_arg(args[i], "schemas_enable", &value))
 			config->options.schemas = strcmp(value, "true") == 0;
 		else if (keyword_arg(args[i], "converter", &value) && strcmp(value, "avro") == 0)
-			config->avro = true;
+			config->options.avro = true;
 		else if (keyword_arg(args[i], "key", &value))
 			config->keys[config->nkeys++] = (char *) value;
 		else
@@ -225,7 +225,7 @@ outbox_capture_args(const CaptureConfig *config, int *nargs)
 			args[n++] = config->tombstones ? "tombstones=true" : "tombstones=false";
 			args[n++] = psprintf("skipped_operations=%s", skipped.len > 0 ? skipped.data : "none");
 			args[n++] = config->options.schemas ? "schemas_enable=true" : "schemas_enable=false";
-			if (config->avro)
+			if (config->options.avro)
 				args[n++] = "converter=avro";
 		}
 		else if (config->tombstones)
@@ -518,7 +518,7 @@ debezium_headers(const CaptureConfig *config, text *key, const char *name, const
 {
 	StringInfoData buf;
 
-	if (name == NULL && !(config->avro && key != NULL))
+	if (name == NULL && !(config->options.avro && key != NULL))
 		return NULL;
 	initStringInfo(&buf);
 	appendStringInfoChar(&buf, '{');
@@ -528,7 +528,7 @@ debezium_headers(const CaptureConfig *config, text *key, const char *name, const
 		appendStringInfoChar(&buf, ':');
 		escape_json(&buf, value);
 	}
-	if (config->avro && key != NULL)
+	if (config->options.avro && key != NULL)
 		appendStringInfo(&buf, "%s\"" OUTBOX_KEY_BASE64_HEADER "\":\"true\"",
 						 name != NULL ? "," : "");
 	appendStringInfoChar(&buf, '}');
@@ -550,7 +550,7 @@ stored_key(const OutboxExtension *ext, const CaptureConfig *config,
 	char	   *base64;
 	int			len;
 
-	if (!config->avro)
+	if (!config->options.avro)
 		return cstring_to_text(json);
 	options.schemas = true;
 	initStringInfo(&record);
@@ -578,16 +578,17 @@ store_debezium_event(const OutboxExtension *ext, const CaptureConfig *config, te
 	StringInfoData value;
 	bytea	   *payload;
 
-	options.schemas = options.schemas || config->avro;
+	options.schemas = options.schemas || config->options.avro;
 	initStringInfo(&value);
 	outbox_debezium_envelope(&value, &options, source, op, table->tupdesc,
 							 before, after, unavailable);
-	if (config->avro)
+	if (config->options.avro)
 		payload = outbox_debezium_avro(ext, value.data,
 									   psprintf("%s-value", text_to_cstring(topic)));
 	else
 		payload = outbox_utf8_payload(cstring_to_text_with_len(value.data, value.len));
-	outbox_store_event(ext, topic, key, payload, headers, (Datum) 0, true, NULL, !config->avro);
+	outbox_store_event(ext, topic, key, payload, headers, (Datum) 0, true, NULL,
+					   !config->options.avro);
 }
 
 /*
@@ -820,14 +821,14 @@ outbox_capture_debezium_settings(FunctionCallInfo fcinfo, CaptureConfig *config)
 	{
 		char	   *converter = text_to_cstring(PG_GETARG_TEXT_PP(9));
 
-		config->avro = strcmp(converter, "avro") == 0;
-		if (!config->avro && strcmp(converter, "json") != 0)
+		config->options.avro = strcmp(converter, "avro") == 0;
+		if (!config->options.avro && strcmp(converter, "json") != 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("unknown converter \"%s\"", converter),
 					 errdetail("The converters are \"json\" (Kafka Connect's JsonConverter) and \"avro\" (Confluent's AvroConverter).")));
 	}
-	if (config->avro && config->options.schemas)
+	if (config->options.avro && config->options.schemas)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("schemas_enable applies to the json converter only"),

@@ -40,9 +40,8 @@ typedef struct CaptureConfig
 	/* debezium: the connector's settings */
 	bool		tombstones;		/* tombstones.on.delete */
 	char		skipped[5];		/* skipped.operations: of c, u, d, t */
-	DebeziumOptions options;	/* decimal.handling.mode and the like */
-	bool		avro;			/* keys and values as Confluent's AvroConverter
-								 * writes them, else the JSON converter */
+	DebeziumOptions options;	/* decimal.handling.mode, the converter and
+								 * the like */
 	bool		by_identity;	/* before and TOASTed values as REPLICA IDENTITY
 								 * has them; false for a 1.2 trigger: whole rows */
 	int			nkeys;			/* key columns named; 0: the primary key */

@@ -44,6 +44,7 @@
 #include "utils/varbit.h"
 
 #include "capture/debezium.h"
+#include "format/decimal.h"
 
 /* microseconds between the Unix epoch and PostgreSQL's */
 #define UNIX_EPOCH_OFFSET_US \
@@ -557,78 +558,42 @@ type_text(Datum value, Oid typid)
 }
 
 /*
- * A decimal number, written as digits with an optional sign ("-1230"), as
- * Java's BigInteger.toByteArray writes it: big-endian two's complement in
- * as few bytes as hold it and its sign; base64.
+ * The integer of digits (decimal, an optional "-" first) followed by
+ * zeros zeros, as Java's BigInteger.toByteArray writes it: big-endian two's
+ * complement in as few bytes as hold it and its sign; base64.
  */
 static void
-append_unscaled(StringInfo buf, const char *digits, bool quote)
+append_unscaled(StringInfo buf, const char *digits, int zeros, bool quote)
 {
 	bool		negative = *digits == '-';
-	int			ndigits;
-	char	   *dec;
-	unsigned char *bytes;
-	int			nbytes = 0;
-	int			start;
+	StringInfoData bytes;
 
 	if (negative)
 		digits++;
-	while (*digits == '0')
-		digits++;
-	ndigits = strlen(digits);
-	dec = pstrdup(digits);
-	/* the magnitude in base 256, the lowest byte first, by long division */
-	bytes = palloc(ndigits / 2 + 2);
-	while (ndigits > 0)
+	initStringInfo(&bytes);
+	(void) outbox_decimal_bytes(&bytes, digits, strlen(digits), zeros, negative, 0);
+	append_base64(buf, bytes.data, bytes.len, quote);
+	pfree(bytes.data);
+}
+
+/*
+ * The precision and scale of a Decimal of a numeric of typmod (not -1):
+ * the column's, as numeric.c packs them (make_numeric_typmod: the scale in
+ * 11 bits, signed, from -1000 to 1000) and as the connector reads them
+ * with its default plugin, decoderbufs, which gives the typmod's text;
+ * for the avro converter, a negative scale is 0 and the precision as much
+ * more, since an Avro decimal has no negative scale.
+ */
+static void
+decimal_scale(int32 typmod, const DebeziumOptions *options, int *precision, int *scale)
+{
+	*precision = ((typmod - VARHDRSZ) >> 16) & 0xffff;
+	*scale = (((typmod - VARHDRSZ) & 0x7ff) ^ 1024) - 1024;
+	if (options->avro && *scale < 0)
 	{
-		int			rest = 0;
-		int			out = 0;
-
-		for (int i = 0; i < ndigits; i++)
-		{
-			int			cur = rest * 10 + (dec[i] - '0');
-
-			if (out > 0 || cur / 256 > 0)
-				dec[out++] = '0' + cur / 256;
-			rest = cur % 256;
-		}
-		bytes[nbytes++] = rest;
-		ndigits = out;
+		*precision -= *scale;
+		*scale = 0;
 	}
-	/* room for the sign bit */
-	if (nbytes == 0 || (bytes[nbytes - 1] & 0x80) != 0)
-	{
-		bool		exact = negative && (bytes[nbytes - 1] == 0x80);
-
-		/* -2^(8n-1) fits in n bytes: 0x80 followed by zeros */
-		for (int i = 0; exact && i < nbytes - 1; i++)
-			exact = bytes[i] == 0;
-		if (!exact)
-			bytes[nbytes++] = 0;
-	}
-	if (negative)
-	{
-		int			carry = 1;
-
-		for (int i = 0; i < nbytes; i++)
-		{
-			int			b = (~bytes[i] & 0xff) + carry;
-
-			bytes[i] = b & 0xff;
-			carry = b >> 8;
-		}
-	}
-	/* big-endian */
-	for (start = 0; start < nbytes / 2; start++)
-	{
-		unsigned char b = bytes[start];
-
-		bytes[start] = bytes[nbytes - 1 - start];
-		bytes[nbytes - 1 - start] = b;
-	}
-	append_base64(buf, (char *) bytes, nbytes, quote);
-	pfree(bytes);
-	pfree(dec);
 }
 
 /*
@@ -692,7 +657,20 @@ append_numeric(StringInfo buf, Datum value, int32 typmod, const DebeziumOptions 
 	}
 	if (typmod >= 0)
 	{
-		append_unscaled(buf, digits.data, true);
+		int			precision;
+		int			column_scale;
+
+		/*
+		 * Rescaled to the column's scale: a value has as many decimals as
+		 * it, or none for a negative scale, whose zeros then go.
+		 */
+		decimal_scale(typmod, options, &precision, &column_scale);
+		for (; scale > column_scale && digits.len > 0 && digits.data[digits.len - 1] == '0'; scale--)
+			digits.data[--digits.len] = '\0';
+		if (scale > column_scale && strspn(digits.data, "-0") != digits.len)
+			elog(ERROR, "numeric value %s has more decimals than its scale %d",
+				 text, column_scale);
+		append_unscaled(buf, digits.data, Max(column_scale - scale, 0), true);
 		return;
 	}
 	while (scale > 0 && digits.data[digits.len - 1] == '0')
@@ -701,7 +679,7 @@ append_numeric(StringInfo buf, Datum value, int32 typmod, const DebeziumOptions 
 		scale--;
 	}
 	appendStringInfo(buf, "{\"scale\":%d,\"value\":", scale);
-	append_unscaled(buf, digits.data, true);
+	append_unscaled(buf, digits.data, 0, true);
 	appendStringInfoChar(buf, '}');
 }
 
@@ -731,7 +709,7 @@ append_money(StringInfo buf, Cash cash, const DebeziumOptions *options, bool quo
 		for (int i = MONEY_FRACTION_DIGITS; i < frac; i++)
 			magnitude = magnitude / 10 + (i == frac - 1 && magnitude % 10 >= 5 ? 1 : 0);
 		appendStringInfo(&amount, "%s" UINT64_FORMAT, cash < 0 ? "-" : "", magnitude);
-		append_unscaled(buf, amount.data, quote);
+		append_unscaled(buf, amount.data, 0, quote);
 	}
 	else
 	{
@@ -1227,11 +1205,14 @@ append_type_schema(StringInfo buf, Oid typid, int32 typmod, bool optional,
 			}
 			else if (options->decimals == DEBEZIUM_DECIMALS_PRECISE)
 			{
+				int			precision;
+				int			scale;
+
+				decimal_scale(typmod, options, &precision, &scale);
 				type = "bytes";
 				name = "org.apache.kafka.connect.data.Decimal";
 				parameters = psprintf("{\"scale\":\"%d\",\"connect.decimal.precision\":\"%d\"}",
-									  (typmod - VARHDRSZ) & 0x7ff,
-									  ((typmod - VARHDRSZ) >> 16) & 0xffff);
+									  scale, precision);
 			}
 			break;
 		case ENC_HSTORE:

@@ -34,6 +34,8 @@ typedef struct DebeziumOptions
 	DebeziumDecimals decimals;
 	bool		hstore_json;	/* hstore.handling.mode=json; else its text (1.2) */
 	bool		schemas;		/* the JSON converter's schemas.enable */
+	bool		avro;			/* keys and values as Confluent's AvroConverter
+								 * writes them, else the JSON converter */
 } DebeziumOptions;
 
 /* what a change event says of where it comes from */

@@ -31,7 +31,10 @@
  * session registered before (a table attached, or changed by DDL), not at
  * its first change of a table, so a registry that is down fails only the
  * changes that need a new schema.  The table is read and written as the
- * extension's owner.
+ * extension's owner, in the application's transaction; no unique index
+ * (1.4), so that a session that keeps an id never waits for another that
+ * keeps the same one: both rows serve, and the worker removes the second
+ * (outbox_debezium_avro_tidy).
  *
  * Names that Avro refuses are an error, as they are to the converter
  * (Debezium's schema.name.adjustment.mode is none by default).  The
@@ -349,16 +352,32 @@ typedef struct SchemaId
 
 static HTAB *schema_ids = NULL;
 
+/* a schema's id by fingerprint: any of its rows, all given by the registry */
 static OutboxPlan schema_id_plan = {
 	"SELECT schema_id FROM %1$s.outbox_schema_ids"
-	" WHERE fingerprint OPERATOR(pg_catalog.=) $1",
+	" WHERE fingerprint OPERATOR(pg_catalog.=) $1 LIMIT 1",
 	1, {BYTEAOID}
 };
 
+/*
+ * A schema's id kept.  From 1.4 no unique index arbitrates, so the insert
+ * never waits for another transaction that keeps the same fingerprint; at
+ * 1.3 the primary key on the fingerprint does, and a second session waits
+ * for the first to end, as 1.3 did.
+ */
 static OutboxPlan keep_schema_id_plan = {
 	"INSERT INTO %1$s.outbox_schema_ids (fingerprint, subject, schema_id)"
-	" VALUES ($1, $2, $3) ON CONFLICT (fingerprint) DO NOTHING",
+	" VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
 	3, {BYTEAOID, TEXTOID, INT4OID}
+};
+
+/* the rows that repeat a fingerprint's, the first of each kept */
+static OutboxPlan tidy_schema_ids_plan = {
+	"DELETE FROM %1$s.outbox_schema_ids r"
+	" WHERE EXISTS (SELECT FROM %1$s.outbox_schema_ids k"
+	"                WHERE k.fingerprint OPERATOR(pg_catalog.=) r.fingerprint"
+	"                  AND k.ctid OPERATOR(pg_catalog.<) r.ctid)",
+	0, {InvalidOid}
 };
 
 /*
@@ -446,7 +465,7 @@ schema_id(const OutboxExtension *ext, const char *subject, const char *schema)
 	SPI_connect();
 	GetUserIdAndSecContext(&save_userid, &save_sec);
 	SetUserIdAndSecContext(ext->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
-	if (outbox_run(ext, &schema_id_plan, values, -1) == 1)
+	if (outbox_run(ext, &schema_id_plan, values, -1) > 0)
 	{
 		bool		isnull;
 
@@ -463,6 +482,22 @@ schema_id(const OutboxExtension *ext, const char *subject, const char *schema)
 	entry = hash_search(schema_ids, fingerprint, HASH_ENTER, &found);
 	entry->id = DatumGetInt32(values[2]);
 	return entry->id;
+}
+
+/*
+ * Remove the rows of outbox_schema_ids that repeat another's fingerprint:
+ * sessions that registered a schema at once each keep its id (1.4).  Only
+ * this deletes rows, so it waits for no application transaction, nor one
+ * for it.  The caller holds a transaction; takes a connection to SPI.
+ */
+void
+outbox_debezium_avro_tidy(const OutboxExtension *ext)
+{
+	if (ext->version < OUTBOX_VERSION(1, 4))
+		return;
+	SPI_connect();
+	outbox_run(ext, &tidy_schema_ids_plan, NULL, -1);
+	SPI_finish();
 }
 
 /*
@@ -555,6 +590,9 @@ static void
 write_value(StringInfo out, JsonbContainer *schema, JsonbValue *value)
 {
 	char	   *type = string_member(schema, "type");
+
+	/* an array's items are one call each */
+	CHECK_FOR_INTERRUPTS();
 
 	if (is_optional(schema))
 	{

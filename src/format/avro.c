@@ -37,6 +37,7 @@
 
 #include "base/event.h"
 #include "format/avro.h"
+#include "format/decimal.h"
 
 typedef enum Logical
 {
@@ -80,11 +81,20 @@ struct OutboxAvroSchema
 static HTAB *schemas = NULL;
 static MemoryContext schema_context = NULL;
 
+/*
+ * The largest precision of a decimal that a topic takes, PostgreSQL's for
+ * numeric(p,s): encoding a value costs the square of its digits
+ * (decimal.c).  A schema already stored with more (set before the bound,
+ * or restored) is served.
+ */
+#define DECIMAL_MAX_PRECISION 1000
+
 /* the named types met while walking a schema */
 typedef struct Walk
 {
 	List	   *named;			/* avro_schema_t */
 	List	   *nodes;			/* their AvroType */
+	bool		setting;		/* for a topic being set: bounds checked */
 } Walk;
 
 /* a value being checked: where, and the first mismatch */
@@ -178,6 +188,7 @@ walk(Walk *w, JsonbValue *js, avro_schema_t s)
 	JsonbValue *type = member(js, "type");
 	char	   *logical;
 
+	CHECK_FOR_INTERRUPTS();
 	if (is_avro_link(s))
 	{
 		s = avro_schema_link_target(s);
@@ -223,6 +234,12 @@ walk(Walk *w, JsonbValue *js, avro_schema_t s)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("invalid Avro schema"),
 					 errdetail("A decimal needs a precision of at least 1, and a scale no greater than its precision.")));
+		if (w->setting && n->precision > DECIMAL_MAX_PRECISION)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid Avro schema"),
+					 errdetail("A decimal has a precision of at most %d here, as PostgreSQL's numeric has; this one has %d.",
+							   DECIMAL_MAX_PRECISION, n->precision)));
 	}
 	else if (strcmp(logical, "timestamp-millis") == 0 && n->type == AVRO_INT64)
 		n->logical = LOGICAL_TIMESTAMP_MILLIS;
@@ -316,7 +333,7 @@ outbox_avro_check_schema(Jsonb *schema, const char *what)
 
 	PG_TRY();
 	{
-		Walk		w = {NIL, NIL};
+		Walk		w = {NIL, NIL, true};
 		JsonbValue	root;
 
 		root_of(schema, &root);
@@ -341,7 +358,7 @@ outbox_avro_schema(int32 id, const char *schema_json)
 	bool		found;
 	Jsonb	   *jb;
 	JsonbValue	root;
-	Walk		w = {NIL, NIL};
+	Walk		w = {NIL, NIL, false};
 	avro_schema_t s;
 	AvroType	   *node;
 	avro_value_iface_t *volatile iface = NULL;
@@ -632,19 +649,18 @@ is_uuid(const char *s, int len)
 /*
  * The two's complement, big-endian, of the decimal number at s scaled to
  * n's scale, into out (size bytes, or as few as it takes when size is 0);
- * NULL if it fits, else why not.
+ * NULL if it fits, else why not.  Its digits are counted before they are
+ * converted, so the work is bounded by n's precision (decimal.c).
  */
 static const char *
 decimal_bytes(const AvroType *n, const char *s, int size, StringInfo out)
 {
 	bool		negative = (*s == '-');
-	const char *digits;
 	int			int_len,
-				frac_len,
-				ndigits = 0;
-	uint8	   *mag;			/* the magnitude, little-endian */
-	int			len = 1;
-	int			need;
+				frac_len;
+	StringInfoData digits;
+	int			first;
+	int			ndigits;
 
 	if (*s == '-' || *s == '+')
 		s++;
@@ -658,56 +674,17 @@ decimal_bytes(const AvroType *n, const char *s, int size, StringInfo out)
 	if (frac_len > n->scale)
 		return psprintf("more than %d decimals", n->scale);
 
-	mag = palloc0(n->precision / 2 + 3);
-	digits = s;
-	for (int i = 0; i < int_len + 1 + n->scale; i++)
-	{
-		int			carry;
-
-		if (i == int_len)
-			continue;
-		carry = i < int_len ? digits[i] - '0' : i - int_len <= frac_len ? digits[i] - '0' : 0;
-		if (ndigits > 0 || carry > 0)
-			ndigits++;
-		if (ndigits > n->precision)
-			return psprintf("more than %d digits", n->precision);
-		for (int b = 0; b < len || carry > 0; b++)
-		{
-			int			v = (b < len ? mag[b] : 0) * 10 + carry;
-
-			mag[b] = v & 0xff;
-			carry = v >> 8;
-			len = Max(len, b + 1);
-		}
-	}
-	/* two's complement of a negative number */
-	if (negative && ndigits > 0)
-	{
-		int			carry = 1;
-
-		mag[len++] = 0;
-		for (int b = 0; b < len; b++)
-		{
-			int			v = (uint8) ~mag[b] + carry;
-
-			mag[b] = v & 0xff;
-			carry = v >> 8;
-		}
-	}
-	else
-	{
-		negative = false;
-		mag[len++] = 0;
-	}
-	/* drop the bytes that only repeat the sign */
-	while (len > 1 && mag[len - 1] == (negative ? 0xff : 0) &&
-		   ((mag[len - 2] & 0x80) != 0) == negative)
-		len--;
-	need = size > 0 ? size : len;
-	if (len > need)
+	/* the unscaled value: the digits, then zeros up to the scale */
+	initStringInfo(&digits);
+	appendBinaryStringInfo(&digits, s, int_len);
+	appendBinaryStringInfo(&digits, s + int_len + 1, frac_len);
+	first = strspn(digits.data, "0");
+	ndigits = first == digits.len ? 0 : digits.len - first + n->scale - frac_len;
+	if (ndigits > n->precision)
+		return psprintf("more than %d digits", n->precision);
+	if (!outbox_decimal_bytes(out, digits.data + first, digits.len - first,
+							  n->scale - frac_len, negative, size))
 		return psprintf("more than %d bytes", size);
-	for (int b = need - 1; b >= 0; b--)
-		appendStringInfoChar(out, b < len ? mag[b] : (negative ? 0xff : 0));
 	return NULL;
 }
 

@@ -43,6 +43,7 @@
 
 #include "base/catalog.h"
 #include "base/guc.h"
+#include "capture/debezium_avro.h"
 #include "capture/snapshot.h"
 #include "format/avro.h"
 #include "format/cloudevents.h"
@@ -1193,9 +1194,9 @@ stats_committed(void)
 
 /*
  * Delete one batch of expired events, and rotate the log, each in a
- * transaction of its own, if it is time to.  Returns true if there may be
- * more to delete right away.  Neither takes a lock that enqueue or
- * publishing waits for.
+ * transaction of its own, if it is time to, removing the schema ids kept
+ * twice with the rotation.  Returns true if there may be more to delete
+ * right away.  None takes a lock that enqueue or publishing waits for.
  */
 static bool
 run_cleanup(MemoryContext cxt, const OutboxExtension *ext)
@@ -1216,6 +1217,7 @@ run_cleanup(MemoryContext cxt, const OutboxExtension *ext)
 	begin_work("rotating the log", cxt);
 	/* no count of what it removes: that would read the tables it empties */
 	current_log = outbox_rotate_log(ext, outbox_published_retention, false, NULL);
+	outbox_debezium_avro_tidy(ext);
 	end_work(cxt);
 	if (current_log >= 0)
 		pg_atomic_write_u32(&my_slot->current_log, current_log);
