@@ -3,7 +3,8 @@
 # test/mock_broker's usage, its control FIFO (an outage drill: down -1, a
 # produce fails, up -1, it succeeds), a broker started in the background
 # of an interactive shell (not stopped by SIGTTIN); test/schema_registry
-# from a copy without node_modules, installing what it needs.
+# from a copy without node_modules, installing what it needs; the BigInt
+# hook of docs/avro.md, run against it.
 
 use strict;
 use warnings;
@@ -112,6 +113,7 @@ SKIP:
 	  unless -x '/usr/bin/script';
 	my $shell = qq{set -m; "$broker_program" --control "$fifo" > "$log" 2>&1 &
 		sleep 2; ps -o stat= -p \$! > "$dir/stat"; echo \$! > "$dir/pid"; wait};
+	local $ENV{SHELL} = '/bin/bash';    # script(1) runs $shell with it
 	my $term = IPC::Run::start([ 'script', '-qec', $shell, '/dev/null' ],
 		'<', \'', '>', \my $term_out, '2>', \my $term_err);
 	my ($stat) = lines_of("$dir/stat", 1);
@@ -129,12 +131,12 @@ SKIP:
 # needs and serves
 my $copy = "$dir/copy";
 mkdir $copy;
-system("tar -C '$root' --exclude=node_modules -cf - test/schema_registry test/schema_registry.js t/drivers"
+system("tar -C '$root' --exclude=node_modules -cf - test/schema_registry test/schema_registry.js t/drivers docs/avro.md"
 	  . " | tar -C '$copy' -xf -") == 0
   or die 'copy failed';
 SKIP:
 {
-	skip 'node is not installed', 5 if system('node --version >/dev/null 2>&1') != 0;
+	skip 'node is not installed', 6 if system('node --version >/dev/null 2>&1') != 0;
 	($status, $out, $err) = run_tool("$copy/test/schema_registry", '--help');
 	is($status, 0, 'test/schema_registry --help exits 0');
 	like($out, qr/^Usage: test\/schema_registry .*^  down /ms, 'and prints its usage');
@@ -154,6 +156,15 @@ SKIP:
 			content => '{"schema": "\"string\""}'
 		});
 	is("$res->{status} $res->{content}", '200 {"id":1}', 'and registers a schema');
+
+	# docs/avro.md's hook, run as it is there: longs past 2^53 that avsc
+	# refuses without it, as BigInt with it, across two versions of a record
+	($status, $out, $err) = run_tool('node', "$copy/t/drivers/avro_bigint.js",
+		"$copy/docs/avro.md", $url);
+	is( $out, "without the hook: potential precision loss\n" x 2
+		  . "with the hook: bigint 9007199254740993\n"
+		  . "with the hook: bigint -9007199254740995\n",
+		"docs/avro.md's BigInt hook decodes longs past 2^53 $err");
 	$reg->kill_kill;
 }
 
