@@ -65,7 +65,7 @@ ROLLBACK;
 RESET ROLE;
 REVOKE EXECUTE ON FUNCTION outbox_claim(integer, bigint), outbox_log_rows(bigint[]) FROM outbox_nobody;
 
--- a monitoring role reads outbox_stats with the rights the README lists,
+-- a monitoring role reads outbox_stats with the rights docs/operations.md lists,
 -- and none on the log, whose events it counts without reading them
 GRANT SELECT ON outbox_stats TO outbox_nobody;
 GRANT EXECUTE ON FUNCTION outbox_unread_topics(), outbox_histogram_sum(bigint[]),

@@ -1,7 +1,8 @@
 --
 -- The reference in the catalog: a description on every object of the
--- extension; outbox_attachments; outbox_health where no worker publishes;
--- what an application role needs to read its events' status.
+-- extension; docs/reference.md names them all; outbox_attachments;
+-- outbox_health where no worker publishes; what an application role needs
+-- to read its events' status.
 --
 
 -- every function, view, table, sequence and type of the extension says
@@ -19,6 +20,39 @@ SELECT p.oid::regprocedure AS unsaid
   JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
  WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'outbox')
    AND obj_description(p.oid, 'pg_proc') !~* '(by grant|Runs with the rights|nothing else calls it|Superusers only)'
+ ORDER BY 1;
+
+-- docs/reference.md, read here (psql), names every function and view of
+-- the extension, and every outbox.* setting in a row of its settings table
+-- with the context the server gives it; and names none that is not there
+\getenv abs_srcdir PG_ABS_SRCDIR
+\set reference_file :abs_srcdir '/docs/reference.md'
+\set reference `cat :reference_file`
+SELECT DISTINCT p.proname AS function_not_in_reference
+  FROM pg_proc p
+  JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+ WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'outbox')
+   AND strpos(:'reference', p.proname || '(') = 0
+ ORDER BY 1;
+SELECT c.relname AS view_not_in_reference
+  FROM pg_class c
+  JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e'
+ WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'outbox')
+   AND c.relkind = 'v'
+   AND strpos(:'reference', '`' || c.relname || '`') = 0
+ ORDER BY 1;
+SELECT name AS setting_not_in_reference, context
+  FROM pg_settings
+ WHERE name LIKE 'outbox.%'
+   AND :'reference' !~ ('\n\| `' || replace(name, '.', '\.') || '` \| [^|\n]* \| ' || context)
+ ORDER BY 1;
+SELECT DISTINCT m[1] AS in_reference_not_in_catalog
+  FROM regexp_matches(:'reference', '(outbox_[a-z0-9_]+)\(|\n\| `(outbox\.[a-z_]+)` \|', 'g') AS r(m0),
+	   LATERAL (SELECT ARRAY[coalesce(r.m0[1], r.m0[2])]) AS x(m)
+ WHERE m[1] NOT IN (SELECT p.proname FROM pg_proc p
+					  JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+					 WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'outbox'))
+   AND m[1] NOT IN (SELECT name FROM pg_settings)
  ORDER BY 1;
 
 -- the tables attached, as outbox_attach and outbox_attach_router made them

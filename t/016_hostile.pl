@@ -382,18 +382,18 @@ is( join("\n", map { /ERROR:  (.*)/ ? $1 : () } split /\n/, slurp_file($drop_err
 stop_background($holder, 'holder');
 
 # --- a role with no right on the extension makes a temporary view on one
-# of its functions, which would hold an update back: the README's query
-# finds it, and a superuser drops it by that name
+# of its functions, which would hold an update back: the query of
+# docs/operations.md finds it, and a superuser drops it by that name
 my $viewer = background('postgres', 'locker', 'temp_viewer',
 	"CREATE TEMP VIEW v AS SELECT outbox_histogram_quantile('{1}'::bigint[], 0.5::float8) AS q; SELECT pg_sleep(90);");
 ok( wait_for_sql($node,
 		"SELECT count(*) = 1 FROM pg_class WHERE relname = 'v' AND relpersistence = 't' AND relowner = 'locker'::regrole"),
 	'a role with no right has a temporary view on a function of the extension');
 my ($dependents_sql) = grep { /dependent_view/ }
-  slurp_file(dirname(__FILE__) . '/../README.md') =~ /^```sql\n(.*?)^```/msg;
+  slurp_file(dirname(__FILE__) . '/../docs/operations.md') =~ /^```sql\n(.*?)^```/msg;
 my $dependents = $node->safe_psql('postgres', $dependents_sql);
 like($dependents, qr/^(pg_temp_\d+)\.v\|function outbox_histogram_quantile\(.*\)$/,
-	'the query of the README\'s upgrade section lists it');
+	'the query of the upgrade section of docs/operations.md lists it');
 my ($temp_schema) = $dependents =~ /^(pg_temp_\d+)/;
 $node->safe_psql('postgres', "DROP VIEW $temp_schema.v");
 is($node->safe_psql('postgres', $dependents_sql), '', 'dropped by that name, it is gone');

@@ -8,7 +8,7 @@
 # dump's snapshot: failed ones with their attempts, every key in order,
 # none published or abandoned before, not the open transaction's.  The
 # worker of a database being restored waits until the restore ends.  A
-# database whose outbox.enabled is off before the restore (the README's
+# database whose outbox.enabled is off before the restore (docs/operations.md's
 # way to restore without publishing) publishes nothing, holds the queue as
 # it was, and publishes it once turned on.
 

@@ -245,6 +245,16 @@ $notes = wait_for_records($broker, 'shop.notes', 4);
 is(scalar @$notes, 4, 'the registry down: encoded events are published, enqueue goes on');
 $registry->up;
 
+# a NULL key on a topic with a key schema is published keyless, as
+# docs/avro.md says: no key at all, not an Avro null
+$node->safe_psql('postgres', q{
+	SELECT outbox_set_topic('shop.keyless', format => 'avro', value_schema => '"string"',
+							key_schema => '"string"');
+	SELECT outbox_enqueue('shop.keyless', '"no key"'::jsonb)});
+my $keyless = wait_for_records($broker, 'shop.keyless', 1)->[0];
+is(join('|', $keyless->{key} // 'no key', unpack('H2', $keyless->{payload})),
+	'no key|00', 'a NULL key with a key schema: published without a key, the value in Avro');
+
 # a consumer with Confluent's deserializer reads every type back
 SKIP:
 {

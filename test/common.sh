@@ -3,7 +3,7 @@
 # become_postgres ROOT SCRIPT [ARGS...]
 #	PostgreSQL refuses to run as root.  As root: prepare the machine
 #	(test/setup.sh), copy the repository ROOT to a scratch directory the
-#	postgres user owns, and run ROOT/SCRIPT again from the copy as that user,
+#	postgres user owns, and run ROOT/SCRIPT again in the copy as that user,
 #	with OUTBOX_WORK set to the scratch directory; does not return.
 #	Otherwise: make sure OUTBOX_WORK names a scratch directory, put
 #	PostgreSQL's programs (PG_BINDIR, by default Debian's) first in PATH,
@@ -28,6 +28,9 @@ become_postgres() {
 		OUTBOX_WORK=$(mktemp -d /tmp/outbox.XXXXXX)
 		cp -a "$root" "$OUTBOX_WORK/repo"
 		chown -R postgres "$OUTBOX_WORK"
+		# from the copy: the clone may be where postgres cannot go (/root),
+		# and test paths given are relative to it
+		cd "$OUTBOX_WORK/repo" || return 1
 		exec runuser -u postgres -- env OUTBOX_WORK="$OUTBOX_WORK" OUTBOX_WORK_MADE=1 \
 			"$OUTBOX_WORK/repo/$script" "$@"
 	fi

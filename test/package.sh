@@ -21,9 +21,9 @@
 #			check failed); its path is printed.
 #
 # The package stays installed (in DIR, or in the system).  As root, the demo
-# runs as the postgres user.  Needs the packages debhelper,
-# postgresql-server-dev-all, librdkafka-dev, pkg-config, build-essential,
-# dpkg-dev, git, kcat, python3-jsonschema, and lintian for its check.
+# runs as the postgres user.  Needs the packages of debian/control's
+# Build-Depends, build-essential, dpkg-dev, git, kcat, python3-jsonschema,
+# and lintian for its check (.ci/run installs them).
 #
 # Prints a PASS or FAIL line per check, and last "N passed, N failed"; exits
 # non-zero if any check failed.

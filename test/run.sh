@@ -2,7 +2,8 @@
 #
 # Run every test suite against the installed extension:
 #
-# 1. test/layers.sh (the folders of src/ include only downwards), then
+# 1. test/layers.sh (the folders of src/ include only downwards),
+#    test/packages.sh (the package lists name what the build needs), then
 #    make installcheck (pg_regress: sql/, isolation: specs/) against a
 #    stock server (a Debian cluster's defaults, the library preloaded, its
 #    worker running), then against a server started the way the README
@@ -135,12 +136,15 @@ CONF
 }
 
 if [ $# -eq 0 ]; then
-	# the layers of src/: no include up, no two files that include each other
-	if "$ROOT/test/layers.sh"; then
-		passed=$((passed + 1))
-	else
-		failed=$((failed + 1))
-	fi
+	# the layers of src/: no include up, no two files that include each
+	# other; the package lists name the libraries the build needs
+	for check in layers packages; do
+		if "$ROOT/test/$check.sh"; then
+			passed=$((passed + 1))
+		else
+			failed=$((failed + 1))
+		fi
+	done
 	# the server a Debian cluster is (pg_createcluster's initdb options,
 	# nothing set but the library), the worker running without a broker:
 	# the specs that prepare transactions say they are skipped

@@ -1,22 +1,13 @@
-// A Confluent Schema Registry in memory, over HTTP, for the tests (no
-// package of one exists for Debian): the REST calls that outbox and
-// consumers make, with Confluent's status codes, error bodies
-// ({"error_code": ..., "message": ...}) and content type.  Schema ids are
-// global: the same schema under another subject gets the same id.
+// A Confluent Schema Registry in memory, over HTTP, for the tests and for
+// trying Avro topics (no package of one exists for Debian): the REST calls
+// that outbox and consumers make, with Confluent's status codes, error
+// bodies ({"error_code": ..., "message": ...}) and content type.  Schema
+// ids are global: the same schema under another subject gets the same id.
 // Compatibility (BACKWARD by default, as Confluent's) is judged with avsc,
 // the library consumers decode with: a schema can read data written with
-// another if avsc can make a resolver between them.
+// another if avsc can make a resolver between them.  USAGE below says how
+// to run it; test/schema_registry runs it, installing avsc first.
 //
-// Usage: node schema_registry.js [--port N] [--user USER:PASSWORD]
-//		[--tls CERT,KEY [--client-ca CA]]
-//
-// Prints its URL once it listens (on 127.0.0.1; port 0, the default: a free
-// one).  With --user, every request must carry those credentials (basic
-// auth), else 401.  With --tls it serves HTTPS with that certificate and key
-// (PEM files); with --client-ca too, only to clients whose certificate that
-// CA signed.  Lines on stdin control it, each answered "ok":
-//   down	stop listening and drop every connection (what it holds stays)
-//   up		listen again, on the same port
 // Beside Confluent's API, for the tests:
 //   GET /__requests	how many requests came, by "METHOD path" (these
 //			excepted), and in all (total)
@@ -32,35 +23,77 @@ const https = require('https');
 const path = require('path');
 const readline = require('readline');
 
-// avsc from t/drivers/node_modules (the tests install it there) or any
-// place node looks
-const avsc = require(require.resolve('avsc', {
-	paths: [path.join(__dirname, '..', 't', 'drivers'), __dirname]
-}));
+const USAGE = `Usage: test/schema_registry [--port N] [--user USER:PASSWORD]
+                            [--tls CERT,KEY [--client-ca CA]]
 
-const MEDIA_TYPE = 'application/vnd.schemaregistry.v1+json';
-const LEVELS = ['NONE', 'BACKWARD', 'BACKWARD_TRANSITIVE', 'FORWARD',
-	'FORWARD_TRANSITIVE', 'FULL', 'FULL_TRANSITIVE'];
+A Confluent Schema Registry in memory (what it holds is lost when it ends).
+test/schema_registry installs what it needs from npm (avsc, into
+t/drivers/node_modules) the first time, then runs node test/schema_registry.js
+with these options.  Prints its URL once it listens, on 127.0.0.1, then
+serves until interrupted (Ctrl-C, SIGTERM).
+
+  --port N               the port (0, the default: a free one)
+  --user USER:PASSWORD   every request must carry these credentials (HTTP
+                         basic auth), else 401
+  --tls CERT,KEY         serve HTTPS with this certificate and key (PEM)
+  --client-ca CA         with --tls: only to clients whose certificate CA
+                         signed
+  --help                 print this and exit
+
+When stdin is a pipe (how the tests start it), each line on it is a
+command, answered "ok", and the pipe's end stops the registry:
+  down    stop listening and drop every connection (what it holds stays)
+  up      listen again, on the same port
+`;
+
+// Print the usage to stderr and exit 2: the command line is wrong.
+function usageError(problem) {
+	process.stderr.write(`schema_registry: ${problem}\n${USAGE.split('\n')[0]}\n` +
+		'(test/schema_registry --help says more)\n');
+	process.exit(2);
+}
 
 let port = 0;
 let user = null;
 let tls = null;
 for (let i = 2; i < process.argv.length; i += 2) {
+	const option = process.argv[i];
 	const value = process.argv[i + 1];
-	if (process.argv[i] === '--port')
+	if (option === '--help' || option === '-h') {
+		process.stdout.write(USAGE);
+		process.exit(0);
+	}
+	if (value === undefined)
+		usageError(`${option} needs a value`);
+	if (option === '--port' && /^[0-9]+$/.test(value) && Number(value) < 65536)
 		port = Number(value);
-	else if (process.argv[i] === '--user')
+	else if (option === '--user')
 		user = value;
-	else if (process.argv[i] === '--tls') {
+	else if (option === '--tls' && value.includes(',')) {
 		const [cert, key] = value.split(',');
 		tls = { cert: fs.readFileSync(cert), key: fs.readFileSync(key) };
-	} else if (process.argv[i] === '--client-ca' && tls)
+	} else if (option === '--client-ca' && tls)
 		Object.assign(tls, { ca: fs.readFileSync(value), requestCert: true, rejectUnauthorized: true });
-	else {
-		console.error('usage: schema_registry.js [--port N] [--user USER:PASSWORD] [--tls CERT,KEY [--client-ca CA]]');
-		process.exit(2);
-	}
+	else
+		usageError(`unexpected argument "${option} ${value}"`);
 }
+
+// avsc from t/drivers/node_modules (test/schema_registry and the tests
+// install it there) or any place node looks
+let avsc;
+try {
+	avsc = require(require.resolve('avsc', {
+		paths: [path.join(__dirname, '..', 't', 'drivers'), __dirname]
+	}));
+} catch (e) {
+	console.error('schema_registry: avsc is not installed: start the registry with ' +
+		'test/schema_registry, which installs it');
+	process.exit(1);
+}
+
+const MEDIA_TYPE = 'application/vnd.schemaregistry.v1+json';
+const LEVELS = ['NONE', 'BACKWARD', 'BACKWARD_TRANSITIVE', 'FORWARD',
+	'FORWARD_TRANSITIVE', 'FULL', 'FULL_TRANSITIVE'];
 
 const schemas = [];			// by id - 1: {schema (canonical text), type}
 const subjects = new Map();	// subject -> [id of version 1, of version 2, ...]
@@ -273,14 +306,18 @@ server.listen(port, '127.0.0.1', () => {
 	console.log(`${tls ? 'https' : 'http'}://127.0.0.1:${port}`);
 });
 
-readline.createInterface({ input: process.stdin }).on('line', (line) => {
-	if (line === 'down') {
-		server.close(() => {});
-		for (const socket of sockets)
-			socket.destroy();
-		console.log('ok');
-	} else if (line === 'up')
-		server.listen(port, '127.0.0.1', () => console.log('ok'));
-	else
-		console.log(`unknown command: ${line}`);
-}).on('close', () => process.exit(0));
+// commands from a pipe only: a terminal's would stop a registry started
+// with & (SIGTTIN), and /dev/null's end would stop it at once
+const stdin = fs.fstatSync(0);
+if (stdin.isFIFO() || stdin.isSocket())
+	readline.createInterface({ input: process.stdin }).on('line', (line) => {
+		if (line === 'down') {
+			server.close(() => {});
+			for (const socket of sockets)
+				socket.destroy();
+			console.log('ok');
+		} else if (line === 'up')
+			server.listen(port, '127.0.0.1', () => console.log('ok'));
+		else
+			console.log(`unknown command: ${line}`);
+	}).on('close', () => process.exit(0));

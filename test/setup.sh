@@ -10,7 +10,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PACKAGES="postgresql-15 postgresql-server-dev-15 librdkafka-dev libcurl4-openssl-dev
 	libavro-dev kcat pkg-config
 	make gcc libipc-run-perl python3-confluent-kafka python3-psycopg2
-	postgresql-15-pgq3 prometheus-postgres-exporter prometheus nodejs curl openssl"
+	postgresql-15-pgq3 prometheus-postgres-exporter prometheus nodejs curl openssl procps"
 
 if [ "$(id -u)" != 0 ]; then
 	echo "test/setup.sh: run as root (it installs packages)" >&2

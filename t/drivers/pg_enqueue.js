@@ -14,6 +14,11 @@
 //
 // MODE "buffer": one call with an untyped Buffer parameter that is not
 // UTF-8; prints "ok" or the SQLSTATE of the error.
+//
+// MODE "avro" (TOPIC of format avro, its value schema a record with a long
+// "id"): an object as the driver sends it, then cast to jsonb in the
+// statement; prints "ok", or the SQLSTATE and message of the error, for
+// each.
 
 'use strict';
 
@@ -32,6 +37,18 @@ async function main() {
         console.log('ok');
       } catch (e) {
         console.log(e.code);
+      }
+      return;
+    }
+
+    if (mode === 'avro') {
+      for (const sql of ['SELECT outbox_enqueue($1, $2, $3)', 'SELECT outbox_enqueue($1, $2::jsonb, $3)']) {
+        try {
+          await client.query(sql, [topic, { id: 7 }, 'js']);
+          console.log('ok');
+        } catch (e) {
+          console.log(`${e.code} ${e.message}`);
+        }
       }
       return;
     }

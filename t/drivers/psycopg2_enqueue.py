@@ -10,6 +10,11 @@ line per committed event: {"key": ..., "payload": hex, "headers": {...}}.
 
 MODE "probe": one call with a Json(dict) payload; prints "ok" or the
 SQLSTATE of the error.
+
+MODE "avro" (TOPIC of format avro, its value schema a record with a long
+"id"): a Json(dict) payload as the driver sends it, then cast to jsonb in
+the statement, each in a transaction of its own; prints "ok", or the
+SQLSTATE and message of the error, for each.
 """
 
 import json
@@ -29,6 +34,17 @@ if mode == "probe":
     except psycopg2.Error as e:
         print(e.pgcode)
     conn.rollback()
+    sys.exit(0)
+
+if mode == "avro":
+    for sql in ("SELECT outbox_enqueue(%s, %s, %s)", "SELECT outbox_enqueue(%s, %s::jsonb, %s)"):
+        try:
+            cur.execute(sql, (topic, Json({"id": 7}), "py"))
+            conn.commit()
+            print("ok")
+        except psycopg2.Error as e:
+            print(e.pgcode, e.diag.message_primary)
+            conn.rollback()
     sys.exit(0)
 
 document = {"order": 7, "items": [1, 2], "note": "caf\u00e9"}
