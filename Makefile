@@ -17,6 +17,7 @@ OBJS = \
 	src/kafka/kafka.o \
 	src/kafka/properties.o \
 	src/kafka/registry.o \
+	src/launcher/clusters.o \
 	src/launcher/launcher.o \
 	src/launcher/status.o \
 	src/outbox.o \
