@@ -18,6 +18,7 @@ OBJS = \
 	src/kafka/kafka.o \
 	src/kafka/properties.o \
 	src/kafka/registry.o \
+	src/launcher/clusters.o \
 	src/launcher/launcher.o \
 	src/launcher/status.o \
 	src/outbox.o \
@@ -36,11 +37,13 @@ OBJS = \
 	src/worker/worker.o
 
 EXTENSION = outbox
-# the scripts, and the queries file of prometheus-postgres-exporter
-# (docs/monitoring.md), installed beside them
+# the scripts, and beside them the queries file of
+# prometheus-postgres-exporter and Prometheus' alert rules with their tests
+# (docs/monitoring.md)
 DATA = outbox--1.0.sql outbox--1.0--1.1.sql outbox--1.1--1.2.sql outbox--1.2.sql \
 	outbox--1.2--1.3.sql outbox--1.3--1.4.sql \
-	monitoring/outbox_prometheus.yaml
+	monitoring/outbox_prometheus.yaml monitoring/outbox-alerts.yml \
+	monitoring/outbox-alerts.test.yml
 PGFILEDESC = "outbox - transactional outbox publishing to Kafka"
 
 REGRESS = setup enqueue state_machine privileges settings capture reference retry stats security headers debezium snapshot_guards upgrade drop dump secrets topics registry cloudevents

@@ -63,8 +63,10 @@ ok( wait_for_sql(
 my %arrived = map { $_->{headers}{event_id} => 1 } @{ kafka_read($broker, 'outage') };
 is(scalar(grep { !$arrived{$_} } @{ event_ids('outage') }),
 	0, 'every committed event arrived');
-ok($node->log_contains('Kafka brokers reachable again'),
-	'the resumption is logged');
+ok($node->log_contains("Kafka cluster $broker->{bootstrap} is unreachable: no broker answers"),
+	'the outage is logged');
+ok($node->log_contains("Kafka cluster $broker->{bootstrap} is reachable again"),
+	'and the resumption');
 
 # --- SIGHUP to other brokers: the producer is rebuilt, nothing is lost
 my $broker2 = start_broker(2);

@@ -5,8 +5,10 @@
 # The counters follow what was published; the histogram's buckets are the
 # extension's; during a broker outage pending grows, brokers up is 0 and
 # the worker is "broker unreachable" and outbox_health critical, and after
-# it the backlog drains; a missing grant shows as a failed scrape; the alert
-# rules of docs/monitoring.md pass promtool.
+# it the backlog drains; a second cluster down beside the first shows as
+# such, with its events waiting, and the alert rules fire on what the
+# exporter gives; a missing grant shows as a failed scrape; the alert rules
+# and their tests (monitoring/) pass promtool.
 
 use strict;
 use warnings;
@@ -24,6 +26,24 @@ use Time::HiRes qw(time usleep);
 my $root = File::Spec->rel2abs(dirname(__FILE__) . '/..');
 my $exporter_bin = '/usr/bin/prometheus-postgres-exporter';
 my $queries = "$root/monitoring/outbox_prometheus.yaml";
+my $rules = "$root/monitoring/outbox-alerts.yml";
+my $promtool = '/usr/bin/promtool';
+
+# --- the alert rules and their tests (monitoring/) pass promtool, when it
+# is installed (Debian's prometheus, which test/setup.sh installs)
+SKIP:
+{
+	skip 'promtool is not installed', 3 unless -x $promtool;
+	my ($stdout, $stderr);
+	my $checked = IPC::Run::run([ $promtool, 'check', 'rules', $rules ], '>', \$stdout, '2>', \$stderr);
+	ok($checked, 'promtool check rules passes monitoring/outbox-alerts.yml') or diag("$stdout$stderr");
+	like($stdout, qr/SUCCESS: 4 rules found/, 'all four of them');
+	my $tested = IPC::Run::run([ $promtool, 'test', 'rules', "$root/monitoring/outbox-alerts.test.yml" ],
+		'>', \$stdout, '2>', \$stderr);
+	ok($tested,
+		'promtool test rules: a cluster down beside one up, a backlog, a failing topic, a worker down each fire their alert after its delay, and nothing else does'
+	) or diag("$stdout$stderr");
+}
 
 ok(-x $exporter_bin,
 	'prometheus-postgres-exporter is installed (test/setup.sh installs it)')
@@ -42,60 +62,6 @@ sub doc_block
 
 sub doc_sql { return doc_block('sql', @_); }
 
-# --- the alert rules of docs/monitoring.md are rules Prometheus takes
-my $promtool = '/usr/bin/promtool';
-ok(-x $promtool, 'promtool is installed (Debian\'s prometheus, test/setup.sh installs it)');
-{
-	my $rules_file = PostgreSQL::Test::Utils::tempdir() . '/outbox_rules.yml';
-	PostgreSQL::Test::Utils::append_to_file($rules_file, doc_block('yaml', qr/^groups:/m));
-	my ($stdout, $stderr);
-	my $checked = IPC::Run::run([ $promtool, 'check', 'rules', $rules_file ], '>', \$stdout, '2>', \$stderr);
-	ok($checked, 'promtool check rules passes the alert rules') or diag("$stdout$stderr");
-	like($stdout, qr/SUCCESS: 3 rules found/, 'all three of them');
-
-	# each fires when it should, and only then: series as the exporter
-	# gives them, to promtool's unit tests
-	my $tests_file = PostgreSQL::Test::Utils::tempdir() . '/outbox_rules_test.yml';
-	PostgreSQL::Test::Utils::append_to_file($tests_file, <<"EOT");
-rule_files: ['$rules_file']
-evaluation_interval: 1m
-tests:
-  - interval: 1m
-    input_series:
-      - series: 'outbox_oldest_due_event_age_seconds{server="db1:5432",database="app",topic="orders"}'
-        values: '10 400 460 520 580'
-      - series: 'outbox_health_status{server="db1:5432",database="app",signal="failing topics"}'
-        values: '0 2 2 2 2 2 2 2'
-      - series: 'outbox_health_status{server="db1:5432",database="app",signal="worker"}'
-        values: '0 0 2 2 2 2'
-    alert_rule_test:
-      - eval_time: 1m
-        alertname: OutboxBacklogAge
-      - eval_time: 3m
-        alertname: OutboxBacklogAge
-        exp_alerts:
-          - exp_labels: {severity: critical, server: "db1:5432", database: app}
-            exp_annotations: {summary: "Events of app on db1:5432 wait for 8m 40s"}
-      - eval_time: 5m
-        alertname: OutboxTopicFailing
-      - eval_time: 6m
-        alertname: OutboxTopicFailing
-        exp_alerts:
-          - exp_labels: {severity: critical, server: "db1:5432", database: app, signal: failing topics}
-            exp_annotations: {summary: "Kafka refuses events of app on db1:5432: see outbox_health"}
-      - eval_time: 3m
-        alertname: OutboxWorkerDown
-      - eval_time: 5m
-        alertname: OutboxWorkerDown
-        exp_alerts:
-          - exp_labels: {severity: critical, server: "db1:5432", database: app, signal: worker}
-            exp_annotations: {summary: "No outbox worker publishes app on db1:5432: see outbox_health"}
-EOT
-	my $tested = IPC::Run::run([ $promtool, 'test', 'rules', $tests_file ], '>', \$stdout, '2>', \$stderr);
-	ok($tested, 'promtool test rules: a backlog, a failing topic, a worker down each fire the alert, after its delay')
-	  or diag("$stdout$stderr");
-}
-
 my $broker = start_broker(1);
 my $node = outbox_node('prometheus', $broker, 'outbox.poll_interval' => '200ms');
 $node->safe_psql('postgres', 'CREATE DATABASE billing');
@@ -103,7 +69,7 @@ $node->safe_psql('billing', 'CREATE EXTENSION outbox');
 
 # the exporter's role, with the documented grants only
 $node->safe_psql('postgres', doc_sql(qr/CREATE ROLE prometheus/));
-my $grants = doc_sql(qr/^GRANT .* TO prometheus/m);
+my $grants = doc_sql(qr/^GRANT SELECT ON outbox_stats/m);
 $node->safe_psql($_, $grants) for qw(postgres billing);
 is( $node->safe_psql(
 		'postgres', q{
@@ -111,8 +77,8 @@ is( $node->safe_psql(
 	  FROM pg_class c
 	 WHERE c.relname ~ '^outbox_' AND c.relkind IN ('r', 'v')
 	   AND has_table_privilege('prometheus', c.oid, 'SELECT')}),
-	'outbox_health outbox_publish_stats outbox_stats',
-	'the monitoring role may read the statistics and the health, and no table of events');
+	'outbox_health outbox_publish_stats outbox_stats outbox_topic_settings',
+	'the monitoring role may read the statistics, the health and the topics\' settings, and no table of events');
 
 # --- the exporter, on a free port, leaving nothing behind
 my $port = PostgreSQL::Test::Cluster::get_free_port();
@@ -369,6 +335,71 @@ ok($ok, 'outbox_health_status is 0, ok, for every signal of every database again
 is(scalar(matching($m, 'outbox_health_status', database => 'postgres')),
 	9, 'a series per signal');
 
+# --- a second cluster down beside the first: the worker goes on, idle;
+# the cluster's series say that it does not answer while its events wait,
+# and the alert rules, given what the exporter gives, fire for it alone
+my $far = start_broker(1);
+$node->safe_psql('postgres', "SELECT outbox_set_topic('far.*', '$far->{bootstrap}')");
+enqueue('postgres', 'far.orders', 5);
+($m, $ok) = wait_for_metrics(sub { published('postgres', 'far.orders')->($_[0], 5) });
+ok($ok, 'the events of a second cluster are published');
+$far->command('down -1');
+enqueue('postgres', 'far.orders', 20);
+enqueue('postgres', 'near', 10);
+my %far = (database => 'postgres', brokers => $far->{bootstrap});
+($m, $ok) = wait_for_metrics(
+	sub {
+		(metric($_[0], 'outbox_cluster_up', %far) // 1) == 0
+		  && (metric($_[0], 'outbox_cluster_events_waiting', %far) // 0) == 20
+		  && published('postgres', 'near')->($_[0], 10);
+	});
+ok($ok, 'outbox_cluster_up of the cluster that is down is 0, with its 20 events waiting, while the other publishes');
+is(metric($m, 'outbox_cluster_up', database => 'postgres', brokers => $broker->{bootstrap}),
+	1, 'outbox_cluster_up of the other is 1');
+is(metric($m, 'outbox_cluster_events_waiting', database => 'postgres', brokers => $broker->{bootstrap}),
+	0, 'with nothing waiting');
+ok(metric($m, 'outbox_cluster_oldest_waiting_age_seconds', %far) > 0,
+	'the oldest event waiting for the cluster that is down has an age');
+is(metric($m, 'outbox_cluster_brokers_up', %far), 0, 'and no broker of it is up');
+is(metric($m, 'outbox_worker_status', database => 'postgres', state => 'broker unreachable'),
+	0, 'the worker is not "broker unreachable": another cluster answers');
+is(metric($m, 'outbox_health_status', database => 'postgres', signal => 'brokers'),
+	2, 'outbox_health_status of the brokers is 2, critical');
+SKIP:
+{
+	skip 'promtool is not installed', 1 unless -x $promtool;
+	# the samples of the scrape, as series that hold still, given to the
+	# rules: OutboxClusterUnreachable fires for the cluster down only
+	my @series = grep { $_->{name} =~ /^outbox_cluster_(up|events_waiting)$/ } @$m;
+	my $labels = sub {
+		my ($s) = @_;
+		return join(',', map { "$_=\"$s->{labels}{$_}\"" } sort grep { $s->{labels}{$_} ne '' } keys %{ $s->{labels} });
+	};
+	my $tests_file = PostgreSQL::Test::Utils::tempdir() . '/scraped.test.yml';
+	my $server = (matching($m, 'outbox_cluster_up', %far))[0]{labels}{server} // '';
+	PostgreSQL::Test::Utils::append_to_file($tests_file,
+		"rule_files: ['$rules']\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n"
+		  . join('', map { "      - series: '$_->{name}\{" . $labels->($_) . "}'\n        values: '"
+			  . join(' ', ($_->{value}) x 4) . "'\n" } @series)
+		  . "    alert_rule_test:\n      - eval_time: 2m\n        alertname: OutboxClusterUnreachable\n"
+		  . "        exp_alerts:\n          - exp_labels: {severity: critical, "
+		  . join(', ', map { "$_: \"$far{$_}\"" } sort keys %far)
+		  . ($server ne '' ? ", server: \"$server\"" : '') . "}\n"
+		  . "            exp_annotations: {summary: \"Kafka cluster $far->{bootstrap} does not answer: "
+		  . "events of postgres on $server wait\"}\n");
+	my ($stdout, $stderr);
+	ok(IPC::Run::run([ $promtool, 'test', 'rules', $tests_file ], '>', \$stdout, '2>', \$stderr),
+		'on the scraped series, OutboxClusterUnreachable fires within 2 minutes for the cluster down, not the other')
+	  or diag("$stdout$stderr" . slurp_file($tests_file));
+}
+$far->command('up -1');
+($m, $ok) = wait_for_metrics(sub { published('postgres', 'far.orders')->($_[0], 25) });
+ok($ok, 'once it answers its events are published');
+($m, $ok) = wait_for_metrics(
+	sub { (metric($_[0], 'outbox_health_status', database => 'postgres', signal => 'brokers') // 2) == 0 });
+ok($ok, 'and outbox_health_status of the brokers is 0 again');
+$node->safe_psql('postgres', "SELECT outbox_reset_topic('far.*')");
+
 # --- a bulk enqueue in progress, which the worker reads past: its rows are
 # not counted while it runs (nor looked at: they would cost the scrape),
 # and are published once it commits
@@ -453,6 +484,16 @@ for my $case (
 		'EXECUTE on outbox_worker_status()',
 		'REVOKE EXECUTE ON FUNCTION outbox_worker_status() FROM prometheus',
 		'outbox_worker_brokers_up'
+	],
+	[
+		'SELECT on outbox_topic_settings',
+		'REVOKE SELECT ON outbox_topic_settings FROM prometheus',
+		'outbox_cluster_up'
+	],
+	[
+		'EXECUTE on outbox_topic(text)',
+		'REVOKE EXECUTE ON FUNCTION outbox_topic(text) FROM prometheus',
+		'outbox_cluster_up'
 	])
 {
 	my ($what, $revoke, $lost) = @$case;

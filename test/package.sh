@@ -167,7 +167,7 @@ EXT=usr/share/postgresql/$PGMAJOR/extension
 check "the package has $LIB/outbox.so" [ -f "$CONTENT/$LIB/outbox.so" ]
 check "the package has $EXT/outbox.control, the tree's" \
 	cmp -s "$CONTENT/$EXT/outbox.control" "$SRC/outbox.control"
-for script in "$SRC"/outbox--*.sql; do
+for script in "$SRC"/outbox--*.sql "$SRC"/monitoring/*.yml "$SRC"/monitoring/*.yaml; do
 	check "the package has $EXT/$(basename "$script"), the tree's" \
 		cmp -s "$CONTENT/$EXT/$(basename "$script")" "$script"
 done

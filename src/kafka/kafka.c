@@ -106,6 +106,10 @@ struct OutboxProducer
 	/* outage tracking, from ALL_BROKERS_DOWN errors, deliveries, statistics */
 	bool		brokers_down;
 	TimestampTz brokers_down_since;
+	/* the log said it is unreachable, and has not said it answers since */
+	bool		said_down;
+	/* when it was opened, closed, or seen down or up, for the status */
+	TimestampTz state_since;
 	/* broker connections up, from the last statistics; -1 while closed */
 	int			brokers_up;
 	/* since the worker started */
@@ -251,26 +255,49 @@ properties_file_of(const OutboxProducer *p)
 	return p->properties_file ? p->properties_file : outbox_kafka_properties_file;
 }
 
+/*
+ * p as the messages name it: its brokers, and its properties file if it
+ * reads one, which tells apart two producers of the same brokers.  In a
+ * static buffer, overwritten by the next call.
+ */
+static const char *
+cluster_name(const OutboxProducer *p)
+{
+	static char name[2 * MAXPGPATH];
+
+	if (*properties_file_of(p) == '\0')
+		snprintf(name, sizeof(name), "%s", brokers_of(p));
+	else
+		snprintf(name, sizeof(name), "%s (properties file %s)",
+				 brokers_of(p), properties_file_of(p));
+	return name;
+}
+
 /* Say which cluster a message is about. */
 static void
 cluster_context(void *arg)
 {
-	errcontext("Kafka cluster %s", brokers_of((OutboxProducer *) arg));
+	errcontext("Kafka cluster %s", cluster_name((OutboxProducer *) arg));
 }
 
 /*
- * A broker of p's cluster answered: if every one had been seen down, say
- * that publishing to it resumes.
+ * A broker of p's cluster answered: it is reachable, and if the log said
+ * it was not, the log says it is again.
  */
 static void
 brokers_answered(OutboxProducer *p)
 {
-	if (!p->brokers_down)
+	if (p->brokers_down)
+	{
+		p->brokers_down = false;
+		p->state_since = GetCurrentTimestamp();
+	}
+	if (!p->said_down)
 		return;
-	p->brokers_down = false;
+	p->said_down = false;
 	ereport(LOG,
-			(errmsg("Kafka brokers reachable again, resuming"),
-			 errcontext("Kafka cluster %s", brokers_of(p))));
+			(errmsg("Kafka cluster %s is reachable again, publishing to it resumes",
+					cluster_name(p))));
 }
 
 /* Delivery report callback; runs inside rd_kafka_poll on the main thread. */
@@ -303,15 +330,25 @@ error_report(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
 	OutboxProducer *p = opaque;
 
-	if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN && !p->brokers_down)
+	if (err != RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN)
+	{
+		ereport(LOG,
+				(errmsg("Kafka error: %s", rd_kafka_err2str(err)),
+				 errdetail("%s", reason),
+				 errcontext("Kafka cluster %s", cluster_name(p))));
+		return;
+	}
+	if (!p->brokers_down)
 	{
 		p->brokers_down = true;
-		p->brokers_down_since = GetCurrentTimestamp();
+		p->brokers_down_since = p->state_since = GetCurrentTimestamp();
 	}
-	ereport(LOG,
-			(errmsg("Kafka error: %s", rd_kafka_err2str(err)),
-			 errdetail("%s", reason),
-			 errcontext("Kafka cluster %s", brokers_of(p))));
+	/* once per outage, however often librdkafka says it */
+	ereport(p->said_down ? DEBUG1 : LOG,
+			(errmsg("Kafka cluster %s is unreachable: no broker answers",
+					cluster_name(p)),
+			 errdetail("%s", reason)));
+	p->said_down = true;
 }
 
 /*
@@ -352,7 +389,7 @@ log_report(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 	ereport(level <= 3 ? LOG : DEBUG1,
 			(errmsg("librdkafka %s: %s", fac, buf),
 			 errcontext("Kafka cluster %s",
-						brokers_of((OutboxProducer *) rd_kafka_opaque(rk)))));
+						cluster_name((OutboxProducer *) rd_kafka_opaque(rk)))));
 }
 
 /*
@@ -512,16 +549,21 @@ close_producer(OutboxProducer *p)
 	p->built_brokers = p->built_properties = p->built_properties_file = NULL;
 	p->brokers_up = -1;
 	p->brokers_down = false;
+	p->state_since = GetCurrentTimestamp();
 }
 
 /*
  * The producer of a cluster as the topics' settings name it (NULL: the
  * outbox.* setting), made if there is none yet; its handle is built by
- * outbox_kafka_configure().
+ * outbox_kafka_configure().  Settings that name the same brokers and
+ * properties file as the outbox.* settings, now, share their producer:
+ * one cluster, one producer, one row of the status.
  */
 OutboxProducer *
 outbox_kafka_producer(const char *brokers, const char *properties_file)
 {
+	const char *want_brokers = brokers ? brokers : outbox_brokers;
+	const char *want_file = properties_file ? properties_file : outbox_kafka_properties_file;
 	ListCell   *lc;
 	OutboxProducer *p;
 	MemoryContext old;
@@ -529,10 +571,8 @@ outbox_kafka_producer(const char *brokers, const char *properties_file)
 	foreach(lc, producers)
 	{
 		p = lfirst(lc);
-		if ((p->brokers == NULL ? brokers == NULL :
-			 brokers != NULL && strcmp(p->brokers, brokers) == 0) &&
-			(p->properties_file == NULL ? properties_file == NULL :
-			 properties_file != NULL && strcmp(p->properties_file, properties_file) == 0))
+		if (strcmp(brokers_of(p), want_brokers) == 0 &&
+			strcmp(properties_file_of(p), want_file) == 0)
 			return p;
 	}
 	if (producer_cxt == NULL)
@@ -543,6 +583,7 @@ outbox_kafka_producer(const char *brokers, const char *properties_file)
 	p->brokers = brokers ? pstrdup(brokers) : NULL;
 	p->properties_file = properties_file ? pstrdup(properties_file) : NULL;
 	p->brokers_up = -1;
+	p->state_since = GetCurrentTimestamp();
 	p->next_seq = 1;
 	producers = lappend(producers, p);
 	MemoryContextSwitchTo(old);
@@ -645,6 +686,7 @@ outbox_kafka_configure(OutboxProducer *p)
 	p->file_version = file_version;
 	p->settings_refused[0] = '\0';
 	p->brokers_down = false;
+	p->state_since = GetCurrentTimestamp();
 	error_context_stack = context.previous;
 }
 
@@ -686,6 +728,8 @@ void
 outbox_kafka_status(const OutboxProducer *p, OutboxProducerStatus *status)
 {
 	status->brokers = brokers_of(p);
+	status->properties_file = properties_file_of(p);
+	status->state_since = p->state_since;
 	status->open = p->rk != NULL;
 	status->reachable = p->rk != NULL && !p->brokers_down;
 	status->brokers_up = p->brokers_up;
@@ -1203,7 +1247,7 @@ outbox_kafka_finish(OutboxProducer *p)
 		ereport(LOG,
 				(errmsg("fatal Kafka producer error, rebuilding the producer"),
 				 errdetail("%s", errbuf),
-				 errcontext("Kafka cluster %s", brokers_of(p))));
+				 errcontext("Kafka cluster %s", cluster_name(p))));
 		close_producer(p);
 		p->cut_short = true;
 	}

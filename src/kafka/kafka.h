@@ -11,6 +11,7 @@
 #ifndef OUTBOX_KAFKA_H
 #define OUTBOX_KAFKA_H
 
+#include "datatype/timestamp.h"
 #include "nodes/pg_list.h"
 #include "utils/hsearch.h"
 
@@ -27,8 +28,10 @@ typedef struct OutboxProducer OutboxProducer;
 typedef struct OutboxProducerStatus
 {
 	const char *brokers;		/* as it connects to them */
+	const char *properties_file;	/* the file it reads, "" for none */
 	bool		open;			/* it has a handle */
 	bool		reachable;
+	TimestampTz state_since;	/* when it was opened, closed, seen down or up */
 	int			brokers_up;		/* -1: unknown */
 	int64		published;		/* since the worker started */
 	int64		failed;

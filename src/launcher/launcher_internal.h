@@ -2,15 +2,18 @@
  *
  * launcher_internal.h
  *		The launcher's shared memory, as the workers and
- *		outbox_worker_status() see it; what the launcher passes a worker it
- *		starts, and the owner lookup that such a worker runs first.
+ *		outbox_worker_status() see it, and the status of each worker's
+ *		clusters (clusters.c); what the launcher passes a worker it starts,
+ *		and the owner lookup that such a worker runs first.
  *
  * One slot per database that is served or waits to be.  The launcher
  * assigns a slot to a database and frees it (in_use, database, dbname);
  * the worker started for the slot fills in the rest; backends set
  * restart_requested.  A slot's database and latch are single words that
  * committing backends read without a lock; the counters are atomics;
- * everything else is protected by the spinlock.
+ * everything else is protected by the spinlock.  The status of a worker's
+ * clusters is in a segment of its own that its slot names (clusters.c
+ * says how it is read).
  *
  * src/launcher/launcher_internal.h
  *
@@ -20,9 +23,12 @@
 #define OUTBOX_LAUNCHER_INTERNAL_H
 
 #include "port/atomics.h"
+#include "storage/dsm.h"
 #include "storage/latch.h"
 #include "storage/spin.h"
 #include "utils/timestamp.h"
+
+#include "kafka/kafka.h"
 
 typedef enum OutboxWorkerState
 {
@@ -59,23 +65,6 @@ typedef enum OutboxLookup
 	OUTBOX_LOOKUP_FOUND
 } OutboxLookup;
 
-/*
- * The clusters a worker publishes to, as outbox_cluster_status() shows
- * them: the first OUTBOX_STATUS_CLUSTERS of them.
- */
-#define OUTBOX_STATUS_CLUSTERS 8
-
-typedef struct OutboxClusterStatus
-{
-	char		brokers[256];
-	bool		open;			/* a producer is open */
-	bool		reachable;
-	int			brokers_up;		/* -1: unknown */
-	TimestampTz state_since;	/* when it became reachable or not */
-	int64		published;		/* since the worker started */
-	int64		failed;
-} OutboxClusterStatus;
-
 typedef struct OutboxWorkerSlot
 {
 	/* set by the launcher */
@@ -92,9 +81,8 @@ typedef struct OutboxWorkerSlot
 	TimestampTz started_at;
 	TimestampTz state_since;
 	TimestampTz last_batch_at;
-	int			brokers_up;
-	int			nclusters;
-	OutboxClusterStatus clusters[OUTBOX_STATUS_CLUSTERS];
+	int			brokers_up;		/* each cluster counted once */
+	dsm_handle	clusters;		/* its clusters' status (clusters.c) */
 	char		last_error[256];
 	char		refusal[256];	/* Kafka's last refusal of a topic not delivered to since */
 	OutboxLookup lookup;		/* the owner lookup's verdict */
@@ -129,5 +117,11 @@ extern uint64 outbox_slot_say_maybe(OutboxWorkerSlot *slot);
 extern void outbox_slot_note_undelivered(OutboxWorkerSlot *slot, uint64 seen, bool some);
 extern bool outbox_take_waiting_database(void);
 extern void outbox_look_up_owner(OutboxWorkerSlot *slot);
+
+/* clusters.c */
+extern void outbox_slot_show_clusters(OutboxWorkerSlot *slot,
+									  const OutboxProducerStatus *clusters, int n);
+extern OutboxProducerStatus *outbox_slot_clusters(OutboxWorkerSlot *slot, pid_t pid,
+												  int *n);
 
 #endif							/* OUTBOX_LAUNCHER_INTERNAL_H */

@@ -2,10 +2,10 @@
  *
  * status.c
  *		outbox_worker_status() and outbox_cluster_status(): what each
- *		database's worker is doing, and each Kafka cluster it publishes to,
- *		from shared memory only; another database's only to superusers and
- *		members of pg_monitor.  docs/design.md, "What the operator sees",
- *		says why.
+ *		database's worker is doing, and each Kafka cluster it publishes to
+ *		(clusters.c), from shared memory only; another database's only to
+ *		superusers and members of pg_monitor.  docs/design.md, "What the
+ *		operator sees", says why.
  *
  * src/launcher/status.c
  *
@@ -50,7 +50,7 @@ static const char *const state_names[] = {
 StaticAssertDecl(lengthof(state_names) == OUTBOX_WORKER_PARKED + 1,
 				 "state_names must match OutboxWorkerState");
 
-/* the columns this library can fill, by name */
+/* the columns of outbox_worker_status() this library can fill, by name */
 typedef enum StatusColumn
 {
 	COL_DATABASE,
@@ -71,27 +71,49 @@ static const char *const column_names[STATUS_COLUMNS] = {
 	"published", "failed", "last_batch_at", "last_error"
 };
 
+/* the columns of outbox_cluster_status() this library can fill, by name */
+typedef enum ClusterColumn
+{
+	CCOL_DATABASE,
+	CCOL_BROKERS,
+	CCOL_PROPERTIES_FILE,
+	CCOL_STATE,
+	CCOL_STATE_SINCE,
+	CCOL_BROKERS_UP,
+	CCOL_PUBLISHED,
+	CCOL_FAILED,
+	CLUSTER_COLUMNS
+} ClusterColumn;
+
+static const char *const cluster_column_names[CLUSTER_COLUMNS] = {
+	"database", "brokers", "properties_file", "state", "state_since",
+	"brokers_up", "published", "failed"
+};
+
 /*
- * The column of each attribute of the declared result; an error for one
- * this library does not know.
+ * The column of each attribute of function's declared result, among the
+ * count names this library fills; an error for one it does not know.
  */
 static void
-map_columns(TupleDesc desc, StatusColumn *columns)
+map_columns(TupleDesc desc, const char *function, const char *const *names,
+			int count, int *columns)
 {
+	if (desc->natts > count)
+		elog(ERROR, "%s is declared with too many columns", function);
 	for (int a = 0; a < desc->natts; a++)
 	{
 		const char *name = NameStr(TupleDescAttr(desc, a)->attname);
 		int			c;
 
-		for (c = 0; c < STATUS_COLUMNS && strcmp(column_names[c], name) != 0; c++)
+		for (c = 0; c < count && strcmp(names[c], name) != 0; c++)
 			;
-		if (c == STATUS_COLUMNS)
+		if (c == count)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("outbox_worker_status() is declared with a column \"%s\" that this library does not fill",
-							name),
+					 errmsg("%s is declared with a column \"%s\" that this library does not fill",
+							function, name),
 					 errhint("Update the extension with ALTER EXTENSION outbox UPDATE.")));
-		columns[a] = (StatusColumn) c;
+		columns[a] = c;
 	}
 }
 
@@ -128,12 +150,15 @@ slot_values(OutboxWorkerSlot *slot, OutboxWorkerSlot *copy, bool see_error,
 	nulls[COL_LAST_ERROR] = error[0] == '\0' || !see_error;
 }
 
-/* Put the values of one row, in the order of the declared columns. */
+/*
+ * Put the values of one row (by column), in the order of the declared
+ * columns.
+ */
 static void
-put_row(ReturnSetInfo *rsinfo, StatusColumn *columns, Datum *values, bool *nulls)
+put_row(ReturnSetInfo *rsinfo, const int *columns, Datum *values, bool *nulls)
 {
-	Datum		row[STATUS_COLUMNS];
-	bool		row_nulls[STATUS_COLUMNS];
+	Datum		row[Max((int) STATUS_COLUMNS, (int) CLUSTER_COLUMNS)];
+	bool		row_nulls[Max((int) STATUS_COLUMNS, (int) CLUSTER_COLUMNS)];
 
 	for (int a = 0; a < rsinfo->setDesc->natts; a++)
 	{
@@ -167,15 +192,14 @@ Datum
 outbox_worker_status(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	StatusColumn columns[STATUS_COLUMNS];
+	int			columns[STATUS_COLUMNS];
 	bool		monitor = has_privs_of_role(GetUserId(), ROLE_PG_MONITOR);
 	bool		any = false;
 
 	require_launcher(fcinfo);
 	InitMaterializedSRF(fcinfo, 0);
-	if (rsinfo->setDesc->natts > STATUS_COLUMNS)
-		elog(ERROR, "outbox_worker_status() is declared with too many columns");
-	map_columns(rsinfo->setDesc, columns);
+	map_columns(rsinfo->setDesc, "outbox_worker_status()", column_names,
+				STATUS_COLUMNS, columns);
 
 	for (int i = 0; i < outbox_slot_count(); i++)
 	{
@@ -209,29 +233,35 @@ outbox_worker_status(PG_FUNCTION_ARGS)
 
 /*
  * outbox_cluster_status() RETURNS TABLE (database name, brokers text,
- *		state text, state_since timestamptz, brokers_up integer,
- *		published bigint, failed bigint)
+ *		properties_file text, state text, state_since timestamptz,
+ *		brokers_up integer, published bigint, failed bigint)
  *
- * One row per Kafka cluster that a running worker publishes to (its first
- * OUTBOX_STATUS_CLUSTERS): state "up", "unreachable" (every broker down:
- * its topics' events wait) or "closed" (no producer: the worker is idle).
+ * One row per Kafka cluster that a running worker publishes to, as many as
+ * it has, the unreachable ones first: its brokers and the properties file
+ * it reads ("" for none), which tell apart the producers of one cluster;
+ * state "up", "unreachable" (every broker down: its topics' events wait) or
+ * "closed" (no producer: the worker is idle).  Fills the columns its
+ * declaration names: 1.3's has no properties_file.
  */
 Datum
 outbox_cluster_status(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	bool		monitor = has_privs_of_role(GetUserId(), ROLE_PG_MONITOR);
+	int			columns[CLUSTER_COLUMNS];
 
 	require_launcher(fcinfo);
 	InitMaterializedSRF(fcinfo, 0);
-	if (rsinfo->setDesc->natts != 7)
-		elog(ERROR, "outbox_cluster_status() is not declared as this library expects");
+	map_columns(rsinfo->setDesc, "outbox_cluster_status()", cluster_column_names,
+				CLUSTER_COLUMNS, columns);
 
 	for (int i = 0; i < outbox_slot_count(); i++)
 	{
 		OutboxWorkerSlot *slot = outbox_slot(i);
 		OutboxWorkerSlot copy;
+		OutboxProducerStatus *clusters;
 		char	   *dbname;
+		int			n;
 
 		outbox_slot_lock();
 		memcpy(&copy, slot, sizeof(copy));
@@ -240,23 +270,25 @@ outbox_cluster_status(PG_FUNCTION_ARGS)
 			(!monitor && copy.database != MyDatabaseId))
 			continue;
 		dbname = OidIsValid(copy.database) ? get_database_name(copy.database) : NULL;
-		for (int c = 0; c < copy.nclusters; c++)
+		clusters = outbox_slot_clusters(slot, copy.pid, &n);
+		for (int c = 0; c < n; c++)
 		{
-			OutboxClusterStatus *cluster = &copy.clusters[c];
-			Datum		values[7];
-			bool		nulls[7] = {false};
+			OutboxProducerStatus *cluster = &clusters[c];
+			Datum		values[CLUSTER_COLUMNS];
+			bool		nulls[CLUSTER_COLUMNS] = {false};
 
-			values[0] = DirectFunctionCall1(namein,
-											CStringGetDatum(dbname ? dbname : NameStr(copy.dbname)));
-			values[1] = CStringGetTextDatum(cluster->brokers);
-			values[2] = CStringGetTextDatum(!cluster->open ? "closed" :
-											cluster->reachable ? "up" : "unreachable");
-			values[3] = TimestampTzGetDatum(cluster->state_since);
-			values[4] = Int32GetDatum(cluster->brokers_up);
-			nulls[4] = cluster->brokers_up < 0;
-			values[5] = Int64GetDatum(cluster->published);
-			values[6] = Int64GetDatum(cluster->failed);
-			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+			values[CCOL_DATABASE] = DirectFunctionCall1(namein,
+														CStringGetDatum(dbname ? dbname : NameStr(copy.dbname)));
+			values[CCOL_BROKERS] = CStringGetTextDatum(cluster->brokers);
+			values[CCOL_PROPERTIES_FILE] = CStringGetTextDatum(cluster->properties_file);
+			values[CCOL_STATE] = CStringGetTextDatum(!cluster->open ? "closed" :
+													 cluster->reachable ? "up" : "unreachable");
+			values[CCOL_STATE_SINCE] = TimestampTzGetDatum(cluster->state_since);
+			values[CCOL_BROKERS_UP] = Int32GetDatum(cluster->brokers_up);
+			nulls[CCOL_BROKERS_UP] = cluster->brokers_up < 0;
+			values[CCOL_PUBLISHED] = Int64GetDatum(cluster->published);
+			values[CCOL_FAILED] = Int64GetDatum(cluster->failed);
+			put_row(rsinfo, columns, values, nulls);
 		}
 	}
 	return (Datum) 0;

@@ -175,40 +175,52 @@ static char said_waiting[256];
 static char said_snapshot_failure[256];
 
 /*
- * Show the producers in the slot: each cluster, and the broker
- * connections up in all of them (-1 if none is open).  The caller holds
- * the slot's lock.
+ * Show the producers in the slot: each cluster, the unreachable ones first
+ * (see outbox_slot_show_clusters), and the broker connections up, each
+ * cluster (its brokers) counted once however many producers it has (-1 if
+ * none is open).  The caller holds no lock.
  */
 static void
-set_clusters(TimestampTz now)
+set_clusters(void)
 {
-	ListCell   *lc;
+	List	   *producers = outbox_kafka_producers();
+	OutboxProducerStatus *clusters = palloc(sizeof(OutboxProducerStatus) *
+											(list_length(producers) + 1));
 	int			n = 0;
+	int			brokers_up = -1;
+	ListCell   *lc;
 
-	my_slot->brokers_up = -1;
-	foreach(lc, outbox_kafka_producers())
+	foreach(lc, producers)
 	{
 		OutboxProducerStatus status;
-		OutboxClusterStatus *cluster = &my_slot->clusters[n];
 
 		outbox_kafka_status(lfirst(lc), &status);
-		if (status.brokers_up >= 0)
-			my_slot->brokers_up = Max(my_slot->brokers_up, 0) + status.brokers_up;
-		if (n == OUTBOX_STATUS_CLUSTERS)
-			continue;
-		if (n >= my_slot->nclusters || cluster->reachable != status.reachable ||
-			cluster->open != status.open ||
-			strncmp(cluster->brokers, status.brokers, sizeof(cluster->brokers) - 1) != 0)
-			cluster->state_since = now;
-		strlcpy(cluster->brokers, status.brokers, sizeof(cluster->brokers));
-		cluster->open = status.open;
-		cluster->reachable = status.reachable;
-		cluster->brokers_up = status.brokers_up;
-		cluster->published = status.published;
-		cluster->failed = status.failed;
+		if (status.open && !status.reachable)
+		{
+			memmove(&clusters[1], &clusters[0], sizeof(OutboxProducerStatus) * n);
+			clusters[0] = status;
+		}
+		else
+			clusters[n] = status;
 		n++;
 	}
-	my_slot->nclusters = n;
+	/* of the producers of the same brokers, the one with most up counts */
+	for (int i = 0; i < n; i++)
+	{
+		bool		skip = clusters[i].brokers_up < 0;
+
+		for (int j = 0; j < n && !skip; j++)
+			skip = j != i && strcmp(clusters[j].brokers, clusters[i].brokers) == 0 &&
+				(clusters[j].brokers_up > clusters[i].brokers_up ||
+				 (clusters[j].brokers_up == clusters[i].brokers_up && j < i));
+		if (!skip)
+			brokers_up = Max(brokers_up, 0) + clusters[i].brokers_up;
+	}
+	outbox_slot_show_clusters(my_slot, clusters, n);
+	pfree(clusters);
+	outbox_slot_lock();
+	my_slot->brokers_up = brokers_up;
+	outbox_slot_unlock();
 }
 
 /*
@@ -240,8 +252,8 @@ set_state(OutboxWorkerState state, const char *error)
 		my_slot->last_error[0] = '\0';
 	if (error != NULL)
 		strlcpy(my_slot->last_error, error, sizeof(my_slot->last_error));
-	set_clusters(now);
 	outbox_slot_unlock();
+	set_clusters();
 }
 
 /*
@@ -335,6 +347,7 @@ attach_worker(int slotno, bool publishes)
 	my_slot->started_at = now;
 	my_slot->last_batch_at = 0;
 	my_slot->refusal[0] = '\0';
+	my_slot->clusters = DSM_HANDLE_INVALID;
 	my_slot->restart_requested = false;
 	outbox_slot_unlock();
 	/* what the database holds is not known until it looks */
@@ -634,7 +647,11 @@ ensure_producers(const OutboxTopicSettings *settings)
 
 	if (any)
 		return true;
-	reason = psprintf("no Kafka broker reachable at %s", outbox_brokers);
+	if (list_length(named) == 1)
+		reason = psprintf("no Kafka broker reachable at %s", outbox_brokers);
+	else
+		reason = psprintf("no Kafka broker reachable in any of the %d clusters",
+						  list_length(named));
 	report_state(OUTBOX_WORKER_BROKER_UNREACHABLE, reason, reason);
 	return false;
 }

@@ -62,8 +62,10 @@ createdb bench
 psql -X -q -d postgres -c "ALTER DATABASE bench SET outbox.enabled = off" \
 	-c "CREATE ROLE prometheus LOGIN"
 sql "CREATE EXTENSION outbox"
-sql "GRANT SELECT ON outbox_stats, outbox_publish_stats TO prometheus;
+sql "GRANT SELECT ON outbox_stats, outbox_publish_stats, outbox_health, outbox_topic_settings
+		 TO prometheus;
 	 GRANT EXECUTE ON FUNCTION outbox_unread_topics(), outbox_worker_status(),
+		 outbox_cluster_status(), outbox_topic(text),
 		 outbox_histogram_sum(bigint[]), outbox_histogram_quantile(bigint[], double precision)
 		 TO prometheus"
 
