@@ -37,43 +37,6 @@ sub all_published
 	);
 }
 
-# the n of each record, by key, in the order the cluster holds them
-sub by_key
-{
-	my ($records) = @_;
-	my %keys;
-	for my $r (@$records)
-	{
-		my ($n) = $r->{payload} =~ /"n": (\d+)/;
-		push @{ $keys{ $r->{key} } }, $n;
-	}
-	return \%keys;
-}
-
-# every key's events in order, a copy published again aside
-sub in_order
-{
-	my ($keys) = @_;
-	for my $key (keys %$keys)
-	{
-		my ($last, %seen) = (0);
-		for my $n (@{ $keys->{$key} })
-		{
-			next if $seen{$n}++;
-			return 0 if $n < $last;
-			$last = $n;
-		}
-	}
-	return 1;
-}
-
-sub distinct
-{
-	my ($records) = @_;
-	my %n = map { $_->{headers}{event_id} => 1 } @$records;
-	return scalar keys %n;
-}
-
 # --- topics routed by pattern, a producer per cluster
 $node->safe_psql('postgres',
 	"SELECT outbox_set_topic('billing.*', '$other->{bootstrap}')");
@@ -81,8 +44,8 @@ enqueue('orders', 1, 100);
 enqueue('billing.invoices', 1, 100);
 ok(all_published('orders') && all_published('billing.invoices'),
 	'events of both clusters are published');
-is(distinct(kafka_read($main, 'orders')), 100, 'orders on the main cluster');
-is(distinct(kafka_read($other, 'billing.invoices')),
+is(distinct_events(kafka_read($main, 'orders')), 100, 'orders on the main cluster');
+is(distinct_events(kafka_read($other, 'billing.invoices')),
 	100, 'billing.invoices on the cluster its pattern names');
 is(scalar @{ kafka_read($main, 'billing.invoices') },
 	0, 'and none on the main cluster');
@@ -103,7 +66,7 @@ ok( wait_for_sql(
 enqueue('orders', 101, 300);
 ok(all_published('orders'),
 	'the main cluster\'s events are published while the other is down');
-is(distinct(kafka_read($main, 'orders')), 300, 'every one of them arrived');
+is(distinct_events(kafka_read($main, 'orders')), 300, 'every one of them arrived');
 is( $node->safe_psql(
 		'postgres',
 		"SELECT count(*) > 0 FROM outbox_messages WHERE topic = 'billing.invoices' AND status = 'pending'"
@@ -132,8 +95,8 @@ ok(all_published('billing.invoices'), 'once it is back its events are published'
 is($node->safe_psql('postgres', "SELECT status FROM outbox_health WHERE signal = 'brokers'"),
 	'ok', 'and outbox_health is well again');
 my $billing = kafka_read($other, 'billing.invoices');
-is(distinct($billing), 300, 'none lost');
-ok(in_order(by_key($billing)), 'none reordered within its key');
+is(distinct_events($billing), 300, 'none lost');
+ok(keys_in_order(records_by_key($billing)), 'none reordered within its key');
 ok($node->log_contains("Kafka cluster $other->{bootstrap} is reachable again"),
 	'the resumption is logged');
 
@@ -169,7 +132,7 @@ enqueue('own.events', 1, 50);
 enqueue('orders', 301, 350);
 ok(all_published('own.events') && all_published('orders'),
 	'a topic with a properties file of its own is published');
-is(distinct(kafka_read($main, 'own.events')), 50, 'to the main cluster\'s brokers');
+is(distinct_events(kafka_read($main, 'own.events')), 50, 'to the main cluster\'s brokers');
 my $rows = "SELECT string_agg(brokers || ' [' || properties_file || '] ' || state, ', '"
   . ' ORDER BY brokers COLLATE "C", properties_file COLLATE "C")'
   . ' FROM outbox_cluster_status() WHERE database = current_database()';
@@ -224,14 +187,14 @@ ok( wait_for_sql(
 	'the other cluster publishes the first events');
 $node->safe_psql('postgres', "SELECT outbox_reset_topic('billing.*')");
 ok(all_published('billing.moved'), 'every event is published after the move');
-my $old = by_key(kafka_read($other, 'billing.moved'));
-my $new = by_key(kafka_read($main, 'billing.moved'));
-is( distinct(kafka_read($other, 'billing.moved')) +
-	  distinct(kafka_read($main, 'billing.moved')),
+my $old = records_by_key(kafka_read($other, 'billing.moved'));
+my $new = records_by_key(kafka_read($main, 'billing.moved'));
+is( distinct_events(kafka_read($other, 'billing.moved')) +
+	  distinct_events(kafka_read($main, 'billing.moved')),
 	1000,
 	'every event arrived at one cluster or the other');
 ok(scalar(keys %$new) > 0, 'the later ones at the main cluster');
-ok(in_order($old) && in_order($new), 'in order within each cluster');
+ok(keys_in_order($old) && keys_in_order($new), 'in order within each cluster');
 my $overtaken = 0;
 for my $key (keys %$new)
 {

@@ -20,9 +20,10 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
-our @EXPORT = qw(start_broker node_module_unavailable start_schema_registry
+our @EXPORT = qw(start_broker start_black_hole node_module_unavailable start_schema_registry
   outbox_node kafka_read kafka_read_json wait_for_records wait_for_sql
-  wait_for_activity worker_pid reconfigure);
+  wait_for_activity worker_pid reconfigure records_by_key keys_in_order
+  distinct_events);
 
 # the repository: this file is in its t/
 my $root = File::Spec->rel2abs(dirname(__FILE__) . '/..');
@@ -62,6 +63,31 @@ sub start_broker
 	}, 'OutboxTest::Broker';
 	push @brokers, $broker;
 	return $broker;
+}
+
+# Start a cluster that accepts connections and answers nothing
+# (test/black_hole.pl), at $port (default: a free one), until its command
+# "forward HOST:PORT" makes it pass them on to a broker; with $target it
+# forwards from the start (a cluster that starts listening at $port).
+# Returns an OutboxTest::Broker.
+sub start_black_hole
+{
+	my ($port, $target) = @_;
+	my ($in, $out, $err) = ('', '', '');
+	my $h = IPC::Run::start(
+		[ "$root/test/black_hole.pl", $port // 0, $target // () ],
+		\$in, \$out, \$err);
+	$h->pump until $out =~ /\n/ || !$h->pumpable;
+	my ($bootstrap) = $out =~ /^(\S+)\n/ or die "black_hole.pl: $err";
+	$out = '';
+	my $hole = bless {
+		h => $h,
+		in => \$in,
+		out => \$out,
+		bootstrap => $bootstrap
+	}, 'OutboxTest::Broker';
+	push @brokers, $hole;
+	return $hole;
 }
 
 # Why node's modules @specs (name@version) cannot be used here, or undef:
@@ -193,6 +219,46 @@ sub kafka_read_json
 	my @records = map { $json->decode($_) } grep { /\S/ } split /\n/, $out;
 	return [ sort { $a->{partition} <=> $b->{partition}
 			  || $a->{offset} <=> $b->{offset} } @records ];
+}
+
+# The "n" of each record's payload ({"n": 1}), by key, in the order the
+# cluster holds them.
+sub records_by_key
+{
+	my ($records) = @_;
+	my %keys;
+	for my $r (@$records)
+	{
+		my ($n) = $r->{payload} =~ /"n": (\d+)/;
+		push @{ $keys{ $r->{key} } }, $n;
+	}
+	return \%keys;
+}
+
+# Is every key's n in increasing order (records_by_key), a copy published
+# again aside?
+sub keys_in_order
+{
+	my ($keys) = @_;
+	for my $key (keys %$keys)
+	{
+		my ($last, %seen) = (0);
+		for my $n (@{ $keys->{$key} })
+		{
+			next if $seen{$n}++;
+			return 0 if $n < $last;
+			$last = $n;
+		}
+	}
+	return 1;
+}
+
+# How many distinct events (by their event_id header) the records hold.
+sub distinct_events
+{
+	my ($records) = @_;
+	my %n = map { $_->{headers}{event_id} => 1 } @$records;
+	return scalar keys %n;
 }
 
 # Poll $topic until at least $count records arrived (or time is up);

@@ -47,7 +47,9 @@ typedef enum OutboxOutcome
 	OUTBOX_IN_FLIGHT,			/* no delivery report yet */
 	OUTBOX_DELIVERED,			/* acknowledged by the cluster */
 	OUTBOX_REFUSED,				/* failed: counts as an attempt */
-	OUTBOX_RELEASED				/* not sent (outage, shutdown): no attempt */
+	OUTBOX_RELEASED,			/* not sent (outage, shutdown): no attempt */
+	OUTBOX_HANDED_OFF			/* sent, its report late: due again at due_at
+								 * unless the report comes first */
 } OutboxOutcome;
 
 #define UUID_TEXT_LEN 36
@@ -93,6 +95,7 @@ typedef struct OutboxEvent
 	int64		offset;
 	const char *error;			/* why it was refused */
 	bool		permanent;		/* retrying cannot help */
+	TimestampTz due_at;			/* handed off: when it is due again */
 } OutboxEvent;
 
 typedef struct OutboxBatch

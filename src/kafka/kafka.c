@@ -2,12 +2,13 @@
  *
  * kafka.c
  *		The producers, one per Kafka cluster: building each (with
- *		properties.c), producing a batch's part in waves, delivery reports,
- *		broker outages and the probe.  librdkafka's own threads never call
- *		back into PostgreSQL: logs, errors and delivery reports are served
- *		on the worker's main thread, in short slices with interrupt checks
- *		in between.  docs/design.md, "Producers per cluster" and "Order per
- *		key", says why.
+ *		properties.c), producing a batch's part in waves, every cluster's
+ *		part served at once, delivery reports, a slow cluster's part handed
+ *		off and its late reports, broker outages and the probe.
+ *		librdkafka's own threads never call back into PostgreSQL: logs,
+ *		errors and delivery reports are served on the worker's main thread,
+ *		in short slices with interrupt checks in between.  docs/design.md,
+ *		"Producers per cluster" and "Order per key", says why.
  *
  * src/kafka/kafka.c
  *
@@ -20,6 +21,7 @@
 #include "common/hashfn.h"
 #include "miscadmin.h"
 #include "postmaster/interrupt.h"
+#include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -39,11 +41,22 @@
 #define DEADLINE_SLACK_MS 1000
 /* one slice of waiting for delivery reports */
 #define POLL_SLICE_MS 10
-/* how long a reachability probe may take */
-#define PROBE_TIMEOUT_MS 1000
 /* how long a batch may wait for its topics' metadata, and in what slices */
 #define METADATA_TIMEOUT_MS 5000
 #define METADATA_SLICE_MS 500
+/* a slice of that wait while another cluster's part of the batch waits too */
+#define METADATA_SHARED_SLICE_MS 40
+/*
+ * With several clusters, how long a cluster's part of a batch may go
+ * without progress (a wave answered, its topics looked up) before it is
+ * handed off: its unanswered events recorded as due later, the rest
+ * released (see hand_off).  Twice what the cluster's answers took lately,
+ * within these bounds: a cluster far away is not handed off at every
+ * batch, and the other clusters' events are recorded within a second of
+ * their commit whatever one of them does.
+ */
+#define HANDOFF_GRACE_MS 300
+#define HANDOFF_GRACE_MAX_MS 800
 
 /*
  * What a record costs in a request beside what outbox.max_message_bytes
@@ -72,6 +85,17 @@ typedef struct TopicState
 	int64		lookup;			/* the batch (batch_first_seq) that looks it up */
 	rd_kafka_resp_err_t refusal;	/* the cluster refuses it (topic_refused) */
 } TopicState;
+
+/*
+ * An event handed off: what recording its late report needs of it, and its
+ * message's sequence number.
+ */
+typedef struct HandedOff
+{
+	int64		seq;
+	TimestampTz sent_at;		/* its wave was produced */
+	OutboxEvent ev;
+} HandedOff;
 
 /*
  * A producer: one cluster, as the topics' settings name it, with its
@@ -117,31 +141,57 @@ struct OutboxProducer
 	int64		failed;
 
 	/*
-	 * The part of the batch awaiting delivery reports that goes to this
-	 * cluster.  Each message's opaque is a sequence number, so a late report
-	 * for an earlier batch is recognised and ignored.
+	 * The part of the batch being published that goes to this cluster
+	 * (current_batch NULL: none).  Each message's opaque is a sequence
+	 * number, so a late report for an earlier batch is recognised.  Its
+	 * events go in current_order: the known topics' (order[0..nknown))
+	 * first, then, once the topics to learn are looked up (learn_handles
+	 * while they are), the others, up to nevents; the wave in flight is
+	 * order[wave_first..wave_end).  A part is done when every event has
+	 * its outcome, cut short (outage, SIGTERM, deadline: purged) or handed
+	 * off.
 	 */
 	OutboxBatch *current_batch;
 	int64		batch_first_seq;
 	int64		next_seq;
 	int			reports_pending;
-	/* other clusters have events of it: an outage here gets no grace */
-	bool		batch_shared;
-
-	/*
-	 * What outbox_kafka_finish() needs of the batch being published: the
-	 * order its events were produced in, their topics, the keys that
-	 * stopped, where its last wave starts, and whether a wave was cut short.
-	 */
 	int		   *current_order;
 	TopicState **current_topics;
 	HTAB	   *current_stopped_keys;
-	int			last_wave_first;
-	int			last_wave_end;
+	int			nknown;
+	int			nevents;
+	TopicState **to_learn;
+	rd_kafka_topic_t **learn_handles;
+	int			nlearn;
+	TimestampTz learn_deadline;
+	TimestampTz learn_started_at;
+	int			wave_first;
+	int			wave_end;
+	TimestampTz wave_sent_at;	/* 0: the wave sent nothing */
+	TimestampTz wave_deadline;
+	/* when the part last moved: started, a wave answered, topics learned */
+	TimestampTz progress_at;
+
+	/*
+	 * How long the cluster's answers took lately (waves, lookups, late
+	 * reports), each weighing a third: see handoff_grace().
+	 */
+	double		answer_ms;
+	bool		part_done;
 	bool		cut_short;
 
-	/* whether the batch's purged events count as a failed attempt */
+	/* whether purged events count as a failed attempt */
 	bool		purge_is_timeout;
+
+	/*
+	 * Events handed off (see hand_off), in handoff_cxt, sorted by sequence
+	 * number: their outcomes as their reports come, until
+	 * outbox_kafka_late_reports() takes them to be recorded.
+	 */
+	MemoryContext handoff_cxt;
+	HandedOff  *handed_off;
+	int			nhanded_off;
+	int			handoff_pending;	/* of them, without a report yet */
 
 	HTAB	   *known_topics;
 };
@@ -214,10 +264,17 @@ topic_refused(rd_kafka_resp_err_t err)
 }
 
 /*
- * Set an event's outcome from a librdkafka error code (0: delivered).
+ * Set an event's outcome from a librdkafka error code (0: delivered).  A
+ * purge releases the event, unless it ends a wait that timed out.  A
+ * timeout while every broker of the cluster is down releases it too, the
+ * outage not being the event's, but for an event handed off: its cluster
+ * was up and sent it, then answered nothing in time (a hang, which
+ * librdkafka ends by closing the connections), and that is a failed
+ * attempt.
  */
 static void
-set_outcome(OutboxProducer *p, OutboxEvent *ev, rd_kafka_resp_err_t err)
+set_outcome(OutboxProducer *p, OutboxEvent *ev, rd_kafka_resp_err_t err,
+			bool handed_off)
 {
 	if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
 	{
@@ -227,11 +284,11 @@ set_outcome(OutboxProducer *p, OutboxEvent *ev, rd_kafka_resp_err_t err)
 	else if ((err == RD_KAFKA_RESP_ERR__PURGE_QUEUE ||
 			  err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) && !p->purge_is_timeout)
 		ev->outcome = OUTBOX_RELEASED;
-	else if (err == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT && p->brokers_down)
+	else if (err == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT && p->brokers_down && !handed_off)
 		ev->outcome = OUTBOX_RELEASED;
 	else if (err == RD_KAFKA_RESP_ERR__PURGE_QUEUE ||
 			 err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT)
-		set_outcome(p, ev, RD_KAFKA_RESP_ERR__MSG_TIMED_OUT);
+		set_outcome(p, ev, RD_KAFKA_RESP_ERR__MSG_TIMED_OUT, handed_off);
 	else
 	{
 		ev->outcome = OUTBOX_REFUSED;
@@ -300,28 +357,77 @@ brokers_answered(OutboxProducer *p)
 					cluster_name(p))));
 }
 
+/*
+ * The cluster of p answered, since (a wave, a lookup, a late report).
+ */
+static void
+note_answer(OutboxProducer *p, TimestampTz since)
+{
+	double		ms = (double) (GetCurrentTimestamp() - since) / 1000.0;
+
+	p->answer_ms = p->answer_ms == 0 ? ms : (2 * p->answer_ms + ms) / 3;
+}
+
+/*
+ * How long p's part of a batch may make no progress before it is handed
+ * off: twice what its cluster's answers took lately, within
+ * HANDOFF_GRACE_MS and HANDOFF_GRACE_MAX_MS.
+ */
+static long
+handoff_grace(const OutboxProducer *p)
+{
+	return (long) Min(Max(2 * p->answer_ms, HANDOFF_GRACE_MS), HANDOFF_GRACE_MAX_MS);
+}
+
+static int
+handed_off_cmp(const void *a, const void *b)
+{
+	int64		x = ((const HandedOff *) a)->seq;
+	int64		y = ((const HandedOff *) b)->seq;
+
+	return (x > y) - (x < y);
+}
+
+/* The event of p handed off whose message is seq, or NULL. */
+static HandedOff *
+handed_off_event(OutboxProducer *p, int64 seq)
+{
+	HandedOff	key;
+
+	if (p->nhanded_off == 0)
+		return NULL;
+	key.seq = seq;
+	return bsearch(&key, p->handed_off, p->nhanded_off, sizeof(HandedOff),
+				   handed_off_cmp);
+}
+
 /* Delivery report callback; runs inside rd_kafka_poll on the main thread. */
 static void
 delivery_report(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
 {
 	OutboxProducer *p = opaque;
 	int64		seq = (int64) (intptr_t) msg->_private;
-	OutboxEvent *ev;
+	HandedOff  *late = handed_off_event(p, seq);
+	OutboxEvent *ev = late ? &late->ev : NULL;
 
-	if (p->current_batch == NULL || seq < p->batch_first_seq ||
-		seq >= p->batch_first_seq + p->current_batch->count)
-		return;
-	ev = &p->current_batch->events[seq - p->batch_first_seq];
-	if (ev->outcome != OUTBOX_IN_FLIGHT)
+	if (!late && p->current_batch != NULL && seq >= p->batch_first_seq &&
+		seq < p->batch_first_seq + p->current_batch->count)
+		ev = &p->current_batch->events[seq - p->batch_first_seq];
+	if (ev == NULL || ev->outcome != OUTBOX_IN_FLIGHT)
 		return;
 	if (msg->err == RD_KAFKA_RESP_ERR_NO_ERROR)
 	{
 		ev->partition = msg->partition;
 		ev->offset = msg->offset;
 		brokers_answered(p);
+		if (late)
+			note_answer(p, late->sent_at);
 	}
-	set_outcome(p, ev, msg->err);
-	p->reports_pending--;
+	set_outcome(p, ev, msg->err, late != NULL);
+	if (late)
+		p->handoff_pending--;
+	else
+		p->reports_pending--;
 }
 
 /* Error callback; runs inside rd_kafka_poll on the main thread. */
@@ -528,8 +634,22 @@ outbox_kafka_settings_refused(void)
 }
 
 /*
+ * Forget the events p handed off: their reports, if any come, are lost,
+ * and the events are due again when their hand-off said.
+ */
+static void
+forget_handed_off(OutboxProducer *p)
+{
+	if (p->handoff_cxt != NULL)
+		MemoryContextReset(p->handoff_cxt);
+	p->handed_off = NULL;
+	p->nhanded_off = 0;
+	p->handoff_pending = 0;
+}
+
+/*
  * Close p's handle, if it has one, keeping the object.  Nothing may be in
- * flight.  The status then shows brokers_up as unknown.
+ * flight but events handed off, which are forgotten.  The status then shows brokers_up as unknown.
  */
 static void
 close_producer(OutboxProducer *p)
@@ -540,6 +660,7 @@ close_producer(OutboxProducer *p)
 	rd_kafka_poll(p->rk, 0);
 	rd_kafka_destroy(p->rk);
 	p->rk = NULL;
+	forget_handed_off(p);
 	if (p->known_topics != NULL)
 		hash_destroy(p->known_topics);
 	p->known_topics = NULL;
@@ -608,6 +729,8 @@ outbox_kafka_drop(OutboxProducer *p)
 {
 	close_producer(p);
 	producers = list_delete_ptr(producers, p);
+	if (p->handoff_cxt != NULL)
+		MemoryContextDelete(p->handoff_cxt);
 	if (p->brokers)
 		pfree(p->brokers);
 	if (p->properties_file)
@@ -765,6 +888,18 @@ outbox_kafka_reachable(OutboxProducer *p)
 }
 
 /*
+ * Does p have events handed off whose outcome is not recorded yet?  Their
+ * topics' events wait (held) until it has none: no later event of a key
+ * may overtake one of them, and a cluster that hangs is sent nothing more
+ * meanwhile.
+ */
+bool
+outbox_kafka_busy(const OutboxProducer *p)
+{
+	return p->nhanded_off > 0;
+}
+
+/*
  * Ask p's cluster for metadata without waiting: with no broker up,
  * librdkafka connects to one for it, and a broker that answers shows in
  * the next statistics (every second), which make it reachable again.  So
@@ -823,7 +958,7 @@ produce_event(OutboxProducer *p, OutboxEvent *ev, int64 seq)
 	else
 	{
 		rd_kafka_headers_destroy(headers);
-		set_outcome(p, ev, err);
+		set_outcome(p, ev, err, false);
 	}
 }
 
@@ -856,66 +991,63 @@ topic_state(OutboxProducer *p, const char *name)
 }
 
 /*
- * Wait for an answer to one metadata request for every topic the producer
- * has a handle of, until the deadline, in slices with interrupt checks
- * between them.  NULL if none came.
+ * Start looking up the topics to learn of p's part of the batch: a handle
+ * made for a topic that librdkafka has not seen has it ask for that
+ * topic's metadata at once, the requests of all handles in flight
+ * together; learn_topics() takes the answer.
  */
-static const struct rd_kafka_metadata *
-wait_for_metadata(OutboxProducer *p, TimestampTz deadline)
+static void
+begin_learning(OutboxProducer *p)
 {
-	const struct rd_kafka_metadata *metadata;
-
-	for (;;)
+	p->learn_handles = palloc(sizeof(rd_kafka_topic_t *) * p->nlearn);
+	for (int i = 0; i < p->nlearn; i++)
 	{
-		if (rd_kafka_metadata(p->rk, 0, NULL, &metadata, METADATA_SLICE_MS) ==
-			RD_KAFKA_RESP_ERR_NO_ERROR)
-			return metadata;
-		CHECK_FOR_INTERRUPTS();
-		if (GetCurrentTimestamp() >= deadline)
-			return NULL;
+		p->to_learn[i]->refusal = RD_KAFKA_RESP_ERR_NO_ERROR;
+		p->learn_handles[i] = rd_kafka_topic_new(p->rk, p->to_learn[i]->name, NULL);
 	}
+	p->learn_started_at = GetCurrentTimestamp();
+	p->learn_deadline = TimestampTzPlusMilliseconds(p->learn_started_at,
+													Min(METADATA_TIMEOUT_MS,
+														outbox_delivery_timeout));
 }
 
 /*
- * Ask the cluster for the metadata of this batch's topics to look up, all
- * at once: a handle made for a topic that librdkafka has not seen has it
- * ask for that topic's metadata at once, the requests of all handles in
- * flight together, and one request for every topic the producer has a
- * handle of is answered after them.  Waits for at most
- * METADATA_TIMEOUT_MS (or delivery_timeout); a topic left without an
- * answer is produced to as it is, librdkafka looking it up itself.
+ * Stop looking up p's topics to learn, or give it up: their handles go
+ * (their memory goes with the batch's).
  */
 static void
-learn_topics(OutboxProducer *p, TopicState **topics, int ntopics)
+end_learning(OutboxProducer *p)
 {
-	rd_kafka_topic_t **handles = palloc(sizeof(rd_kafka_topic_t *) * ntopics);
-	const struct rd_kafka_metadata *metadata = NULL;
-	TimestampTz deadline;
+	for (int i = 0; p->learn_handles != NULL && i < p->nlearn; i++)
+	{
+		if (p->learn_handles[i] != NULL)
+			rd_kafka_topic_destroy(p->learn_handles[i]);
+	}
+	p->learn_handles = NULL;
+	p->nlearn = 0;
+}
 
-	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-										   Min(METADATA_TIMEOUT_MS, outbox_delivery_timeout));
-	for (int i = 0; i < ntopics; i++)
-	{
-		topics[i]->refusal = RD_KAFKA_RESP_ERR_NO_ERROR;
-		handles[i] = rd_kafka_topic_new(p->rk, topics[i]->name, NULL);
-	}
-	PG_TRY();
-	{
-		metadata = wait_for_metadata(p, deadline);
-	}
-	PG_FINALLY();
-	{
-		for (int i = 0; i < ntopics; i++)
-		{
-			if (handles[i] != NULL)
-				rd_kafka_topic_destroy(handles[i]);
-		}
-	}
-	PG_END_TRY();
-	pfree(handles);
-	if (metadata == NULL)
-		return;
+/*
+ * Ask p's cluster for the metadata of every topic p has a handle of, its
+ * topics to learn among them, waiting for the answer at most timeout_ms.
+ * Returns whether the lookup is over: answered, or past its deadline
+ * (METADATA_TIMEOUT_MS, or delivery_timeout if shorter), a topic left
+ * without an answer being produced to as it is, librdkafka looking it up
+ * itself.  Each call asks again, so a short one misses a slower answer.
+ */
+static bool
+learn_topics(OutboxProducer *p, int timeout_ms)
+{
+	const struct rd_kafka_metadata *metadata;
 
+	if (rd_kafka_metadata(p->rk, 0, NULL, &metadata, timeout_ms) !=
+		RD_KAFKA_RESP_ERR_NO_ERROR)
+	{
+		if (GetCurrentTimestamp() < p->learn_deadline)
+			return false;
+		end_learning(p);
+		return true;
+	}
 	for (int i = 0; i < metadata->topic_cnt; i++)
 	{
 		const rd_kafka_metadata_topic_t *answer = &metadata->topics[i];
@@ -930,6 +1062,9 @@ learn_topics(OutboxProducer *p, TopicState **topics, int ntopics)
 			topic->refusal = answer->err;
 	}
 	rd_kafka_metadata_destroy(metadata);
+	note_answer(p, p->learn_started_at);
+	end_learning(p);
+	return true;
 }
 
 /*
@@ -1025,7 +1160,7 @@ produce_wave(OutboxProducer *p, OutboxBatch *batch, const int *order,
 		if (ev->outcome == OUTBOX_IN_FLIGHT)
 		{
 			if (topic_of[i]->refusal != RD_KAFKA_RESP_ERR_NO_ERROR)
-				set_outcome(p, ev, topic_of[i]->refusal);
+				set_outcome(p, ev, topic_of[i]->refusal, false);
 			else
 				produce_event(p, ev, p->batch_first_seq + i);
 		}
@@ -1033,53 +1168,6 @@ produce_wave(OutboxProducer *p, OutboxBatch *batch, const int *order,
 		if (ev->outcome != OUTBOX_IN_FLIGHT)
 			(void) key_stopped(stopped_keys, ev, true);
 	}
-}
-
-/*
- * Wait, in short slices, until every event produced has a delivery report.
- * Returns false if the wait was cut short (no broker reachable, SIGTERM,
- * the deadline), after purging what was still in flight.
- */
-static bool
-wait_for_reports(OutboxProducer *p)
-{
-	TimestampTz deadline;
-	TimestampTz shutdown_deadline = 0;
-	bool		purged = false;
-
-	/*
-	 * librdkafka times messages out itself, but not always (a topic in error
-	 * state keeps them queued until its next metadata refresh): past the
-	 * deadline, what is still in flight is purged and counts as timed out.
-	 */
-	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-										   (int64) outbox_delivery_timeout + DEADLINE_SLACK_MS);
-	while (p->reports_pending > 0)
-	{
-		TimestampTz now;
-
-		/* flush sends at once, ignoring linger.ms, and serves callbacks */
-		rd_kafka_flush(p->rk, POLL_SLICE_MS);
-		CHECK_FOR_INTERRUPTS();
-		if (p->reports_pending == 0 || purged)
-			continue;
-
-		now = GetCurrentTimestamp();
-		if (ShutdownRequestPending && shutdown_deadline == 0)
-			shutdown_deadline = TimestampTzPlusMilliseconds(now, SHUTDOWN_GRACE_MS);
-		if ((shutdown_deadline != 0 && now >= shutdown_deadline) ||
-			(p->brokers_down &&
-			 (p->batch_shared ||
-			  TimestampDifferenceExceeds(p->brokers_down_since, now, OUTAGE_GRACE_MS))) ||
-			rd_kafka_fatal_error(p->rk, NULL, 0) != RD_KAFKA_RESP_ERR_NO_ERROR)
-			purged = true;
-		else if (now >= deadline)
-			purged = p->purge_is_timeout = true;
-		if (purged)
-			rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
-	}
-	p->purge_is_timeout = false;
-	return !purged;
 }
 
 /*
@@ -1097,37 +1185,69 @@ stop_undelivered(OutboxBatch *batch, const int *order, int first, int end,
 	}
 }
 
-/*
- * Produce the events order[first..last) in waves: each wave is produced,
- * then flushed, and waited for, but for the last one unless wait_last.
- * Returns false if a wave was cut short (outage, SIGTERM, deadline): the
- * events not produced stay without outcome, released.
- */
+/* Has p a part of the batch in flight that is not done? */
 static bool
-publish_events(OutboxProducer *p, OutboxBatch *batch, const int *order,
-			   int first, int last, TopicState **topic_of, HTAB *stopped_keys,
-			   bool wait_last)
+part_active(const OutboxProducer *p)
 {
-	for (int end; first < last; first = end)
+	return p->current_batch != NULL && !p->part_done;
+}
+
+/*
+ * Move p's part of the batch on as far as it goes without waiting for a
+ * report: once the wave in flight has all its reports, stop the keys it
+ * did not deliver; when the topics to learn come next, look them up,
+ * waiting at most metadata_ms for the answer (0: not now); then produce
+ * the next wave, whole, for the next flush to send in one request per
+ * partition.  A part cut short ends once its wave in flight is purged.
+ */
+static void
+advance_part(OutboxProducer *p, int metadata_ms)
+{
+	OutboxBatch *batch = p->current_batch;
+	int		   *order = p->current_order;
+
+	while (!p->part_done && p->reports_pending == 0)
 	{
-		end = wave_end(p, batch, order, first, last);
-		produce_wave(p, batch, order, first, end, topic_of, stopped_keys);
-		if (end == last && !wait_last)
+		TimestampTz now = GetCurrentTimestamp();
+
+		if (p->wave_end > p->wave_first)
 		{
-			p->last_wave_first = first;
-			return true;
+			stop_undelivered(batch, order, p->wave_first, p->wave_end,
+							 p->current_stopped_keys);
+			if (p->wave_sent_at != 0 && !p->cut_short)
+				note_answer(p, p->wave_sent_at);
+			p->wave_first = p->wave_end;
+			p->progress_at = now;
 		}
-		if (!wait_for_reports(p))
-			return false;
-		stop_undelivered(batch, order, first, end, stopped_keys);
+		if (p->cut_short || p->wave_first == p->nevents)
+		{
+			p->part_done = true;
+			return;
+		}
+		if (p->wave_first == p->nknown && p->nlearn > 0)
+		{
+			if (p->learn_handles == NULL)
+				begin_learning(p);
+			if (metadata_ms <= 0 || !learn_topics(p, metadata_ms))
+				return;
+			p->progress_at = now = GetCurrentTimestamp();
+		}
+		p->wave_end = wave_end(p, batch, order, p->wave_first,
+							   p->wave_first < p->nknown ? p->nknown : p->nevents);
+		produce_wave(p, batch, order, p->wave_first, p->wave_end,
+					 p->current_topics, p->current_stopped_keys);
+		p->wave_sent_at = p->reports_pending > 0 ? now : 0;
+		p->wave_deadline = TimestampTzPlusMilliseconds(now,
+													   (int64) outbox_delivery_timeout +
+													   DEADLINE_SLACK_MS);
 	}
-	return true;
 }
 
 /*
  * Start publishing the events of a batch that go to p (producer_of[i] is
- * the producer of event i), in waves; outbox_kafka_finish() waits for the
- * last one.  librdkafka holds a partition's messages back (linger.ms)
+ * the producer of event i), in waves; outbox_kafka_finish() serves them
+ * until every producer's part is done.  Nothing here waits for the
+ * cluster.  librdkafka holds a partition's messages back (linger.ms)
  * until the flush, and a wave fits in one request per partition, so the
  * events of a key in a wave are one record batch that the broker takes or
  * refuses as a whole; a refused request is never followed by a later one
@@ -1137,10 +1257,10 @@ publish_events(OutboxProducer *p, OutboxBatch *batch, const int *order,
  *
  * The events of topics whose metadata is known go first; the topics met
  * for the first time, or looked up again after an error, are looked up
- * all at once after that, and their events follow.  A key belongs to one
- * topic, so this keeps the order of every key, and a new topic costs the
- * known ones nothing.  Events of a topic that the cluster refuses fail at
- * once, holding back the later events of their key only.
+ * all at once, and their events follow.  A key belongs to one topic, so
+ * this keeps the order of every key, and a new topic costs the known ones
+ * nothing.  Events of a topic that the cluster refuses fail at once,
+ * holding back the later events of their key only.
  *
  * One batch is published at a time: the next starts after this one is
  * finished by every producer it went to.
@@ -1150,21 +1270,23 @@ outbox_kafka_start(OutboxProducer *p, OutboxBatch *batch,
 				   OutboxProducer *const *producer_of, HTAB *stopped_keys)
 {
 	TopicState **topic_of = palloc(sizeof(TopicState *) * batch->count);
-	TopicState **to_learn = palloc(sizeof(TopicState *) * batch->count);
 	int		   *order = palloc(sizeof(int) * batch->count);
-	int			nknown = 0;
 	int			nevents = 0;
-	int			nlearn = 0;
 
 	Assert(p->current_batch == NULL);
 	p->current_batch = batch;
 	p->current_order = order;
 	p->current_topics = topic_of;
 	p->current_stopped_keys = stopped_keys;
+	p->to_learn = palloc(sizeof(TopicState *) * batch->count);
+	p->nlearn = 0;
+	p->learn_handles = NULL;
 	p->batch_first_seq = p->next_seq;
 	p->next_seq += batch->count;
 	p->reports_pending = 0;
-	p->batch_shared = false;
+	p->wave_first = p->wave_end = 0;
+	p->progress_at = GetCurrentTimestamp();
+	p->part_done = p->cut_short = false;
 
 	/*
 	 * The events of known topics first, in batch order, then the others.
@@ -1175,17 +1297,13 @@ outbox_kafka_start(OutboxProducer *p, OutboxBatch *batch,
 	{
 		topic_of[i] = NULL;
 		if (producer_of[i] != p)
-		{
-			if (batch->events[i].outcome == OUTBOX_IN_FLIGHT)
-				p->batch_shared = true;
 			continue;
-		}
 		if (batch->events[i].outcome == OUTBOX_IN_FLIGHT)
 			topic_of[i] = topic_state(p, batch->events[i].topic);
 		if (topic_of[i] == NULL || topic_of[i]->known)
 			order[nevents++] = i;
 	}
-	nknown = nevents;
+	p->nknown = nevents;
 	for (int i = 0; i < batch->count; i++)
 	{
 		if (topic_of[i] == NULL || topic_of[i]->known)
@@ -1194,54 +1312,192 @@ outbox_kafka_start(OutboxProducer *p, OutboxBatch *batch,
 		if (topic_of[i]->lookup != p->batch_first_seq)
 		{
 			topic_of[i]->lookup = p->batch_first_seq;
-			to_learn[nlearn++] = topic_of[i];
+			p->to_learn[p->nlearn++] = topic_of[i];
 		}
 	}
+	p->nevents = nevents;
+	advance_part(p, 0);
+}
 
-	p->last_wave_first = p->last_wave_end = nevents;
-	p->cut_short = !publish_events(p, batch, order, 0, nknown, topic_of,
-								   stopped_keys, nlearn > 0);
-	if (!p->cut_short && nlearn > 0)
+/*
+ * Cut p's part of the batch short: purge what it has in flight (counting
+ * as timed out if timeout), and produce nothing more of it; the events
+ * not produced stay without outcome, released.
+ */
+static void
+cut_part(OutboxProducer *p, bool timeout)
+{
+	p->cut_short = true;
+	end_learning(p);
+	if (p->reports_pending > 0)
 	{
-		learn_topics(p, to_learn, nlearn);
-		p->cut_short = !publish_events(p, batch, order, nknown, nevents, topic_of,
-									   stopped_keys, false);
+		p->purge_is_timeout = timeout;
+		rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
 	}
 }
 
 /*
- * Wait for the last wave of the batch p is publishing, if any.  Returns
- * false if the batch was cut short (outage, SIGTERM, deadline), or if a
- * fatal producer error closed the producer (to be rebuilt before the next
- * transaction): the events without a report are released, and nothing
- * more is to be started.
+ * Hand off p's part of the batch: its cluster is slow to answer while
+ * other clusters' events wait.  The events of the wave in flight are
+ * handed off: librdkafka keeps them, and p what their late reports need;
+ * the worker records them as due again after delivery_timeout and more
+ * (so that nothing is lost if the worker stops), and a later transaction
+ * records what their reports say (outbox_kafka_late_reports()).  The
+ * events not produced yet are released, and every key left undelivered
+ * stops.  Topics still being looked up are produced to as they are
+ * first: a cluster that never answers has its events charged by their own
+ * delivery timeout, never spun on.
  */
-bool
-outbox_kafka_finish(OutboxProducer *p)
+static void
+hand_off(OutboxProducer *p)
+{
+	OutboxBatch *batch = p->current_batch;
+	int		   *order = p->current_order;
+	TimestampTz due;
+	MemoryContext old;
+	int			n = p->nhanded_off;
+
+	if (p->reports_pending == 0 && p->nlearn > 0)
+	{
+		end_learning(p);
+		advance_part(p, 0);
+		if (p->part_done)
+			return;
+	}
+	due = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+									  (int64) outbox_delivery_timeout + DEADLINE_SLACK_MS);
+	if (p->handoff_cxt == NULL)
+		p->handoff_cxt = AllocSetContextCreate(producer_cxt, "outbox events handed off",
+											   ALLOCSET_SMALL_SIZES);
+	old = MemoryContextSwitchTo(p->handoff_cxt);
+	if (n == 0)
+		p->handed_off = palloc(sizeof(HandedOff) * (p->reports_pending + 1));
+	else
+		p->handed_off = repalloc(p->handed_off,
+								 sizeof(HandedOff) * (n + p->reports_pending + 1));
+	for (int j = p->wave_first; j < p->wave_end; j++)
+	{
+		OutboxEvent *ev = &batch->events[order[j]];
+		HandedOff  *h;
+
+		if (ev->outcome != OUTBOX_IN_FLIGHT)
+			continue;
+		h = &p->handed_off[n++];
+		memset(h, 0, sizeof(HandedOff));
+		h->seq = p->batch_first_seq + order[j];
+		h->sent_at = p->wave_sent_at;
+		h->ev.id = ev->id;
+		h->ev.topic = pstrdup(ev->topic);
+		h->ev.created_at = ev->created_at;
+		h->ev.outcome = OUTBOX_IN_FLIGHT;
+		h->ev.due_at = due;
+		ev->outcome = OUTBOX_HANDED_OFF;
+		ev->due_at = due;
+	}
+	MemoryContextSwitchTo(old);
+	qsort(p->handed_off, n, sizeof(HandedOff), handed_off_cmp);
+	p->nhanded_off = n;
+	p->handoff_pending += p->reports_pending;
+	p->reports_pending = 0;
+
+	for (int j = p->wave_first; j < p->nevents; j++)
+	{
+		if (batch->events[order[j]].outcome == OUTBOX_IN_FLIGHT)
+			batch->events[order[j]].outcome = OUTBOX_RELEASED;
+	}
+	stop_undelivered(batch, order, p->wave_first, p->nevents, p->current_stopped_keys);
+	p->part_done = true;
+}
+
+/*
+ * How long a lookup of p's topics may wait for its answer now: with
+ * several clusters, not so long that another part of the batch goes
+ * unserved, nor past p's hand-off.
+ */
+static int
+metadata_wait(const OutboxProducer *p, bool several)
+{
+	ListCell   *lc;
+	long		left;
+
+	if (!several)
+		return METADATA_SLICE_MS;
+	foreach(lc, producers)
+	{
+		OutboxProducer *other = lfirst(lc);
+
+		if (other != p && part_active(other))
+			return METADATA_SHARED_SLICE_MS;
+	}
+	left = handoff_grace(p) -
+		TimestampDifferenceMilliseconds(p->progress_at, GetCurrentTimestamp());
+	return (int) Max(left, POLL_SLICE_MS);
+}
+
+/*
+ * Serve p's part of the batch for a slice: flush what it produced (a
+ * flush sends at once, ignoring linger.ms, and serves the callbacks) or
+ * serve its errors, then move it on.
+ */
+static void
+serve_part(OutboxProducer *p, bool several)
+{
+	if (p->reports_pending > 0)
+		rd_kafka_flush(p->rk, POLL_SLICE_MS);
+	else
+		rd_kafka_poll(p->rk, 0);
+	advance_part(p, metadata_wait(p, several));
+}
+
+/*
+ * Cut p's part of the batch short, or hand it off, if its time is up:
+ * SIGTERM's grace is over, a fatal error, every broker down (at once when
+ * other clusters are named, else after OUTAGE_GRACE_MS), the wave's
+ * deadline (librdkafka times messages out itself, but not always: a topic
+ * in error state keeps them queued until its next metadata refresh);
+ * with several clusters, no progress for its hand-off grace.
+ */
+static void
+check_part(OutboxProducer *p, bool several, TimestampTz now,
+		   TimestampTz shutdown_deadline)
+{
+	if (!part_active(p) || p->cut_short)
+		return;
+	if ((shutdown_deadline != 0 && now >= shutdown_deadline) ||
+		(p->brokers_down &&
+		 (several ||
+		  TimestampDifferenceExceeds(p->brokers_down_since, now, OUTAGE_GRACE_MS))) ||
+		rd_kafka_fatal_error(p->rk, NULL, 0) != RD_KAFKA_RESP_ERR_NO_ERROR)
+		cut_part(p, false);
+	else if (p->reports_pending > 0 && now >= p->wave_deadline)
+		cut_part(p, true);
+	else if (several &&
+			 TimestampDifferenceExceeds(p->progress_at, now, (int) handoff_grace(p)))
+		hand_off(p);
+}
+
+/*
+ * End p's part of the batch: a topic whose event was refused is looked up
+ * again before its next events (librdkafka may keep it in an error state
+ * until its own next metadata refresh, minutes away, and the cluster may
+ * have been mended), and a fatal producer error closes the producer, to
+ * be rebuilt before the next transaction.  Returns false if the part was
+ * cut short.
+ */
+static bool
+finish_part(OutboxProducer *p)
 {
 	OutboxBatch *batch = p->current_batch;
 	char		errbuf[512];
 
-	if (batch == NULL)
-		return true;
-	if (!p->cut_short && !wait_for_reports(p))
-		p->cut_short = true;
-	if (!p->cut_short)
-		stop_undelivered(batch, p->current_order, p->last_wave_first,
-						 p->last_wave_end, p->current_stopped_keys);
-	p->current_batch = NULL;
-
-	/*
-	 * A topic whose event was refused is looked up again before its next
-	 * events: librdkafka may keep it in an error state until its own next
-	 * metadata refresh, minutes away, and the cluster may have been mended.
-	 */
+	end_learning(p);
 	for (int i = 0; i < batch->count; i++)
 	{
 		if (p->current_topics[i] != NULL && batch->events[i].outcome == OUTBOX_REFUSED)
 			p->current_topics[i]->known = false;
 	}
-
+	p->current_batch = NULL;
+	p->purge_is_timeout = false;
 	if (rd_kafka_fatal_error(p->rk, errbuf, sizeof(errbuf)) != RD_KAFKA_RESP_ERR_NO_ERROR)
 	{
 		ereport(LOG,
@@ -1252,6 +1508,55 @@ outbox_kafka_finish(OutboxProducer *p)
 		p->cut_short = true;
 	}
 	return !p->cut_short;
+}
+
+/*
+ * Serve the batch being published until every producer's part of it is
+ * done, all at once, in short slices with interrupt checks between them:
+ * no cluster waits for another.  With several clusters, a part that makes
+ * no progress for its grace is handed off (hand_off), so that a
+ * cluster that hangs holds its own events only.  Returns false if a part
+ * was cut short (outage, SIGTERM, deadline, a fatal error): its events
+ * without a report are released, and nothing more is to be started.
+ */
+bool
+outbox_kafka_finish(void)
+{
+	bool		several = list_length(producers) > 1;
+	TimestampTz shutdown_deadline = 0;
+	bool		complete = true;
+	ListCell   *lc;
+
+	for (;;)
+	{
+		TimestampTz now;
+		bool		active = false;
+
+		foreach(lc, producers)
+		{
+			if (part_active(lfirst(lc)))
+				serve_part(lfirst(lc), several);
+		}
+		CHECK_FOR_INTERRUPTS();
+		now = GetCurrentTimestamp();
+		if (ShutdownRequestPending && shutdown_deadline == 0)
+			shutdown_deadline = TimestampTzPlusMilliseconds(now, SHUTDOWN_GRACE_MS);
+		foreach(lc, producers)
+		{
+			check_part(lfirst(lc), several, now, shutdown_deadline);
+			active |= part_active(lfirst(lc));
+		}
+		if (!active)
+			break;
+	}
+	foreach(lc, producers)
+	{
+		OutboxProducer *p = lfirst(lc);
+
+		if (p->current_batch != NULL)
+			complete = finish_part(p) && complete;
+	}
+	return complete;
 }
 
 /*
@@ -1269,10 +1574,113 @@ outbox_kafka_forget_batch(void)
 
 		if (p->rk != NULL && p->current_batch != NULL)
 		{
+			end_learning(p);
 			rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
 			rd_kafka_poll(p->rk, 0);
 		}
 		p->current_batch = NULL;
+		p->learn_handles = NULL;
+		p->nlearn = 0;
 		p->reports_pending = 0;
+		p->purge_is_timeout = false;
 	}
+}
+
+/*
+ * Purge what p still holds of the events it handed off once one of them
+ * is past due without a report (librdkafka times messages out itself, but
+ * not always); they count as timed out.  p has no part of a batch in
+ * flight.
+ */
+static void
+expire_handed_off(OutboxProducer *p)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	bool		expired = false;
+
+	for (int i = 0; i < p->nhanded_off && !expired; i++)
+		expired = p->handed_off[i].ev.outcome == OUTBOX_IN_FLIGHT &&
+			now >= p->handed_off[i].ev.due_at;
+	if (!expired || p->rk == NULL)
+		return;
+	p->purge_is_timeout = true;
+	rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+	rd_kafka_poll(p->rk, 0);
+	p->purge_is_timeout = false;
+}
+
+/*
+ * Is there something for outbox_kafka_late_reports() to take: a late
+ * report that came, or an event handed off past due?
+ */
+bool
+outbox_kafka_late_pending(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	ListCell   *lc;
+
+	foreach(lc, producers)
+	{
+		OutboxProducer *p = lfirst(lc);
+
+		for (int i = 0; i < p->nhanded_off; i++)
+		{
+			if (p->handed_off[i].ev.outcome != OUTBOX_IN_FLIGHT ||
+				now >= p->handed_off[i].ev.due_at)
+				return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * Take what the late reports of events handed off said, from every
+ * producer, as a batch of retry-table events (their hand-off copied them
+ * there), each with the due_at its hand-off recorded, for
+ * outbox_record_late(); those past due without a report are purged
+ * first, as timed out.  An event released meanwhile (purged when its
+ * producer closed, timed out while every broker was down) has nothing to
+ * record: it is due again when its hand-off said.  Nothing may be in
+ * flight.  The batch is allocated in the current memory context.
+ */
+OutboxBatch *
+outbox_kafka_late_reports(void)
+{
+	OutboxBatch *late = palloc0(sizeof(OutboxBatch));
+	int			room = 0;
+	ListCell   *lc;
+
+	foreach(lc, producers)
+		room += ((OutboxProducer *) lfirst(lc))->nhanded_off;
+	late->events = palloc(sizeof(OutboxEvent) * (room + 1));
+	foreach(lc, producers)
+	{
+		OutboxProducer *p = lfirst(lc);
+		int			kept = 0;
+
+		if (p->nhanded_off == 0)
+			continue;
+		expire_handed_off(p);
+		for (int i = 0; i < p->nhanded_off; i++)
+		{
+			HandedOff  *h = &p->handed_off[i];
+			OutboxEvent *ev;
+
+			if (h->ev.outcome == OUTBOX_IN_FLIGHT)
+			{
+				p->handed_off[kept++] = *h;
+				continue;
+			}
+			if (h->ev.outcome == OUTBOX_RELEASED)
+				continue;
+			ev = &late->events[late->count++];
+			*ev = h->ev;
+			ev->topic = pstrdup(h->ev.topic);
+			ev->values[LOG_TOPIC] = CStringGetTextDatum(ev->topic);
+		}
+		p->nhanded_off = kept;
+		if (kept == 0)
+			forget_handed_off(p);
+	}
+	return late;
 }

@@ -48,12 +48,15 @@ extern void outbox_kafka_shutdown(void);
 extern void outbox_kafka_status(const OutboxProducer *p, OutboxProducerStatus *status);
 extern void outbox_kafka_serve(void);
 extern bool outbox_kafka_reachable(OutboxProducer *p);
+extern bool outbox_kafka_busy(const OutboxProducer *p);
 extern bool outbox_kafka_probe(OutboxProducer *p);
 extern HTAB *outbox_kafka_stopped_keys(void);
 extern void outbox_kafka_start(OutboxProducer *p, OutboxBatch *batch,
 							   OutboxProducer *const *producer_of,
 							   HTAB *stopped_keys);
-extern bool outbox_kafka_finish(OutboxProducer *p);
+extern bool outbox_kafka_finish(void);
 extern void outbox_kafka_forget_batch(void);
+extern bool outbox_kafka_late_pending(void);
+extern OutboxBatch *outbox_kafka_late_reports(void);
 
 #endif							/* OUTBOX_KAFKA_H */

@@ -4,9 +4,11 @@
  *		Record what became of claimed events, in the transaction that
  *		claimed them: a ledger row for the delivered events of the log, the
  *		retry table for the rest, attempts and backoff, the dead-letter
- *		copy; the statistics summed in memory (stats.c); and the SQL
- *		outbox_mark_* functions, with the same code.  docs/design.md, "The
- *		path of an event", says why.
+ *		copy; in a later transaction, the late reports of events handed off,
+ *		on the rows still as their hand-off left them; the statistics summed
+ *		in memory (stats.c); and the SQL outbox_mark_* functions, with the
+ *		same code.  docs/design.md, "The path of an event" and "Producers
+ *		per cluster", says why.
  *
  * src/queue/record.c
  *
@@ -110,6 +112,32 @@ static OutboxPlan fetch_plan = {
 	"SELECT m.id, NULL::xid8, m.event_id, m.topic, m.key, m.payload, m.headers, m.created_at"
 	"  FROM %1$s.outbox_retries m WHERE m.id = ANY ($1) ORDER BY m.id FOR UPDATE OF m",
 	1, {INT8ARRAYOID}
+};
+
+/*
+ * Events handed off ($1 ids, $2 when each is due again): due then, unless
+ * the outcome of their delivery is recorded first.
+ */
+static OutboxPlan handed_off_plan = {
+	"UPDATE %1$s.outbox_retries m SET next_attempt_at = u.due"
+	"  FROM unnest($1::bigint[], $2::timestamptz[]) AS u(id, due)"
+	" WHERE m.id = u.id",
+	2, {INT8ARRAYOID, TIMESTAMPTZARRAYOID}
+};
+
+/*
+ * Of events handed off ($1 ids, $2 when each is due again), those still
+ * as their hand-off left them, locked: not published, abandoned, retried
+ * or discarded since, by an operator or by a worker that sent them again.
+ * One that another session holds locked (an operator's transaction still
+ * open) is passed over rather than waited for.
+ */
+static OutboxPlan still_handed_off_plan = {
+	"SELECT m.id FROM %1$s.outbox_retries m"
+	"  JOIN unnest($1::bigint[], $2::timestamptz[]) AS u(id, due) ON m.id = u.id"
+	" WHERE m.next_attempt_at = u.due AND m.status IN ('pending', 'failed')"
+	" ORDER BY m.id FOR UPDATE OF m SKIP LOCKED",
+	2, {INT8ARRAYOID, TIMESTAMPTZARRAYOID}
 };
 
 /* Arrays of one column of values per event, built up for one statement. */
@@ -315,6 +343,32 @@ record_refused(const OutboxExtension *ext, OutboxBatch *batch,
 }
 
 /*
+ * Record that the events of a batch handed off, all in the retry table by
+ * now, are due again when their hand-off said.
+ */
+static void
+record_handed_off(const OutboxExtension *ext, OutboxBatch *batch)
+{
+	Column		ids,
+				dues;
+	Datum		values[2];
+
+	column_init(&ids, batch->count);
+	column_init(&dues, batch->count);
+	for (int i = 0; i < batch->count; i++)
+		if (batch->events[i].outcome == OUTBOX_HANDED_OFF)
+		{
+			column_add(&ids, Int64GetDatum(batch->events[i].id));
+			column_add(&dues, TimestampTzGetDatum(batch->events[i].due_at));
+		}
+	if (ids.n == 0)
+		return;
+	values[0] = column_array(&ids, INT8OID);
+	values[1] = column_array(&dues, TIMESTAMPTZOID);
+	outbox_run(ext, &handed_off_plan, values, -1);
+}
+
+/*
  * The retry policy of the settings in force.
  */
 OutboxRetryPolicy
@@ -362,6 +416,7 @@ outbox_record_outcomes(const OutboxExtension *ext, OutboxBatch *batch, bool keep
 	outbox_copy_to_retries(ext, unsent, nunsent);
 	record_delivered(ext, batch, keep, stats);
 	record_refused(ext, batch, policy, stats);
+	record_handed_off(ext, batch);
 	if (ext->version < OUTBOX_VERSION(1, 2))
 	{
 		Datum		values[1] = {Int64GetDatum(log_events)};
@@ -490,6 +545,59 @@ event_of(OutboxBatch *batch, int64 id)
 
 	key.id = id;
 	return bsearch(&key, batch->events, batch->count, sizeof(OutboxEvent), event_id_cmp);
+}
+
+/*
+ * Record what the late reports of events handed off said (batch, from
+ * outbox_kafka_late_reports(): events of the retry table, each with the
+ * due_at of its hand-off), as for any batch, but only for the events still
+ * as their hand-off left them: a report never overwrites what an operator
+ * decided meanwhile (outbox_abandon(), outbox_retry(), outbox_discard()),
+ * nor what a later attempt did, nor waits for a session that holds one
+ * locked.  The others are left as they are: due again when their hand-off
+ * said.  Takes a connection to SPI.
+ */
+void
+outbox_record_late(const OutboxExtension *ext, OutboxBatch *batch, bool keep,
+				   const OutboxRetryPolicy *policy, HTAB *stats)
+{
+	Column		ids,
+				dues;
+	Datum		values[2];
+	bool	   *still;
+
+	column_init(&ids, batch->count);
+	column_init(&dues, batch->count);
+	for (int i = 0; i < batch->count; i++)
+	{
+		column_add(&ids, Int64GetDatum(batch->events[i].id));
+		column_add(&dues, TimestampTzGetDatum(batch->events[i].due_at));
+	}
+	values[0] = column_array(&ids, INT8OID);
+	values[1] = column_array(&dues, TIMESTAMPTZOID);
+	still = palloc0((batch->count + 1) * sizeof(bool));
+
+	qsort(batch->events, batch->count, sizeof(OutboxEvent), event_id_cmp);
+
+	outbox_lock_reader_table(ext, AccessShareLock);
+	SPI_connect();
+	outbox_run(ext, &still_handed_off_plan, values, -1);
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		bool		isnull;
+		OutboxEvent *ev = event_of(batch,
+								   DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[r],
+															   SPI_tuptable->tupdesc,
+															   1, &isnull)));
+
+		if (ev != NULL)
+			still[ev - batch->events] = true;
+	}
+	SPI_finish();
+	for (int i = 0; i < batch->count; i++)
+		if (!still[i])
+			batch->events[i].outcome = OUTBOX_RELEASED;
+	outbox_record_outcomes(ext, batch, keep, policy, stats);
 }
 
 /* The n values of a one-dimensional array argument of a built-in type. */

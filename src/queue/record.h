@@ -31,5 +31,8 @@ extern void outbox_send_dead_letters(const OutboxExtension *ext, Datum ids,
 extern void outbox_record_outcomes(const OutboxExtension *ext, OutboxBatch *batch,
 								   bool keep, const OutboxRetryPolicy *policy,
 								   HTAB *stats);
+extern void outbox_record_late(const OutboxExtension *ext, OutboxBatch *batch,
+							   bool keep, const OutboxRetryPolicy *policy,
+							   HTAB *stats);
 
 #endif							/* OUTBOX_RECORD_H */

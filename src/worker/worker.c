@@ -64,11 +64,13 @@
 /* how often the worker looks again while something keeps it waiting */
 #define WAITING_MS 1000
 /*
- * How long the producer is kept without events to publish: librdkafka's
+ * The producers are closed once the worker has had no events to publish
+ * for twice outbox.delivery_timeout, and at least this long: librdkafka's
  * threads cost about a millisecond of CPU per second even when idle, which
- * adds up over many databases.
+ * adds up over many databases.  By then every report of what they were
+ * sent has come, late ones of events handed off included.
  */
-#define PRODUCER_IDLE_MS 60000
+#define PRODUCER_IDLE_MIN_MS 10000
 /* how often expired events are looked for, and how many go per transaction */
 #define CLEANUP_INTERVAL_MS 10000
 #define PURGE_BATCH_SIZE 1000
@@ -140,6 +142,8 @@ static List *held_topics = NIL;
 
 /* the batches of the current transaction, for error recovery */
 static List *run_batches = NIL;
+/* the late reports the current transaction records (record_late_reports) */
+static OutboxBatch *run_late = NULL;
 /* a batch is produced: SIGTERM lets the transaction finish */
 static volatile sig_atomic_t batch_produced = false;
 /*
@@ -595,15 +599,38 @@ producer_of_topic(const OutboxTopicSettings *settings, const char *topic)
 }
 
 /*
+ * Record, in this transaction, what the late reports of events handed off
+ * said (outbox_kafka_late_reports), before anything is claimed: a
+ * delivered one published, a refused or timed-out one charged an attempt.
+ * If the transaction fails they are lost, and the events are due again
+ * when their hand-off said.  Nothing may be in flight.
+ */
+static void
+record_late_reports(const OutboxExtension *ext)
+{
+	OutboxBatch *late = outbox_kafka_late_reports();
+	OutboxRetryPolicy policy;
+
+	if (late->count == 0)
+		return;
+	policy = outbox_retry_policy();
+	pgstat_report_activity(STATE_RUNNING, "recording late delivery reports");
+	outbox_record_late(ext, late, outbox_published_retention != 0, &policy,
+					   run_stats);
+	run_late = late;
+}
+
+/*
  * Make sure a producer built from the current settings exists for each
  * cluster that settings name, and the outbox.* settings' one; close and
  * forget those no longer named; probe those whose brokers were all seen
- * down, without waiting; keep holding the topics whose cluster is still
- * down.  Returns false, having said so, while no cluster answers.  Nothing
- * may be in flight.
+ * down, without waiting; record the late reports; keep holding the topics
+ * whose cluster is still down, or still has events handed off.  Returns
+ * false, having said so, while no cluster answers.  Nothing may be in
+ * flight.
  */
 static bool
-ensure_producers(const OutboxTopicSettings *settings)
+ensure_producers(const OutboxExtension *ext, const OutboxTopicSettings *settings)
 {
 	List	   *named = list_make1(producer_of_topic(settings, NULL));
 	List	   *held = NIL;
@@ -629,6 +656,7 @@ ensure_producers(const OutboxTopicSettings *settings)
 		if (outbox_kafka_reachable(producer) || outbox_kafka_probe(producer))
 			any = true;
 	}
+	record_late_reports(ext);
 
 	if (held_cxt == NULL)
 		held_cxt = AllocSetContextCreate(TopMemoryContext, "outbox held topics",
@@ -636,7 +664,9 @@ ensure_producers(const OutboxTopicSettings *settings)
 	old = MemoryContextSwitchTo(held_cxt);
 	foreach(lc, held_topics)
 	{
-		if (outbox_kafka_reachable(producer_of_topic(settings, lfirst(lc))))
+		OutboxProducer *producer = producer_of_topic(settings, lfirst(lc));
+
+		if (outbox_kafka_reachable(producer) && !outbox_kafka_busy(producer))
 			pfree(lfirst(lc));
 		else
 			held = lappend(held, lfirst(lc));
@@ -657,7 +687,8 @@ ensure_producers(const OutboxTopicSettings *settings)
 }
 
 /*
- * Hold topic's events in the retry table while its cluster is down.
+ * Hold topic's events in the retry table while its cluster is down, or
+ * has events handed off.
  */
 static void
 hold_topic(const char *topic)
@@ -734,8 +765,8 @@ encode_key(OutboxEvent *ev, const OutboxTopicSetting *setting)
 
 /*
  * The producer of each event of batch, by settings, and the Avro keys
- * encoded (see encode_key); an event whose
- * cluster is down is released, not sent, and its topic held (see
+ * encoded (see encode_key); an event whose cluster is down, or has events
+ * handed off, is released, not sent, and its topic held (see
  * held_topics).  Events of one key go to one cluster: they share a topic.
  * An event of a topic of format cloudevents gets the format's headers.
  */
@@ -755,7 +786,8 @@ route_batch(OutboxBatch *batch, const OutboxTopicSettings *settings)
 			producer_of[i] = producer_of_topic(settings, ev->topic);
 		if (ev->outcome == OUTBOX_IN_FLIGHT && ev->key != NULL)
 			encode_key(ev, outbox_topic_setting(settings, ev->topic));
-		if (ev->outcome == OUTBOX_IN_FLIGHT && !outbox_kafka_reachable(producer_of[i]))
+		if (ev->outcome == OUTBOX_IN_FLIGHT &&
+			(!outbox_kafka_reachable(producer_of[i]) || outbox_kafka_busy(producer_of[i])))
 		{
 			ev->outcome = OUTBOX_RELEASED;
 			hold_topic(ev->topic);
@@ -790,21 +822,6 @@ start_batch(OutboxBatch *batch, OutboxProducer **producer_of, HTAB *stopped_keys
 			}
 		}
 	}
-}
-
-/*
- * Wait until every cluster has finished the batch it was sent; false if
- * one was cut short (see outbox_kafka_finish).
- */
-static bool
-finish_batch(void)
-{
-	bool		complete = true;
-	ListCell   *lc;
-
-	foreach(lc, outbox_kafka_producers())
-		complete = outbox_kafka_finish(lfirst(lc)) && complete;
-	return complete;
 }
 
 /* what the worker does next */
@@ -911,7 +928,7 @@ record_batch(const OutboxExtension *ext, OutboxBatch *batch)
 
 /*
  * Record a batch that was sent; *wrote_retries if an event of it is due
- * again (failed, released).
+ * again (failed, released, handed off).
  */
 static void
 record_sent(const OutboxExtension *ext, OutboxBatch *batch, bool *wrote_retries)
@@ -922,14 +939,15 @@ record_sent(const OutboxExtension *ext, OutboxBatch *batch, bool *wrote_retries)
 }
 
 /*
- * Wait until the batch sent is acknowledged; false if it was cut short.
+ * Wait until every cluster has finished the batch it was sent, or handed
+ * it off; false if one was cut short (see outbox_kafka_finish).
  */
 static bool
 wait_sent(const OutboxBatch *batch)
 {
 	pgstat_report_activity(STATE_RUNNING,
 						   psprintf("publishing %d events", batch->count));
-	return finish_batch();
+	return outbox_kafka_finish();
 }
 
 /* Is the worker asked to stop, restart or reload? */
@@ -1052,10 +1070,12 @@ run_batches_of(const OutboxExtension *ext, bool *undo)
 
 	*undo = false;
 	/* idle: a cheap look first, and no producer after a while */
-	if (idle && !outbox_events_due(ext))
+	if (idle && !outbox_kafka_late_pending() && !outbox_events_due(ext))
 	{
 		note_undelivered(ext);
-		if (TimestampDifferenceExceeds(last_events_at, now, PRODUCER_IDLE_MS))
+		if (TimestampDifferenceExceeds(last_events_at, now,
+									   Max(2 * (int64) outbox_delivery_timeout,
+										   PRODUCER_IDLE_MIN_MS)))
 			outbox_kafka_shutdown();
 		else
 			outbox_kafka_refresh();
@@ -1064,7 +1084,7 @@ run_batches_of(const OutboxExtension *ext, bool *undo)
 	}
 	/* read once per transaction: nothing is in flight between them */
 	settings = outbox_topic_settings_load(ext);
-	if (!ensure_producers(settings))
+	if (!ensure_producers(ext, settings))
 		return ERROR_PAUSE_MS;
 
 	stopped_keys = outbox_kafka_stopped_keys();
@@ -1132,8 +1152,8 @@ run_batches_of(const OutboxExtension *ext, bool *undo)
 		{
 			report_state(OUTBOX_WORKER_WAITING_FOR_STANDBY, reason, reason);
 			delay = -STANDBY_PAUSE_MS;
-			/* nothing produced yet: the caller undoes the claim */
-			*undo = !batch_produced;
+			/* nothing produced or recorded yet: the caller undoes the claim */
+			*undo = !batch_produced && run_late == NULL;
 			if (*undo)
 				return delay;
 			complete = false;
@@ -1365,6 +1385,7 @@ recover_from_error(MemoryContext cxt, ErrorData *edata)
 	MemoryContextSwitchTo(cxt);
 	outbox_kafka_forget_batch();
 	run_batches = NIL;
+	run_late = NULL;
 	batch_produced = false;
 	stats_writing = false;
 	run_stats = outbox_stats_create(cxt);
@@ -1432,7 +1453,10 @@ run_turn(MemoryContext cxt, bool *exit)
 	}
 	foreach(lc, run_batches)
 		count_outcomes(lfirst(lc));
+	if (run_late != NULL)
+		count_outcomes(run_late);
 	run_batches = NIL;
+	run_late = NULL;
 	batch_produced = false;
 	consecutive_errors = 0;
 	if (run_snapshot(cxt, &ext))

@@ -1,7 +1,8 @@
 #!/bin/bash
 #
 # Several Kafka clusters: the latency of one cluster's topics while another
-# cluster is down, beside the same load with both up.  Two test brokers:
+# cluster is down, or hangs, beside the same load with both up.  Two test
+# brokers:
 # topic up.t on the first (outbox.brokers), down.t on the second
 # (outbox_set_topic).  Each phase runs pgbench at a fixed rate of
 # transactions that enqueue one event to each topic, and takes the latency
@@ -10,9 +11,12 @@
 #
 #   both up    the baseline
 #   one down   the second broker down for the whole phase
+#   one hung   the second broker answering nothing for the whole phase,
+#              its connections open (a latency of a minute)
 #
-# Target: up.t's p99 under 50 ms with the other cluster down.  Then the
-# second broker comes back, and every down.t event must be published.
+# Targets: up.t's p99 under 50 ms with the other cluster down, its max
+# under 1 s with the other one hung.  After each, the second broker comes
+# back, and every down.t event must be published.
 #
 # Usage: test/bench/clusters.sh [PHASE_S [RATE]]	(20 s at 200 tx/s)
 
@@ -90,6 +94,17 @@ phase() {
 		   FROM bench_latency b JOIN outbox_log l USING (id) WHERE b.ms > 50" >&2
 }
 
+# back NAME: the second broker is back; wait until every event is published
+back() {
+	local held start
+	held=$(sql "SELECT pending + failed FROM outbox_stats WHERE topic = 'down.t'")
+	start=$(date +%s.%N)
+	until [ "$(sql "SELECT pending + failed = 0 FROM outbox_stats WHERE topic IS NULL")" = t ]; do
+		sleep 0.2
+	done
+	log "the other cluster $1 held $held events; all published $(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }') s after it came back"
+}
+
 until [ "$(sql "SELECT state FROM outbox_worker_status() WHERE database = 'bench'")" = idle ]; do
 	sleep 0.2
 done
@@ -98,13 +113,12 @@ printf '%-28s %8s %8s %8s %8s\n' "up.t, commit to delivery" "p50 ms" "p99 ms" "m
 phase "both clusters up"
 echo "down 1" >&3
 phase "the other cluster down"
-held=$(sql "SELECT pending FROM outbox_stats WHERE topic = 'down.t'")
 echo "up 1" >&3
-start=$(date +%s.%N)
-until [ "$(sql "SELECT pending + failed = 0 FROM outbox_stats WHERE topic IS NULL")" = t ]; do
-	sleep 0.2
-done
-log "the other cluster held $held events; all published $(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }') s after it came back"
+back down
+echo "rtt 1 60000" >&3
+phase "the other cluster hung"
+echo "rtt 1 0" >&3
+back hung
 read -r enqueued published <<<"$(sql "SELECT count(*), count(*) FILTER (WHERE status = 'published')
 										 FROM outbox_messages WHERE topic = 'down.t'" | tr '|' ' ')"
 log "down.t: $enqueued enqueued, $published published"
