@@ -4,10 +4,11 @@
  *		The outbox launcher: starts, for every database of outbox.databases
  *		that has the extension, the owner lookup, then a publishing worker
  *		as the extension's owner; starts it again, and stops it when the
- *		database goes.  And the shared memory it owns (the slots, the
- *		requests of backends, the restores and drops under way), with the
- *		flags a transaction sets for it at commit.  docs/design.md,
- *		"Processes and shared memory", says why.
+ *		database goes; serves the databases in turn while they outnumber the
+ *		workers.  And the shared memory it owns (the slots, the requests of
+ *		backends, the restores and drops under way), with the flags a
+ *		transaction sets for it at commit.  docs/design.md, "Processes and
+ *		shared memory", says why.
  *
  * src/launcher/launcher.c
  *
@@ -56,6 +57,17 @@
 #define LOOKUP_RETRY_MS 5000
 /* how long a database that DROP DATABASE works on gets no worker */
 #define DROP_HOLD_MS 10000
+/*
+ * How long a publishing worker keeps its slot while another database waits
+ * for one, at least: then it gives it after its turn (outbox_time_slice).
+ */
+#define TIME_SLICE_MS 5000
+/*
+ * How long a worker asked to give its slot has to do so (it finishes its
+ * turn first) before another is asked for the same waiting database: one
+ * that waits on a cluster that hangs may not give it for a long while.
+ */
+#define GIVE_GRACE_MS 2000
 /* slots beyond outbox.max_workers, for databases waiting or parked */
 #define WAITING_SLOTS 256
 /* requests to look at a database again, restores under way, drops */
@@ -214,6 +226,7 @@ claim_slot(Oid dboid, const char *dbname)
 		slot->last_error[0] = '\0';
 		slot->lookup = OUTBOX_LOOKUP_NONE;
 		slot->owner = InvalidOid;
+		slot->give_to.data[0] = '\0';
 		slot->restart_requested = false;
 		/* unknown until its worker looks */
 		pg_atomic_write_u64(&slot->undelivered, OUTBOX_UNDELIVERED_MAYBE);
@@ -659,11 +672,23 @@ outbox_launcher_extension_created(Oid dboid)
 }
 
 /*
+ * How long a publishing worker keeps its slot while another database waits
+ * for one: TIME_SLICE_MS, or outbox.worker_idle_timeout if longer, so that
+ * a busy worker keeps it as long as an idle one at least; -1 if workers
+ * keep their slots for good (outbox.worker_idle_timeout -1).
+ */
+int
+outbox_time_slice(void)
+{
+	return outbox_worker_idle_timeout < 0 ? -1 :
+		Max(TIME_SLICE_MS, outbox_worker_idle_timeout);
+}
+
+/*
  * Backend, at CREATE EXTENSION outbox: warn if no background worker is
  * left for this database's worker beside the launcher and the workers of
- * other databases: it waits until one of those has been idle for
- * outbox.worker_idle_timeout.  Parallel queries take from the same
- * max_worker_processes.
+ * other databases: it waits for its turn, until one of those gives its
+ * slot.  Parallel queries take from the same max_worker_processes.
  */
 void
 outbox_launcher_check_room(void)
@@ -684,7 +709,10 @@ outbox_launcher_check_room(void)
 			 errmsg("no background worker is free for the outbox worker of this database"),
 			 errdetail("Of max_worker_processes (%d), the launchers take %d and the outbox workers of other databases %d; outbox.max_workers is %d.",
 					   max_worker_processes, others, running, outbox_max_workers),
-			 errhint("Raise max_worker_processes or outbox.max_workers; until then this database is served when another database's worker has been idle for outbox.worker_idle_timeout.")));
+			 outbox_time_slice() < 0 ?
+			 errhint("Raise max_worker_processes or outbox.max_workers: with outbox.worker_idle_timeout = -1, this database is served only when another database's worker exits.") :
+			 errhint("Raise max_worker_processes or outbox.max_workers; until then the databases take turns: a worker gives its slot after %d ms while another database waits, or once idle for outbox.worker_idle_timeout.",
+					 outbox_time_slice())));
 }
 
 /*
@@ -871,13 +899,23 @@ typedef struct ServedDatabase
 	TimestampTz start_at;		/* not before */
 	bool		look_again;		/* asked to, during its lookup */
 	bool		listed;			/* seen by the last read of pg_database */
-	bool		said_waiting;	/* the log said why it waits */
+	bool		said_waiting;	/* the log said that it waits */
+	uint64		turn;			/* its place in line while due, or 0 */
+	TimestampTz served_since;	/* when its publishing worker started */
+	TimestampTz asked_at;		/* when its worker was asked to give its slot,
+								 * or 0 */
+	bool		said_late;		/* the log said that it has not given it */
+	bool		gave;			/* its worker gave its slot to gave_to */
+	NameData	gave_to;
 } ServedDatabase;
 
 /* the databases, in the launcher's TopMemoryContext */
 static ServedDatabase *databases = NULL;
 static int	ndatabases = 0;
 static int	max_databases = 0;
+/* the last turn given; when a worker was last asked to give its slot */
+static uint64 last_turn = 0;
+static TimestampTz last_ask = 0;
 
 /*
  * Register the launcher.  Called from _PG_init in the postmaster.
@@ -1184,14 +1222,20 @@ reap_workers(void)
 
 		if (db->publishing)
 		{
+			OutboxWorkerState state;
 			bool		parked;
 
 			outbox_slot_lock();
-			parked = outbox_shared->slots[db->slot].state == OUTBOX_WORKER_PARKED;
+			state = outbox_shared->slots[db->slot].state;
 			outbox_slot_unlock();
+			parked = state == OUTBOX_WORKER_PARKED;
+			/* it gave its slot with work left: it waits for its turn */
+			db->gave = db->asked_at != 0 && state == OUTBOX_WORKER_WAITING_FOR_WORKER_SLOT;
+			db->asked_at = 0;
+			db->said_late = false;
 			/* a commit that found it parked asked to look again */
 			db->step = parked && !db->look_again ? STEP_PARKED : STEP_LOOK_UP;
-			db->start_at = parked ? 0 :
+			db->start_at = parked || db->gave ? 0 :
 				TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS);
 			continue;
 		}
@@ -1221,26 +1265,166 @@ reap_workers(void)
 	}
 }
 
+static int
+turn_cmp(const void *a, const void *b)
+{
+	uint64		x = (*(ServedDatabase *const *) a)->turn;
+	uint64		y = (*(ServedDatabase *const *) b)->turn;
+
+	return (x > y) - (x < y);
+}
+
 /*
- * db waits for a worker: say why, in its slot and, once, in the log; and
- * count it, so that idle workers give theirs back.
+ * Put in due the databases due for a worker (the owner lookup or the
+ * publishing one) that have none, in their turn: the order in which they
+ * became due, so that a database whose worker gave its slot goes behind
+ * those that waited already.  A database that is not due loses its turn.
+ * Returns how many.
+ */
+static int
+due_in_turn(ServedDatabase **due)
+{
+	int			n = 0;
+
+	for (int i = 0; i < ndatabases; i++)
+	{
+		ServedDatabase *db = &databases[i];
+
+		if (db->step != STEP_LOOK_UP && db->step != STEP_PUBLISH)
+		{
+			db->turn = 0;
+			db->said_waiting = false;
+			continue;
+		}
+		if (db->handle != NULL)
+			continue;
+		if (db->turn == 0)
+			db->turn = ++last_turn;
+		due[n++] = db;
+	}
+	qsort(due, n, sizeof(ServedDatabase *), turn_cmp);
+	return n;
+}
+
+/*
+ * Ask the publishing workers that have had their time slice to give their
+ * slots to the databases that wait (waiting, nwaiting of them, in their
+ * turn) for which no worker was asked within GIVE_GRACE_MS, the worker
+ * served longest first; tell idle workers how many are left for them to
+ * park for (outbox_take_waiting_database).  The log says so once a
+ * minute, and of each worker that has not given its slot in time.
+ * Returns how long until the next slice or grace ends that matters.
+ */
+static long
+ask_for_slots(ServedDatabase **waiting, int nwaiting, TimestampTz now)
+{
+	int			slice = outbox_time_slice();
+	int			asked = 0;
+	ServedDatabase *late = NULL;
+	long		delay = DATABASE_CHECK_MS;
+
+	for (int i = 0; i < ndatabases; i++)
+	{
+		ServedDatabase *db = &databases[i];
+
+		if (db->handle == NULL || db->asked_at == 0)
+			continue;
+		if (TimestampDifferenceExceeds(db->asked_at, now, GIVE_GRACE_MS))
+		{
+			if (!db->said_late)
+				late = db;
+			continue;
+		}
+		asked++;
+		delay = Min(delay, TimestampDifferenceMilliseconds(now,
+														   TimestampTzPlusMilliseconds(db->asked_at, GIVE_GRACE_MS)));
+	}
+	while (slice >= 0 && asked < nwaiting)
+	{
+		ServedDatabase *longest = NULL;
+		OutboxWorkerSlot *slot;
+		Latch	   *latch;
+
+		for (int i = 0; i < ndatabases; i++)
+		{
+			ServedDatabase *db = &databases[i];
+
+			if (db->handle != NULL && db->publishing && db->asked_at == 0 &&
+				(longest == NULL || db->served_since < longest->served_since))
+				longest = db;
+		}
+		if (longest == NULL)
+			break;
+		if (!TimestampDifferenceExceeds(longest->served_since, now, slice))
+		{
+			delay = Min(delay, TimestampDifferenceMilliseconds(now,
+															   TimestampTzPlusMilliseconds(longest->served_since, slice)));
+			break;
+		}
+		longest->asked_at = now;
+		namestrcpy(&longest->gave_to, NameStr(waiting[asked]->name));
+		slot = &outbox_shared->slots[longest->slot];
+		SpinLockAcquire(&outbox_shared->mutex);
+		slot->give_to = longest->gave_to;
+		slot->give_waiting = nwaiting;
+		latch = slot->latch;
+		SpinLockRelease(&outbox_shared->mutex);
+		if (latch != NULL)
+			SetLatch(latch);
+		if (late != NULL)
+		{
+			ereport(LOG,
+					(errmsg("the outbox worker of database \"%s\" has not given its slot %d ms after it was asked: the worker of database \"%s\" gives its slot to database \"%s\" instead",
+							NameStr(late->name), GIVE_GRACE_MS, NameStr(longest->name),
+							NameStr(longest->gave_to)),
+					 errdetail("A worker gives its slot once its turn is over: a batch in flight first.")));
+			late->said_late = true;
+		}
+		else
+			ereport(TimestampDifferenceExceeds(last_ask, now, 60000) ? LOG : DEBUG1,
+					(errmsg("databases take turns on the outbox workers: the worker of database \"%s\" gives its slot to database \"%s\" after its time slice of %d ms",
+							NameStr(longest->name), NameStr(longest->gave_to), slice),
+					 errdetail_plural("%d database waits for a worker.",
+									  "%d databases wait for a worker.", nwaiting, nwaiting)));
+		last_ask = now;
+		late = NULL;
+		asked++;
+	}
+	SpinLockAcquire(&outbox_shared->mutex);
+	outbox_shared->waiting = Max(nwaiting - asked, 0);
+	SpinLockRelease(&outbox_shared->mutex);
+	return delay;
+}
+
+/*
+ * db waits for a worker, one of nwaiting: say why, in its slot and, once
+ * while it waits or takes turns, in the log.
  */
 static void
-report_waiting(ServedDatabase *db, const char *reason, int *waiting)
+report_waiting(ServedDatabase *db, const char *why, int nwaiting)
 {
-	(*waiting)++;
-	report_slot(db->slot, OUTBOX_WORKER_WAITING_FOR_WORKER_SLOT,
-								reason);
+	char	   *reason;
+
+	if (db->gave)
+		reason = psprintf(OUTBOX_GAVE_SLOT, NameStr(db->gave_to), outbox_time_slice(), nwaiting);
+	else if (outbox_time_slice() < 0)
+		reason = pstrdup(why);
+	else
+		reason = psprintf("%s; databases waiting: %d, each served in its turn", why, nwaiting);
+	report_slot(db->slot, OUTBOX_WORKER_WAITING_FOR_WORKER_SLOT, reason);
 	if (!db->said_waiting)
 		ereport(LOG,
 				(errmsg("database \"%s\" waits for a worker: %s",
 						NameStr(db->name), reason)));
 	db->said_waiting = true;
+	pfree(reason);
 }
 
 /*
- * Start the lookups and publishing workers that are due, as far as the
- * limits allow.  Returns how long until the next one is due.
+ * Start the lookups and publishing workers that are due, in their turn, as
+ * far as the limits allow; ask workers that have had their time slice to
+ * give their slots to the databases left waiting.  Returns how long until
+ * the next one is due.
  */
 static long
 start_workers(void)
@@ -1248,8 +1432,14 @@ start_workers(void)
 	TimestampTz now = GetCurrentTimestamp();
 	long		delay = DATABASE_CHECK_MS;
 	int			publishing = 0;
-	int			waiting = 0;
 	bool		looking_up = false;
+	bool		none_free = false;
+	ServedDatabase **due = palloc((ndatabases + 1) * sizeof(ServedDatabase *));
+	ServedDatabase **waiting = palloc((ndatabases + 1) * sizeof(ServedDatabase *));
+	const char **why = palloc((ndatabases + 1) * sizeof(char *));
+	char	   *busy = psprintf("all outbox.max_workers (%d) workers are busy", outbox_max_workers);
+	int			ndue = due_in_turn(due);
+	int			nwaiting = 0;
 
 	for (int i = 0; i < ndatabases; i++)
 	{
@@ -1257,15 +1447,11 @@ start_workers(void)
 		looking_up |= databases[i].handle != NULL && !databases[i].publishing;
 	}
 
-	for (int i = 0; i < ndatabases; i++)
+	for (int i = 0; i < ndue; i++)
 	{
-		ServedDatabase *db = &databases[i];
+		ServedDatabase *db = due[i];
 		bool		publish = db->step == STEP_PUBLISH;
-		char		reason[128];
 
-		if (db->handle != NULL ||
-			(db->step != STEP_LOOK_UP && db->step != STEP_PUBLISH))
-			continue;
 		if (db->start_at > now)
 		{
 			delay = Min(delay, TimestampDifferenceMilliseconds(now, db->start_at));
@@ -1288,29 +1474,43 @@ start_workers(void)
 		}
 		if (publish && publishing >= outbox_max_workers)
 		{
-			snprintf(reason, sizeof(reason),
-					 "all outbox.max_workers (%d) workers are busy", outbox_max_workers);
-			report_waiting(db, reason, &waiting);
+			why[nwaiting] = busy;
+			waiting[nwaiting++] = db;
 			continue;
 		}
-		db->handle = start_worker(db, publish ? db->owner : InvalidOid);
-		if (db->handle == NULL)
+		if (publish)
 		{
-			report_waiting(db, "no background worker slot is free: raise max_worker_processes",
-						   &waiting);
-			db->start_at = TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS);
+			SpinLockAcquire(&outbox_shared->mutex);
+			outbox_shared->slots[db->slot].give_to.data[0] = '\0';
+			SpinLockRelease(&outbox_shared->mutex);
+		}
+		/* those behind one that found no background worker wait too */
+		if (none_free || (db->handle = start_worker(db, publish ? db->owner : InvalidOid)) == NULL)
+		{
+			none_free = true;
+			why[nwaiting] = "no background worker slot is free: raise max_worker_processes";
+			waiting[nwaiting++] = db;
 			delay = Min(delay, RESTART_DELAY_MS);
 			continue;
 		}
 		db->publishing = publish;
 		db->look_again = false;
-		db->said_waiting = false;
+		if (publish)
+		{
+			db->turn = 0;
+			db->served_since = now;
+			db->gave = false;
+		}
 		publishing += publish;
 		looking_up |= !publish;
 	}
-	SpinLockAcquire(&outbox_shared->mutex);
-	outbox_shared->waiting = waiting;
-	SpinLockRelease(&outbox_shared->mutex);
+	for (int i = 0; i < nwaiting; i++)
+		report_waiting(waiting[i], why[i], nwaiting);
+	delay = Min(delay, ask_for_slots(waiting, nwaiting, now));
+	pfree(due);
+	pfree(waiting);
+	pfree(why);
+	pfree(busy);
 	return delay;
 }
 
