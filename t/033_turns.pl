@@ -8,7 +8,9 @@
 # within 15 s of its commit, each once, in the order of its key.  A worker
 # that has had its time slice while another database waits gives its
 # slot and waits for its turn, as outbox_worker_status() and outbox_health
-# say (a warning, not critical).  A worker that gives its slot
+# say (a warning, not critical).  Meanwhile DROP DATABASE of a database
+# that waits for a worker and never had an event succeeds; that of one
+# with an event is refused, saying why.  A worker that gives its slot
 # with an event in a retry backoff waits for its turn, and its database
 # is served again with no commit there.  A worker that cannot give its
 # slot when asked, waiting for a cluster that hangs, holds no other
@@ -84,6 +86,7 @@ sub enqueue
 # enqueue too; outbox_worker_status() and outbox_health are read at
 # each tick
 my ($gave, $waiting_in_turn, $critical, $turn_warning) = (0, 0, '', 0);
+my ($quiet_dropped, $loaded_refusal);
 for my $tick (1 .. 30)
 {
 	my $start = time;
@@ -107,8 +110,36 @@ for my $tick (1 .. 30)
 		  && $detail =~ /waiting for one: .*each served in its turn/;
 	}
 
+	# --- DROP DATABASE, while every slot is taken: a database with the
+	# extension and no event, waiting for a worker, is dropped; one with
+	# an event that no worker has published is not
+	if ($tick == 12)
+	{
+		$node->safe_psql('postgres', 'CREATE DATABASE quiet');
+		$node->safe_psql('quiet', 'CREATE EXTENSION outbox');
+		ok( wait_for_sql($node,
+				"SELECT state = 'waiting for worker slot' FROM outbox_worker_status() WHERE database = 'quiet'", 10),
+			'a database with the extension and no event waits for a worker');
+		my ($ret, $out, $err) = $node->psql('postgres', 'DROP DATABASE quiet');
+		$quiet_dropped = $err;
+
+		$node->safe_psql('postgres', 'CREATE DATABASE loaded');
+		$node->safe_psql('postgres', 'ALTER DATABASE loaded SET outbox.enabled = off');
+		$node->safe_psql('loaded', "CREATE EXTENSION outbox; SELECT outbox_enqueue('loaded.t', 'x'::text)");
+		($ret, $out, $err) = $node->psql('postgres', 'DROP DATABASE loaded',
+			extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+		$loaded_refusal = $err;
+	}
 	usleep(1_000_000 * ($start + $TICK - time)) if $start + $TICK > time;
 }
+
+is($quiet_dropped, '', 'DROP DATABASE of a database waiting for a worker, that never had an event, succeeds');
+like(
+	$loaded_refusal,
+	qr/ERROR:  2BP01: database "loaded" may hold events of extension outbox that are not delivered\nDETAIL:  A transaction there may have added some \(an enqueue, a restore, a retry, a snapshot\) since its worker last looked, or since the extension was created\./,
+	'DROP DATABASE of one with an event that no worker published is refused, saying why');
+is($node->safe_psql('postgres', "SELECT count(*) FROM pg_database WHERE datname = 'loaded'"),
+	'1', 'and that database is still there');
 
 # --- every event published within the bound, each once, in its order
 for my $db (@trickling, @busy)

@@ -25,6 +25,7 @@
 #include "access/xact.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_database.h"
+#include "commands/dbcommands.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -105,11 +106,13 @@ OutboxShared *outbox_shared = NULL;
  * What the current transaction asked of the launcher for its database, done
  * at commit: wake its worker; say that it holds no event that is not
  * delivered, once backends had said undelivered_changes times that some
- * may be.
+ * may be.  And whether it restored events, which a slot the database did
+ * not have yet could not be told (outbox_launcher_extension_born).
  */
 static bool wake_at_commit = false;
 static bool none_undelivered = false;
 static uint64 undelivered_changes = 0;
+static bool restored_here = false;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -201,40 +204,56 @@ outbox_slot_unlock(void)
 }
 
 /*
- * Take a free slot for database dboid (InvalidOid while it does not exist)
- * called dbname.  Returns its number, or -1 if none is free.
+ * The slot of database dboid, if a backend took one for it (see
+ * outbox_launcher_extension_born), else a free slot, made the database's
+ * at now, its worker to start: what its events are is unknown until a
+ * worker looks, or a backend says.  Returns its number, or -1 if none is
+ * free.  The caller holds the lock.
+ */
+static int
+take_slot(Oid dboid, const char *dbname, TimestampTz now)
+{
+	int			slotno = -1;
+	OutboxWorkerSlot *slot;
+
+	for (int i = 0; OidIsValid(dboid) && i < outbox_shared->nslots; i++)
+		if (outbox_shared->slots[i].in_use && outbox_shared->slots[i].database == dboid)
+			return i;
+	for (int i = 0; i < outbox_shared->nslots && slotno < 0; i++)
+		if (!outbox_shared->slots[i].in_use)
+			slotno = i;
+	if (slotno < 0)
+		return -1;
+	slot = &outbox_shared->slots[slotno];
+	slot->in_use = true;
+	slot->database = dboid;
+	namestrcpy(&slot->dbname, dbname);
+	slot->pid = 0;
+	slot->role = InvalidOid;
+	slot->state = OUTBOX_WORKER_STARTING;
+	slot->state_since = now;
+	slot->last_error[0] = '\0';
+	slot->lookup = OUTBOX_LOOKUP_NONE;
+	slot->owner = InvalidOid;
+	slot->give_to.data[0] = '\0';
+	slot->restart_requested = false;
+	pg_atomic_write_u64(&slot->undelivered, OUTBOX_UNDELIVERED_UNKNOWN);
+	(void) pg_atomic_fetch_add_u32(&outbox_shared->slots_moved, 1);
+	return slotno;
+}
+
+/*
+ * The slot for database dboid (InvalidOid while it does not exist) called
+ * dbname: see take_slot.  Returns its number, or -1 if none is free.
  */
 static int
 claim_slot(Oid dboid, const char *dbname)
 {
-	int			slotno = -1;
+	TimestampTz now = GetCurrentTimestamp();
+	int			slotno;
 
 	SpinLockAcquire(&outbox_shared->mutex);
-	for (int i = 0; i < outbox_shared->nslots; i++)
-	{
-		OutboxWorkerSlot *slot = &outbox_shared->slots[i];
-
-		if (slot->in_use)
-			continue;
-		slot->in_use = true;
-		slot->database = dboid;
-		namestrcpy(&slot->dbname, dbname);
-		slot->pid = 0;
-		slot->role = InvalidOid;
-		slot->state = OUTBOX_WORKER_STOPPED;
-		slot->state_since = 0;
-		slot->last_error[0] = '\0';
-		slot->lookup = OUTBOX_LOOKUP_NONE;
-		slot->owner = InvalidOid;
-		slot->give_to.data[0] = '\0';
-		slot->restart_requested = false;
-		/* unknown until its worker looks */
-		pg_atomic_write_u64(&slot->undelivered, OUTBOX_UNDELIVERED_MAYBE);
-		slotno = i;
-		break;
-	}
-	if (slotno >= 0)
-		(void) pg_atomic_fetch_add_u32(&outbox_shared->slots_moved, 1);
+	slotno = take_slot(dboid, dbname, now);
 	SpinLockRelease(&outbox_shared->mutex);
 	return slotno;
 }
@@ -440,34 +459,34 @@ find_slot(Oid dboid)
 }
 
 /*
- * Does database dboid hold events that are not delivered, as its worker
- * last looked (1), or may it since (-1)?  0 if not, or if it has no
- * worker slot (no extension, or not served).
+ * Does database dboid hold events that are not delivered?  NONE too if it
+ * has no worker slot (no extension, or not served).
  */
-int
+OutboxUndelivered
 outbox_launcher_undelivered(Oid dboid)
 {
 	OutboxWorkerSlot *slot = find_slot(dboid);
-	uint64		word;
 
 	if (slot == NULL)
-		return 0;
-	word = pg_atomic_read_u64(&slot->undelivered) & PG_UINT32_MAX;
-	return word == OUTBOX_UNDELIVERED_MAYBE ? -1 : (int) word;
+		return OUTBOX_UNDELIVERED_NONE;
+	return (OutboxUndelivered) (pg_atomic_read_u64(&slot->undelivered) & PG_UINT32_MAX);
 }
 
 /*
  * Say in slot that its database may hold events that are not delivered:
- * one more "maybe".  Returns the slot's word as it is then.
+ * one more "maybe" (and still "unknown" if no worker has looked yet).
+ * Returns the slot's word as it is then.
  */
-uint64
-outbox_slot_say_maybe(OutboxWorkerSlot *slot)
+static uint64
+say_maybe(OutboxWorkerSlot *slot)
 {
 	uint64		old = pg_atomic_read_u64(&slot->undelivered);
 	uint64		new;
 
 	do
-		new = ((old >> 32) + 1) << 32 | OUTBOX_UNDELIVERED_MAYBE;
+		new = ((old >> 32) + 1) << 32 |
+			((old & PG_UINT32_MAX) == OUTBOX_UNDELIVERED_UNKNOWN ?
+			 OUTBOX_UNDELIVERED_UNKNOWN : OUTBOX_UNDELIVERED_MAYBE);
 	while (!pg_atomic_compare_exchange_u64(&slot->undelivered, &old, new));
 	return new;
 }
@@ -485,7 +504,7 @@ outbox_launcher_some_undelivered(Oid dboid, bool say)
 
 	if (slot == NULL)
 		return 0;
-	return say ? outbox_slot_say_maybe(slot) : pg_atomic_read_u64(&slot->undelivered);
+	return say ? say_maybe(slot) : pg_atomic_read_u64(&slot->undelivered);
 }
 
 /*
@@ -550,7 +569,7 @@ outbox_launcher_wake_worker(Oid dboid)
 
 	if (slot == NULL)
 		return;
-	(void) outbox_slot_say_maybe(slot);
+	(void) say_maybe(slot);
 	latch = slot->latch;
 	if (latch != NULL)
 		SetLatch(latch);
@@ -607,7 +626,44 @@ outbox_launcher_at_eoxact(XactEvent event)
 	{
 		wake_at_commit = false;
 		none_undelivered = false;
+		restored_here = false;
 	}
+}
+
+/*
+ * Backend, before the commit of a transaction that created the extension
+ * in database dboid (utility.c), once no other transaction can see it:
+ * the database holds no event yet but those this transaction restored;
+ * from then on, every commit that may add some says so to its slot.  So
+ * take a slot for the database if it has none, for those commits to find
+ * (the launcher adopts it, or frees it if it does not serve the
+ * database), and say "none" there, or "maybe".  No slot free: the one the
+ * launcher takes later says "unknown".
+ */
+void
+outbox_launcher_extension_born(Oid dboid)
+{
+	char	   *dbname = get_database_name(dboid);
+	TimestampTz now = GetCurrentTimestamp();
+	int			slotno;
+
+	if (dbname == NULL)
+		return;
+	SpinLockAcquire(&outbox_shared->mutex);
+	slotno = take_slot(dboid, dbname, now);
+	if (slotno >= 0)
+	{
+		OutboxWorkerSlot *slot = &outbox_shared->slots[slotno];
+		uint64		old = pg_atomic_read_u64(&slot->undelivered);
+
+		/* a new count, so that a look that began before does not undo it */
+		while (!pg_atomic_compare_exchange_u64(&slot->undelivered, &old,
+											   ((old >> 32) + 1) << 32 |
+											   (restored_here ? OUTBOX_UNDELIVERED_MAYBE :
+												OUTBOX_UNDELIVERED_NONE)))
+			;
+	}
+	SpinLockRelease(&outbox_shared->mutex);
 }
 
 /*
@@ -808,6 +864,7 @@ outbox_launcher_note_restore(Oid dboid)
 	TransactionId noted_xid = InvalidTransactionId;
 	bool		noted = false;
 
+	restored_here = true;
 	SpinLockAcquire(&outbox_shared->mutex);
 	for (int i = 0; i < MAX_RESTORES; i++)
 	{
@@ -1049,10 +1106,62 @@ name_but_for_case(List *names, const char *name, const char **spelled)
 }
 
 /*
+ * The slots that backends took for databases that the launcher has none
+ * for (outbox_launcher_extension_born), in a bool per slot.
+ */
+static bool *
+slots_taken_by_backends(void)
+{
+	bool	   *taken = palloc(outbox_shared->nslots * sizeof(bool));
+
+	SpinLockAcquire(&outbox_shared->mutex);
+	for (int i = 0; i < outbox_shared->nslots; i++)
+		taken[i] = outbox_shared->slots[i].in_use &&
+			OidIsValid(outbox_shared->slots[i].database);
+	SpinLockRelease(&outbox_shared->mutex);
+	for (int i = 0; i < ndatabases; i++)
+		if (databases[i].slot >= 0)
+			taken[databases[i].slot] = false;
+	return taken;
+}
+
+/*
+ * Free the slots of taken (slots_taken_by_backends before pg_database was
+ * read) whose database the launcher does not serve: it does not exist, or
+ * outbox.databases does not list it.  Those of the databases it serves are
+ * adopted when they are due (claim_slot).
+ */
+static void
+free_slots_not_served(const bool *taken)
+{
+	for (int i = 0; i < outbox_shared->nslots; i++)
+	{
+		OutboxWorkerSlot *slot = &outbox_shared->slots[i];
+		Oid			dboid = slot->database;
+		ServedDatabase *db;
+
+		if (!taken[i])
+			continue;
+		db = find_database(dboid, NULL);
+		if (db != NULL && db->listed && db->step != STEP_GONE)
+			continue;
+		SpinLockAcquire(&outbox_shared->mutex);
+		if (slot->in_use && slot->database == dboid)
+		{
+			slot->in_use = false;
+			slot->database = InvalidOid;
+			(void) pg_atomic_fetch_add_u32(&outbox_shared->slots_moved, 1);
+		}
+		SpinLockRelease(&outbox_shared->mutex);
+	}
+}
+
+/*
  * Read pg_database: add the databases of outbox.databases that are new,
- * mark those that went away, and note the names listed that do not exist.
- * A heap scan, as autovacuum's get_database_list: without a database, no
- * index can be opened.
+ * mark those that went away, and note the names listed that do not exist;
+ * free the slots that backends took for databases not served.  A heap
+ * scan, as autovacuum's get_database_list: without a database, no index
+ * can be opened.
  */
 static void
 read_databases(void)
@@ -1063,11 +1172,14 @@ read_databases(void)
 	List	   *names = NIL;
 	List	   *existing = NIL;
 	ListCell   *lc;
+	bool	   *taken;
 
 	for (int i = 0; i < ndatabases; i++)
 		databases[i].listed = false;
 
 	StartTransactionCommand();
+	/* before the snapshot, which sees the database of each */
+	taken = slots_taken_by_backends();
 	(void) GetTransactionSnapshot();
 	if (strcmp(outbox_databases, "*") != 0)
 		(void) SplitIdentifierString(pstrdup(outbox_databases), ',', &names);
@@ -1129,6 +1241,7 @@ read_databases(void)
 			report_slot(db->slot, OUTBOX_WORKER_WAITING_FOR_DATABASE, reason);
 		}
 	}
+	free_slots_not_served(taken);
 	CommitTransactionCommand();
 
 	for (int i = 0; i < ndatabases; i++)

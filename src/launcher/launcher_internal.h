@@ -7,8 +7,10 @@
  *
  * One slot per database that is served or waits to be.  The launcher
  * assigns a slot to a database and frees it (in_use, database, dbname),
- * and asks its worker to give it to another (give_to); the worker
- * started for the slot fills in the rest; backends set
+ * and asks its worker to give it to another (give_to); a backend that
+ * creates the extension takes one for its database if it has none, which
+ * the launcher adopts, or frees if it does not serve that database; the
+ * worker started for the slot fills in the rest; backends set
  * restart_requested.  A slot's database and latch are single words that
  * committing backends read without a lock; the counters are atomics;
  * everything else is protected by the spinlock.
@@ -112,17 +114,13 @@ typedef struct OutboxWorkerSlot
 	bool		restart_requested;
 	/*
 	 * Whether the database holds events that are not delivered (for DROP
-	 * DATABASE, utility.c): in the low half OUTBOX_UNDELIVERED_*, in the
+	 * DATABASE, utility.c): in the low half an OutboxUndelivered, in the
 	 * high half how many times backends said "maybe", so that the worker's
 	 * or a drop's "none" does not undo a "maybe" said since it looked.
 	 * Set by the worker and backends without the lock.
 	 */
 	pg_atomic_uint64 undelivered;
 } OutboxWorkerSlot;
-
-#define OUTBOX_UNDELIVERED_NONE 0
-#define OUTBOX_UNDELIVERED_SOME 1
-#define OUTBOX_UNDELIVERED_MAYBE 2	/* some may have come since a look */
 
 /*
  * Why a database waits whose worker gave its slot: to which database,
@@ -139,7 +137,6 @@ extern OutboxWorkerSlot *outbox_slot(int slotno);
 extern void outbox_slot_lock(void);
 extern void outbox_slot_unlock(void);
 extern pid_t outbox_restoring_backend(Oid dboid);
-extern uint64 outbox_slot_say_maybe(OutboxWorkerSlot *slot);
 extern void outbox_slot_note_undelivered(OutboxWorkerSlot *slot, uint64 seen, bool some);
 extern bool outbox_take_waiting_database(void);
 extern int	outbox_time_slice(void);

@@ -49,6 +49,7 @@
 #include "format/topics.h"
 #include "kafka/kafka.h"
 #include "kafka/registry.h"
+#include "launcher/launcher.h"
 #include "launcher/launcher_internal.h"
 #include "queue/claim.h"
 #include "queue/record.h"
@@ -337,9 +338,6 @@ attach_worker(int slotno, bool publishes)
 	my_slot->refusal[0] = '\0';
 	my_slot->restart_requested = false;
 	outbox_slot_unlock();
-	/* what the database holds is not known until it looks */
-	if (publishes)
-		(void) outbox_slot_say_maybe(my_slot);
 	if (publishes)
 		my_slot->latch = MyLatch;
 	before_shmem_exit(detach_worker, BoolGetDatum(publishes));
