@@ -527,11 +527,15 @@ like( $node->safe_psql('postgres',
 		"SELECT last_error FROM outbox_worker_status() WHERE database = 'db2'",
 		extra_params => [ '-U', 'watcher' ]),
 	qr/db2_owner/, 'a member of pg_monitor sees it');
-# no worker has looked at db2: it may hold events, which DROP DATABASE
-# asks to be discarded first
+# no worker has looked at db2, whose extension was created while the
+# server ran: it holds only what commits since may have added, which DROP
+# DATABASE asks to be discarded first
+$node->safe_psql('db2', "SELECT outbox_enqueue('db2.t', 'x'::text)");
 my ($dropret, $dropout, $droperr) = $node->psql('postgres', 'DROP DATABASE db2');
-like($droperr, qr/ERROR:  database "db2" may hold events of extension outbox that are not delivered/,
-	'DROP DATABASE of a database no worker could look at is refused');
+like(
+	$droperr,
+	qr/ERROR:  database "db2" may hold events of extension outbox that are not delivered\nDETAIL:  A transaction there may have added some \(an enqueue, a restore, a retry, a snapshot\) since its worker last looked, or since the extension was created\./,
+	'DROP DATABASE of a database no worker could look at, with an event enqueued, is refused, saying why');
 $node->safe_psql('db2', 'SELECT outbox_discard()');
 $node->safe_psql('postgres', 'DROP DATABASE db2');
 

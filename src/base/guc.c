@@ -281,7 +281,7 @@ outbox_define_gucs(void)
 
 		DefineCustomIntVariable("outbox.worker_idle_timeout",
 								"How long an idle worker keeps its slot while another database waits for one.",
-								"A worker idle this long, with no event, retry or snapshot left, exits when a database waits for a worker; the next commit there starts it again.  -1: never.",
+								"A worker idle this long, with no event, retry or snapshot left, exits when a database waits for a worker; the next commit there starts it again.  A busy worker gives its slot after a time slice of 5 s, or this if longer, and waits for its turn.  -1: never, idle or not.",
 								&outbox_worker_idle_timeout,
 								2000,
 								-1, INT_MAX,

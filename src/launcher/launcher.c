@@ -4,10 +4,11 @@
  *		The outbox launcher: starts, for every database of outbox.databases
  *		that has the extension, the owner lookup, then a publishing worker
  *		as the extension's owner; starts it again, and stops it when the
- *		database goes.  And the shared memory it owns (the slots, the
- *		requests of backends, the restores and drops under way), with the
- *		flags a transaction sets for it at commit.  docs/design.md,
- *		"Processes and shared memory", says why.
+ *		database goes; serves the databases in turn while they outnumber the
+ *		workers.  And the shared memory it owns (the slots, the requests of
+ *		backends, the restores and drops under way), with the flags a
+ *		transaction sets for it at commit.  docs/design.md, "Processes and
+ *		shared memory", says why.
  *
  * src/launcher/launcher.c
  *
@@ -24,6 +25,7 @@
 #include "access/xact.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_database.h"
+#include "commands/dbcommands.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -56,6 +58,17 @@
 #define LOOKUP_RETRY_MS 5000
 /* how long a database that DROP DATABASE works on gets no worker */
 #define DROP_HOLD_MS 10000
+/*
+ * How long a publishing worker keeps its slot while another database waits
+ * for one, at least: then it gives it after its turn (outbox_time_slice).
+ */
+#define TIME_SLICE_MS 5000
+/*
+ * How long a worker asked to give its slot has to do so (it finishes its
+ * turn first) before another is asked for the same waiting database: one
+ * that waits on a cluster that hangs may not give it for a long while.
+ */
+#define GIVE_GRACE_MS 2000
 /* slots beyond outbox.max_workers, for databases waiting or parked */
 #define WAITING_SLOTS 256
 /* requests to look at a database again, restores under way, drops */
@@ -93,11 +106,13 @@ OutboxShared *outbox_shared = NULL;
  * What the current transaction asked of the launcher for its database, done
  * at commit: wake its worker; say that it holds no event that is not
  * delivered, once backends had said undelivered_changes times that some
- * may be.
+ * may be.  And whether it restored events, which a slot the database did
+ * not have yet could not be told (outbox_launcher_extension_born).
  */
 static bool wake_at_commit = false;
 static bool none_undelivered = false;
 static uint64 undelivered_changes = 0;
+static bool restored_here = false;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -189,39 +204,56 @@ outbox_slot_unlock(void)
 }
 
 /*
- * Take a free slot for database dboid (InvalidOid while it does not exist)
- * called dbname.  Returns its number, or -1 if none is free.
+ * The slot of database dboid, if a backend took one for it (see
+ * outbox_launcher_extension_born), else a free slot, made the database's
+ * at now, its worker to start: what its events are is unknown until a
+ * worker looks, or a backend says.  Returns its number, or -1 if none is
+ * free.  The caller holds the lock.
+ */
+static int
+take_slot(Oid dboid, const char *dbname, TimestampTz now)
+{
+	int			slotno = -1;
+	OutboxWorkerSlot *slot;
+
+	for (int i = 0; OidIsValid(dboid) && i < outbox_shared->nslots; i++)
+		if (outbox_shared->slots[i].in_use && outbox_shared->slots[i].database == dboid)
+			return i;
+	for (int i = 0; i < outbox_shared->nslots && slotno < 0; i++)
+		if (!outbox_shared->slots[i].in_use)
+			slotno = i;
+	if (slotno < 0)
+		return -1;
+	slot = &outbox_shared->slots[slotno];
+	slot->in_use = true;
+	slot->database = dboid;
+	namestrcpy(&slot->dbname, dbname);
+	slot->pid = 0;
+	slot->role = InvalidOid;
+	slot->state = OUTBOX_WORKER_STARTING;
+	slot->state_since = now;
+	slot->last_error[0] = '\0';
+	slot->lookup = OUTBOX_LOOKUP_NONE;
+	slot->owner = InvalidOid;
+	slot->give_to.data[0] = '\0';
+	slot->restart_requested = false;
+	pg_atomic_write_u64(&slot->undelivered, OUTBOX_UNDELIVERED_UNKNOWN);
+	(void) pg_atomic_fetch_add_u32(&outbox_shared->slots_moved, 1);
+	return slotno;
+}
+
+/*
+ * The slot for database dboid (InvalidOid while it does not exist) called
+ * dbname: see take_slot.  Returns its number, or -1 if none is free.
  */
 static int
 claim_slot(Oid dboid, const char *dbname)
 {
-	int			slotno = -1;
+	TimestampTz now = GetCurrentTimestamp();
+	int			slotno;
 
 	SpinLockAcquire(&outbox_shared->mutex);
-	for (int i = 0; i < outbox_shared->nslots; i++)
-	{
-		OutboxWorkerSlot *slot = &outbox_shared->slots[i];
-
-		if (slot->in_use)
-			continue;
-		slot->in_use = true;
-		slot->database = dboid;
-		namestrcpy(&slot->dbname, dbname);
-		slot->pid = 0;
-		slot->role = InvalidOid;
-		slot->state = OUTBOX_WORKER_STOPPED;
-		slot->state_since = 0;
-		slot->last_error[0] = '\0';
-		slot->lookup = OUTBOX_LOOKUP_NONE;
-		slot->owner = InvalidOid;
-		slot->restart_requested = false;
-		/* unknown until its worker looks */
-		pg_atomic_write_u64(&slot->undelivered, OUTBOX_UNDELIVERED_MAYBE);
-		slotno = i;
-		break;
-	}
-	if (slotno >= 0)
-		(void) pg_atomic_fetch_add_u32(&outbox_shared->slots_moved, 1);
+	slotno = take_slot(dboid, dbname, now);
 	SpinLockRelease(&outbox_shared->mutex);
 	return slotno;
 }
@@ -427,34 +459,34 @@ find_slot(Oid dboid)
 }
 
 /*
- * Does database dboid hold events that are not delivered, as its worker
- * last looked (1), or may it since (-1)?  0 if not, or if it has no
- * worker slot (no extension, or not served).
+ * Does database dboid hold events that are not delivered?  NONE too if it
+ * has no worker slot (no extension, or not served).
  */
-int
+OutboxUndelivered
 outbox_launcher_undelivered(Oid dboid)
 {
 	OutboxWorkerSlot *slot = find_slot(dboid);
-	uint64		word;
 
 	if (slot == NULL)
-		return 0;
-	word = pg_atomic_read_u64(&slot->undelivered) & PG_UINT32_MAX;
-	return word == OUTBOX_UNDELIVERED_MAYBE ? -1 : (int) word;
+		return OUTBOX_UNDELIVERED_NONE;
+	return (OutboxUndelivered) (pg_atomic_read_u64(&slot->undelivered) & PG_UINT32_MAX);
 }
 
 /*
  * Say in slot that its database may hold events that are not delivered:
- * one more "maybe".  Returns the slot's word as it is then.
+ * one more "maybe" (and still "unknown" if no worker has looked yet).
+ * Returns the slot's word as it is then.
  */
-uint64
-outbox_slot_say_maybe(OutboxWorkerSlot *slot)
+static uint64
+say_maybe(OutboxWorkerSlot *slot)
 {
 	uint64		old = pg_atomic_read_u64(&slot->undelivered);
 	uint64		new;
 
 	do
-		new = ((old >> 32) + 1) << 32 | OUTBOX_UNDELIVERED_MAYBE;
+		new = ((old >> 32) + 1) << 32 |
+			((old & PG_UINT32_MAX) == OUTBOX_UNDELIVERED_UNKNOWN ?
+			 OUTBOX_UNDELIVERED_UNKNOWN : OUTBOX_UNDELIVERED_MAYBE);
 	while (!pg_atomic_compare_exchange_u64(&slot->undelivered, &old, new));
 	return new;
 }
@@ -472,7 +504,7 @@ outbox_launcher_some_undelivered(Oid dboid, bool say)
 
 	if (slot == NULL)
 		return 0;
-	return say ? outbox_slot_say_maybe(slot) : pg_atomic_read_u64(&slot->undelivered);
+	return say ? say_maybe(slot) : pg_atomic_read_u64(&slot->undelivered);
 }
 
 /*
@@ -537,7 +569,7 @@ outbox_launcher_wake_worker(Oid dboid)
 
 	if (slot == NULL)
 		return;
-	(void) outbox_slot_say_maybe(slot);
+	(void) say_maybe(slot);
 	latch = slot->latch;
 	if (latch != NULL)
 		SetLatch(latch);
@@ -594,7 +626,44 @@ outbox_launcher_at_eoxact(XactEvent event)
 	{
 		wake_at_commit = false;
 		none_undelivered = false;
+		restored_here = false;
 	}
+}
+
+/*
+ * Backend, before the commit of a transaction that created the extension
+ * in database dboid (utility.c), once no other transaction can see it:
+ * the database holds no event yet but those this transaction restored;
+ * from then on, every commit that may add some says so to its slot.  So
+ * take a slot for the database if it has none, for those commits to find
+ * (the launcher adopts it, or frees it if it does not serve the
+ * database), and say "none" there, or "maybe".  No slot free: the one the
+ * launcher takes later says "unknown".
+ */
+void
+outbox_launcher_extension_born(Oid dboid)
+{
+	char	   *dbname = get_database_name(dboid);
+	TimestampTz now = GetCurrentTimestamp();
+	int			slotno;
+
+	if (dbname == NULL)
+		return;
+	SpinLockAcquire(&outbox_shared->mutex);
+	slotno = take_slot(dboid, dbname, now);
+	if (slotno >= 0)
+	{
+		OutboxWorkerSlot *slot = &outbox_shared->slots[slotno];
+		uint64		old = pg_atomic_read_u64(&slot->undelivered);
+
+		/* a new count, so that a look that began before does not undo it */
+		while (!pg_atomic_compare_exchange_u64(&slot->undelivered, &old,
+											   ((old >> 32) + 1) << 32 |
+											   (restored_here ? OUTBOX_UNDELIVERED_MAYBE :
+												OUTBOX_UNDELIVERED_NONE)))
+			;
+	}
+	SpinLockRelease(&outbox_shared->mutex);
 }
 
 /*
@@ -659,11 +728,23 @@ outbox_launcher_extension_created(Oid dboid)
 }
 
 /*
+ * How long a publishing worker keeps its slot while another database waits
+ * for one: TIME_SLICE_MS, or outbox.worker_idle_timeout if longer, so that
+ * a busy worker keeps it as long as an idle one at least; -1 if workers
+ * keep their slots for good (outbox.worker_idle_timeout -1).
+ */
+int
+outbox_time_slice(void)
+{
+	return outbox_worker_idle_timeout < 0 ? -1 :
+		Max(TIME_SLICE_MS, outbox_worker_idle_timeout);
+}
+
+/*
  * Backend, at CREATE EXTENSION outbox: warn if no background worker is
  * left for this database's worker beside the launcher and the workers of
- * other databases: it waits until one of those has been idle for
- * outbox.worker_idle_timeout.  Parallel queries take from the same
- * max_worker_processes.
+ * other databases: it waits for its turn, until one of those gives its
+ * slot.  Parallel queries take from the same max_worker_processes.
  */
 void
 outbox_launcher_check_room(void)
@@ -684,7 +765,10 @@ outbox_launcher_check_room(void)
 			 errmsg("no background worker is free for the outbox worker of this database"),
 			 errdetail("Of max_worker_processes (%d), the launchers take %d and the outbox workers of other databases %d; outbox.max_workers is %d.",
 					   max_worker_processes, others, running, outbox_max_workers),
-			 errhint("Raise max_worker_processes or outbox.max_workers; until then this database is served when another database's worker has been idle for outbox.worker_idle_timeout.")));
+			 outbox_time_slice() < 0 ?
+			 errhint("Raise max_worker_processes or outbox.max_workers: with outbox.worker_idle_timeout = -1, this database is served only when another database's worker exits.") :
+			 errhint("Raise max_worker_processes or outbox.max_workers; until then the databases take turns: a worker gives its slot after %d ms while another database waits, or once idle for outbox.worker_idle_timeout.",
+					 outbox_time_slice())));
 }
 
 /*
@@ -780,6 +864,7 @@ outbox_launcher_note_restore(Oid dboid)
 	TransactionId noted_xid = InvalidTransactionId;
 	bool		noted = false;
 
+	restored_here = true;
 	SpinLockAcquire(&outbox_shared->mutex);
 	for (int i = 0; i < MAX_RESTORES; i++)
 	{
@@ -871,13 +956,23 @@ typedef struct ServedDatabase
 	TimestampTz start_at;		/* not before */
 	bool		look_again;		/* asked to, during its lookup */
 	bool		listed;			/* seen by the last read of pg_database */
-	bool		said_waiting;	/* the log said why it waits */
+	bool		said_waiting;	/* the log said that it waits */
+	uint64		turn;			/* its place in line while due, or 0 */
+	TimestampTz served_since;	/* when its publishing worker started */
+	TimestampTz asked_at;		/* when its worker was asked to give its slot,
+								 * or 0 */
+	bool		said_late;		/* the log said that it has not given it */
+	bool		gave;			/* its worker gave its slot to gave_to */
+	NameData	gave_to;
 } ServedDatabase;
 
 /* the databases, in the launcher's TopMemoryContext */
 static ServedDatabase *databases = NULL;
 static int	ndatabases = 0;
 static int	max_databases = 0;
+/* the last turn given; when a worker was last asked to give its slot */
+static uint64 last_turn = 0;
+static TimestampTz last_ask = 0;
 
 /*
  * Register the launcher.  Called from _PG_init in the postmaster.
@@ -1011,10 +1106,62 @@ name_but_for_case(List *names, const char *name, const char **spelled)
 }
 
 /*
+ * The slots that backends took for databases that the launcher has none
+ * for (outbox_launcher_extension_born), in a bool per slot.
+ */
+static bool *
+slots_taken_by_backends(void)
+{
+	bool	   *taken = palloc(outbox_shared->nslots * sizeof(bool));
+
+	SpinLockAcquire(&outbox_shared->mutex);
+	for (int i = 0; i < outbox_shared->nslots; i++)
+		taken[i] = outbox_shared->slots[i].in_use &&
+			OidIsValid(outbox_shared->slots[i].database);
+	SpinLockRelease(&outbox_shared->mutex);
+	for (int i = 0; i < ndatabases; i++)
+		if (databases[i].slot >= 0)
+			taken[databases[i].slot] = false;
+	return taken;
+}
+
+/*
+ * Free the slots of taken (slots_taken_by_backends before pg_database was
+ * read) whose database the launcher does not serve: it does not exist, or
+ * outbox.databases does not list it.  Those of the databases it serves are
+ * adopted when they are due (claim_slot).
+ */
+static void
+free_slots_not_served(const bool *taken)
+{
+	for (int i = 0; i < outbox_shared->nslots; i++)
+	{
+		OutboxWorkerSlot *slot = &outbox_shared->slots[i];
+		Oid			dboid = slot->database;
+		ServedDatabase *db;
+
+		if (!taken[i])
+			continue;
+		db = find_database(dboid, NULL);
+		if (db != NULL && db->listed && db->step != STEP_GONE)
+			continue;
+		SpinLockAcquire(&outbox_shared->mutex);
+		if (slot->in_use && slot->database == dboid)
+		{
+			slot->in_use = false;
+			slot->database = InvalidOid;
+			(void) pg_atomic_fetch_add_u32(&outbox_shared->slots_moved, 1);
+		}
+		SpinLockRelease(&outbox_shared->mutex);
+	}
+}
+
+/*
  * Read pg_database: add the databases of outbox.databases that are new,
- * mark those that went away, and note the names listed that do not exist.
- * A heap scan, as autovacuum's get_database_list: without a database, no
- * index can be opened.
+ * mark those that went away, and note the names listed that do not exist;
+ * free the slots that backends took for databases not served.  A heap
+ * scan, as autovacuum's get_database_list: without a database, no index
+ * can be opened.
  */
 static void
 read_databases(void)
@@ -1025,11 +1172,14 @@ read_databases(void)
 	List	   *names = NIL;
 	List	   *existing = NIL;
 	ListCell   *lc;
+	bool	   *taken;
 
 	for (int i = 0; i < ndatabases; i++)
 		databases[i].listed = false;
 
 	StartTransactionCommand();
+	/* before the snapshot, which sees the database of each */
+	taken = slots_taken_by_backends();
 	(void) GetTransactionSnapshot();
 	if (strcmp(outbox_databases, "*") != 0)
 		(void) SplitIdentifierString(pstrdup(outbox_databases), ',', &names);
@@ -1091,6 +1241,7 @@ read_databases(void)
 			report_slot(db->slot, OUTBOX_WORKER_WAITING_FOR_DATABASE, reason);
 		}
 	}
+	free_slots_not_served(taken);
 	CommitTransactionCommand();
 
 	for (int i = 0; i < ndatabases; i++)
@@ -1184,14 +1335,20 @@ reap_workers(void)
 
 		if (db->publishing)
 		{
+			OutboxWorkerState state;
 			bool		parked;
 
 			outbox_slot_lock();
-			parked = outbox_shared->slots[db->slot].state == OUTBOX_WORKER_PARKED;
+			state = outbox_shared->slots[db->slot].state;
 			outbox_slot_unlock();
+			parked = state == OUTBOX_WORKER_PARKED;
+			/* it gave its slot with work left: it waits for its turn */
+			db->gave = db->asked_at != 0 && state == OUTBOX_WORKER_WAITING_FOR_WORKER_SLOT;
+			db->asked_at = 0;
+			db->said_late = false;
 			/* a commit that found it parked asked to look again */
 			db->step = parked && !db->look_again ? STEP_PARKED : STEP_LOOK_UP;
-			db->start_at = parked ? 0 :
+			db->start_at = parked || db->gave ? 0 :
 				TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS);
 			continue;
 		}
@@ -1221,26 +1378,166 @@ reap_workers(void)
 	}
 }
 
+static int
+turn_cmp(const void *a, const void *b)
+{
+	uint64		x = (*(ServedDatabase *const *) a)->turn;
+	uint64		y = (*(ServedDatabase *const *) b)->turn;
+
+	return (x > y) - (x < y);
+}
+
 /*
- * db waits for a worker: say why, in its slot and, once, in the log; and
- * count it, so that idle workers give theirs back.
+ * Put in due the databases due for a worker (the owner lookup or the
+ * publishing one) that have none, in their turn: the order in which they
+ * became due, so that a database whose worker gave its slot goes behind
+ * those that waited already.  A database that is not due loses its turn.
+ * Returns how many.
+ */
+static int
+due_in_turn(ServedDatabase **due)
+{
+	int			n = 0;
+
+	for (int i = 0; i < ndatabases; i++)
+	{
+		ServedDatabase *db = &databases[i];
+
+		if (db->step != STEP_LOOK_UP && db->step != STEP_PUBLISH)
+		{
+			db->turn = 0;
+			db->said_waiting = false;
+			continue;
+		}
+		if (db->handle != NULL)
+			continue;
+		if (db->turn == 0)
+			db->turn = ++last_turn;
+		due[n++] = db;
+	}
+	qsort(due, n, sizeof(ServedDatabase *), turn_cmp);
+	return n;
+}
+
+/*
+ * Ask the publishing workers that have had their time slice to give their
+ * slots to the databases that wait (waiting, nwaiting of them, in their
+ * turn) for which no worker was asked within GIVE_GRACE_MS, the worker
+ * served longest first; tell idle workers how many are left for them to
+ * park for (outbox_take_waiting_database).  The log says so once a
+ * minute, and of each worker that has not given its slot in time.
+ * Returns how long until the next slice or grace ends that matters.
+ */
+static long
+ask_for_slots(ServedDatabase **waiting, int nwaiting, TimestampTz now)
+{
+	int			slice = outbox_time_slice();
+	int			asked = 0;
+	ServedDatabase *late = NULL;
+	long		delay = DATABASE_CHECK_MS;
+
+	for (int i = 0; i < ndatabases; i++)
+	{
+		ServedDatabase *db = &databases[i];
+
+		if (db->handle == NULL || db->asked_at == 0)
+			continue;
+		if (TimestampDifferenceExceeds(db->asked_at, now, GIVE_GRACE_MS))
+		{
+			if (!db->said_late)
+				late = db;
+			continue;
+		}
+		asked++;
+		delay = Min(delay, TimestampDifferenceMilliseconds(now,
+														   TimestampTzPlusMilliseconds(db->asked_at, GIVE_GRACE_MS)));
+	}
+	while (slice >= 0 && asked < nwaiting)
+	{
+		ServedDatabase *longest = NULL;
+		OutboxWorkerSlot *slot;
+		Latch	   *latch;
+
+		for (int i = 0; i < ndatabases; i++)
+		{
+			ServedDatabase *db = &databases[i];
+
+			if (db->handle != NULL && db->publishing && db->asked_at == 0 &&
+				(longest == NULL || db->served_since < longest->served_since))
+				longest = db;
+		}
+		if (longest == NULL)
+			break;
+		if (!TimestampDifferenceExceeds(longest->served_since, now, slice))
+		{
+			delay = Min(delay, TimestampDifferenceMilliseconds(now,
+															   TimestampTzPlusMilliseconds(longest->served_since, slice)));
+			break;
+		}
+		longest->asked_at = now;
+		namestrcpy(&longest->gave_to, NameStr(waiting[asked]->name));
+		slot = &outbox_shared->slots[longest->slot];
+		SpinLockAcquire(&outbox_shared->mutex);
+		slot->give_to = longest->gave_to;
+		slot->give_waiting = nwaiting;
+		latch = slot->latch;
+		SpinLockRelease(&outbox_shared->mutex);
+		if (latch != NULL)
+			SetLatch(latch);
+		if (late != NULL)
+		{
+			ereport(LOG,
+					(errmsg("the outbox worker of database \"%s\" has not given its slot %d ms after it was asked: the worker of database \"%s\" gives its slot to database \"%s\" instead",
+							NameStr(late->name), GIVE_GRACE_MS, NameStr(longest->name),
+							NameStr(longest->gave_to)),
+					 errdetail("A worker gives its slot once its turn is over: a batch in flight first.")));
+			late->said_late = true;
+		}
+		else
+			ereport(TimestampDifferenceExceeds(last_ask, now, 60000) ? LOG : DEBUG1,
+					(errmsg("databases take turns on the outbox workers: the worker of database \"%s\" gives its slot to database \"%s\" after its time slice of %d ms",
+							NameStr(longest->name), NameStr(longest->gave_to), slice),
+					 errdetail_plural("%d database waits for a worker.",
+									  "%d databases wait for a worker.", nwaiting, nwaiting)));
+		last_ask = now;
+		late = NULL;
+		asked++;
+	}
+	SpinLockAcquire(&outbox_shared->mutex);
+	outbox_shared->waiting = Max(nwaiting - asked, 0);
+	SpinLockRelease(&outbox_shared->mutex);
+	return delay;
+}
+
+/*
+ * db waits for a worker, one of nwaiting: say why, in its slot and, once
+ * while it waits or takes turns, in the log.
  */
 static void
-report_waiting(ServedDatabase *db, const char *reason, int *waiting)
+report_waiting(ServedDatabase *db, const char *why, int nwaiting)
 {
-	(*waiting)++;
-	report_slot(db->slot, OUTBOX_WORKER_WAITING_FOR_WORKER_SLOT,
-								reason);
+	char	   *reason;
+
+	if (db->gave)
+		reason = psprintf(OUTBOX_GAVE_SLOT, NameStr(db->gave_to), outbox_time_slice(), nwaiting);
+	else if (outbox_time_slice() < 0)
+		reason = pstrdup(why);
+	else
+		reason = psprintf("%s; databases waiting: %d, each served in its turn", why, nwaiting);
+	report_slot(db->slot, OUTBOX_WORKER_WAITING_FOR_WORKER_SLOT, reason);
 	if (!db->said_waiting)
 		ereport(LOG,
 				(errmsg("database \"%s\" waits for a worker: %s",
 						NameStr(db->name), reason)));
 	db->said_waiting = true;
+	pfree(reason);
 }
 
 /*
- * Start the lookups and publishing workers that are due, as far as the
- * limits allow.  Returns how long until the next one is due.
+ * Start the lookups and publishing workers that are due, in their turn, as
+ * far as the limits allow; ask workers that have had their time slice to
+ * give their slots to the databases left waiting.  Returns how long until
+ * the next one is due.
  */
 static long
 start_workers(void)
@@ -1248,8 +1545,14 @@ start_workers(void)
 	TimestampTz now = GetCurrentTimestamp();
 	long		delay = DATABASE_CHECK_MS;
 	int			publishing = 0;
-	int			waiting = 0;
 	bool		looking_up = false;
+	bool		none_free = false;
+	ServedDatabase **due = palloc((ndatabases + 1) * sizeof(ServedDatabase *));
+	ServedDatabase **waiting = palloc((ndatabases + 1) * sizeof(ServedDatabase *));
+	const char **why = palloc((ndatabases + 1) * sizeof(char *));
+	char	   *busy = psprintf("all outbox.max_workers (%d) workers are busy", outbox_max_workers);
+	int			ndue = due_in_turn(due);
+	int			nwaiting = 0;
 
 	for (int i = 0; i < ndatabases; i++)
 	{
@@ -1257,15 +1560,11 @@ start_workers(void)
 		looking_up |= databases[i].handle != NULL && !databases[i].publishing;
 	}
 
-	for (int i = 0; i < ndatabases; i++)
+	for (int i = 0; i < ndue; i++)
 	{
-		ServedDatabase *db = &databases[i];
+		ServedDatabase *db = due[i];
 		bool		publish = db->step == STEP_PUBLISH;
-		char		reason[128];
 
-		if (db->handle != NULL ||
-			(db->step != STEP_LOOK_UP && db->step != STEP_PUBLISH))
-			continue;
 		if (db->start_at > now)
 		{
 			delay = Min(delay, TimestampDifferenceMilliseconds(now, db->start_at));
@@ -1288,29 +1587,43 @@ start_workers(void)
 		}
 		if (publish && publishing >= outbox_max_workers)
 		{
-			snprintf(reason, sizeof(reason),
-					 "all outbox.max_workers (%d) workers are busy", outbox_max_workers);
-			report_waiting(db, reason, &waiting);
+			why[nwaiting] = busy;
+			waiting[nwaiting++] = db;
 			continue;
 		}
-		db->handle = start_worker(db, publish ? db->owner : InvalidOid);
-		if (db->handle == NULL)
+		if (publish)
 		{
-			report_waiting(db, "no background worker slot is free: raise max_worker_processes",
-						   &waiting);
-			db->start_at = TimestampTzPlusMilliseconds(now, RESTART_DELAY_MS);
+			SpinLockAcquire(&outbox_shared->mutex);
+			outbox_shared->slots[db->slot].give_to.data[0] = '\0';
+			SpinLockRelease(&outbox_shared->mutex);
+		}
+		/* those behind one that found no background worker wait too */
+		if (none_free || (db->handle = start_worker(db, publish ? db->owner : InvalidOid)) == NULL)
+		{
+			none_free = true;
+			why[nwaiting] = "no background worker slot is free: raise max_worker_processes";
+			waiting[nwaiting++] = db;
 			delay = Min(delay, RESTART_DELAY_MS);
 			continue;
 		}
 		db->publishing = publish;
 		db->look_again = false;
-		db->said_waiting = false;
+		if (publish)
+		{
+			db->turn = 0;
+			db->served_since = now;
+			db->gave = false;
+		}
 		publishing += publish;
 		looking_up |= !publish;
 	}
-	SpinLockAcquire(&outbox_shared->mutex);
-	outbox_shared->waiting = waiting;
-	SpinLockRelease(&outbox_shared->mutex);
+	for (int i = 0; i < nwaiting; i++)
+		report_waiting(waiting[i], why[i], nwaiting);
+	delay = Min(delay, ask_for_slots(waiting, nwaiting, now));
+	pfree(due);
+	pfree(waiting);
+	pfree(why);
+	pfree(busy);
 	return delay;
 }
 

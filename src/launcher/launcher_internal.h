@@ -7,8 +7,11 @@
  *		and the owner lookup that such a worker runs first.
  *
  * One slot per database that is served or waits to be.  The launcher
- * assigns a slot to a database and frees it (in_use, database, dbname);
- * the worker started for the slot fills in the rest; backends set
+ * assigns a slot to a database and frees it (in_use, database, dbname),
+ * and asks its worker to give it to another (give_to); a backend that
+ * creates the extension takes one for its database if it has none, which
+ * the launcher adopts, or frees if it does not serve that database; the
+ * worker started for the slot fills in the rest; backends set
  * restart_requested.  A slot's database and latch are single words that
  * committing backends read without a lock; the counters are atomics;
  * everything else is protected by the spinlock.  The status of a worker's
@@ -88,11 +91,18 @@ typedef struct OutboxWorkerSlot
 	OutboxLookup lookup;		/* the owner lookup's verdict */
 	Oid			owner;			/* with OUTBOX_LOOKUP_FOUND */
 	pg_atomic_uint32 current_log;	/* the log table enqueue writes to */
+	/*
+	 * Set by the launcher: the worker has had its time slice while
+	 * database give_to waits (empty: keep the slot), with give_waiting
+	 * databases waiting in all; it gives its slot after its turn.
+	 */
+	NameData	give_to;
+	int			give_waiting;
 	/* set by backends */
 	bool		restart_requested;
 	/*
 	 * Whether the database holds events that are not delivered (for DROP
-	 * DATABASE, utility.c): in the low half OUTBOX_UNDELIVERED_*, in the
+	 * DATABASE, utility.c): in the low half an OutboxUndelivered, in the
 	 * high half how many times backends said "maybe", so that the worker's
 	 * or a drop's "none" does not undo a "maybe" said since it looked.
 	 * Set by the worker and backends without the lock.
@@ -100,9 +110,11 @@ typedef struct OutboxWorkerSlot
 	pg_atomic_uint64 undelivered;
 } OutboxWorkerSlot;
 
-#define OUTBOX_UNDELIVERED_NONE 0
-#define OUTBOX_UNDELIVERED_SOME 1
-#define OUTBOX_UNDELIVERED_MAYBE 2	/* some may have come since a look */
+/*
+ * Why a database waits whose worker gave its slot: to which database,
+ * after how long (ms), and how many databases wait.
+ */
+#define OUTBOX_GAVE_SLOT "gave its slot to database \"%s\" after its time slice of %d ms; databases waiting: %d, each served in its turn"
 
 /* the launcher's shared memory, NULL where the library is not preloaded */
 typedef struct OutboxShared OutboxShared;
@@ -113,9 +125,9 @@ extern OutboxWorkerSlot *outbox_slot(int slotno);
 extern void outbox_slot_lock(void);
 extern void outbox_slot_unlock(void);
 extern pid_t outbox_restoring_backend(Oid dboid);
-extern uint64 outbox_slot_say_maybe(OutboxWorkerSlot *slot);
 extern void outbox_slot_note_undelivered(OutboxWorkerSlot *slot, uint64 seen, bool some);
 extern bool outbox_take_waiting_database(void);
+extern int	outbox_time_slice(void);
 extern void outbox_look_up_owner(OutboxWorkerSlot *slot);
 
 /* clusters.c */

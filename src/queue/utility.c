@@ -272,30 +272,33 @@ refuse_dropping_relation(Oid relid)
 
 /*
  * Refuse DROP DATABASE of database dbname, that the role may drop, while
- * its worker says it holds events that are not delivered: see the file
- * header.  A database without the extension has no say there, and costs
- * a look at the workers' slots.
+ * it holds events that are not delivered, or may, as its slot says
+ * (docs/design.md, "The hooks of every backend"), saying which.  A
+ * database without the extension has no say there, and costs a look at
+ * the workers' slots.
  */
 static void
 refuse_dropping_database(const char *dbname)
 {
 	Oid			dboid = get_database_oid(dbname, true);
-	int			undelivered;
+	OutboxUndelivered undelivered;
 
 	if (!OidIsValid(dboid) || !outbox_launcher_exists() ||
 		!pg_database_ownercheck(dboid, GetUserId()) ||
-		(undelivered = outbox_launcher_undelivered(dboid)) == 0)
+		(undelivered = outbox_launcher_undelivered(dboid)) == OUTBOX_UNDELIVERED_NONE)
 		return;
 	ereport(ERROR,
 			(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
-			 undelivered > 0 ?
+			 undelivered == OUTBOX_UNDELIVERED_SOME ?
 			 errmsg("database \"%s\" holds events of extension outbox that are not delivered",
 					dbname) :
 			 errmsg("database \"%s\" may hold events of extension outbox that are not delivered",
 					dbname),
-			 undelivered > 0 ?
-			 errdetail("Dropping the database would drop them without publishing them.") :
-			 errdetail("Events were enqueued or restored there since its worker last looked."),
+			 undelivered == OUTBOX_UNDELIVERED_SOME ?
+			 errdetail("Its worker found some when it last looked: dropping the database would drop them without publishing them.") :
+			 undelivered == OUTBOX_UNDELIVERED_MAYBE ?
+			 errdetail("A transaction there may have added some (an enqueue, a restore, a retry, a snapshot) since its worker last looked, or since the extension was created.") :
+			 errdetail("No outbox worker has looked there since the server started or since the database was last served: events from before may wait there."),
 			 errhint("Let the worker publish them (outbox_stats there shows what is pending), or discard them on purpose there with SELECT outbox_discard(), then drop the database.")));
 }
 
@@ -616,6 +619,9 @@ outbox_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 static void
 outbox_xact_callback(XactEvent event, void *arg)
 {
+	/* before others see the extension, and before a commit there adds events */
+	if (event == XACT_EVENT_PRE_COMMIT && extension_created && outbox_launcher_exists())
+		outbox_launcher_extension_born(MyDatabaseId);
 	outbox_launcher_at_eoxact(event);
 	if (event == XACT_EVENT_COMMIT && outbox_launcher_exists())
 	{

@@ -50,6 +50,7 @@
 #include "format/topics.h"
 #include "kafka/kafka.h"
 #include "kafka/registry.h"
+#include "launcher/launcher.h"
 #include "launcher/launcher_internal.h"
 #include "queue/claim.h"
 #include "queue/record.h"
@@ -327,10 +328,11 @@ detach_worker(int code, Datum arg)
 	outbox_slot_unlock();
 	/*
 	 * An owner lookup leaves its verdict for the launcher to show, a worker
-	 * that parked its state (exit code 0); one that failed while it parked
-	 * is stopped, and started again.
+	 * that parked or gave its slot its state (exit code 0); one that failed
+	 * meanwhile is stopped, and started again.
 	 */
-	if (publishes && (code != 0 || my_slot->state != OUTBOX_WORKER_PARKED))
+	if (publishes && (code != 0 || (my_slot->state != OUTBOX_WORKER_PARKED &&
+									my_slot->state != OUTBOX_WORKER_WAITING_FOR_WORKER_SLOT)))
 		set_state(OUTBOX_WORKER_STOPPED, NULL);
 }
 
@@ -354,13 +356,30 @@ attach_worker(int slotno, bool publishes)
 	my_slot->clusters = DSM_HANDLE_INVALID;
 	my_slot->restart_requested = false;
 	outbox_slot_unlock();
-	/* what the database holds is not known until it looks */
-	if (publishes)
-		(void) outbox_slot_say_maybe(my_slot);
 	if (publishes)
 		my_slot->latch = MyLatch;
 	before_shmem_exit(detach_worker, BoolGetDatum(publishes));
 	set_state(OUTBOX_WORKER_STARTING, NULL);
+}
+
+/*
+ * Has the launcher asked the worker to give its slot to another database
+ * (launcher.c)?  If so, to is set to that database, and *waiting to how
+ * many databases waited then (either may be NULL).
+ */
+static bool
+asked_to_give(NameData *to, int *waiting)
+{
+	bool		asked;
+
+	outbox_slot_lock();
+	asked = my_slot->give_to.data[0] != '\0';
+	if (to != NULL)
+		*to = my_slot->give_to;
+	if (waiting != NULL)
+		*waiting = my_slot->give_waiting;
+	outbox_slot_unlock();
+	return asked;
 }
 
 /*
@@ -487,7 +506,7 @@ undo_work(MemoryContext cxt)
 /*
  * Wait for ms milliseconds, or less if the latch is set and wakeable.  A
  * reload is served on the way; a wait that is not wakeable goes on until
- * its time is up (or SIGTERM).
+ * its time is up, SIGTERM, or the launcher asks for the worker's slot.
  */
 static void
 pause_for(long ms, bool wakeable)
@@ -509,6 +528,8 @@ pause_for(long ms, bool wakeable)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
+		if ((rc & WL_LATCH_SET) && asked_to_give(NULL, NULL))
+			break;
 		if (wakeable && (rc & WL_LATCH_SET))
 		{
 			/* the commits of the next while share the batch */
@@ -1467,34 +1488,75 @@ run_turn(MemoryContext cxt, bool *exit)
 }
 
 /*
+ * Say that the worker parked (why), clear its latch, and look a last time,
+ * in a transaction, for anything left to do, now or later, that no commit
+ * would wake a worker for: an event undelivered (due or backing off), an
+ * unfinished snapshot.  The latch is cleared before that look, so that a
+ * commit it does not see wakes the launcher instead (launcher.c).  Returns
+ * true if nothing is left.
+ */
+static bool
+nothing_left(MemoryContext cxt, const char *why)
+{
+	OutboxExtension ext;
+	bool		nothing;
+
+	set_state(OUTBOX_WORKER_PARKED, why);
+	my_slot->latch = NULL;
+	pg_memory_barrier();
+	begin_work("looking for work before giving the slot back", cxt);
+	nothing = next_step(&ext) == STEP_PUBLISH &&
+		!outbox_events_undelivered(&ext) && !outbox_snapshot_unfinished(&ext);
+	end_work(cxt);
+	return nothing;
+}
+
+/*
+ * Give the worker's slot to database to, as the launcher asks once the
+ * worker has had its time slice while to waits (launcher.c, waiting of
+ * them then): between two turns, so that nothing is in flight and every
+ * chunk of a snapshot is committed.  Parked if nothing is left to do (see
+ * nothing_left); else the database waits for its turn, which the launcher
+ * gives it with no commit needed.  The caller exits.
+ */
+static void
+give_slot(MemoryContext cxt, const char *to, int waiting)
+{
+	int			slice = outbox_time_slice();
+	bool		parked;
+
+	parked = nothing_left(cxt, psprintf("gave its slot to database \"%s\" after its time slice of %d ms, with nothing left to do: a commit here starts a worker again",
+										to, slice));
+	if (!parked)
+		set_state(OUTBOX_WORKER_WAITING_FOR_WORKER_SLOT,
+				  psprintf(OUTBOX_GAVE_SLOT, to, slice, waiting));
+	ereport(DEBUG1,
+			(errmsg("outbox worker gives its slot to database \"%s\" after its time slice of %d ms",
+					to, slice),
+			 parked ?
+			 errdetail("Nothing is left to do here: the next commit that enqueues an event starts a worker again.") :
+			 errdetail_plural("%d database waits for a worker; this one is served again in its turn.",
+							  "%d databases wait for a worker; this one is served again in its turn.",
+							  waiting, waiting)));
+}
+
+/*
  * Park: give the worker's slot back if it has been idle for
  * outbox.worker_idle_timeout while another database waits for one, and
- * nothing is left to do, now or later: no event undelivered (due or
- * backing off), no unfinished snapshot.  The latch is cleared before that last look, so
- * that a commit it does not see wakes the launcher instead (launcher.c).
- * Returns true if the worker is to exit.
+ * nothing is left to do (see nothing_left).  Returns true if the worker
+ * is to exit.
  */
 static bool
 park(MemoryContext cxt)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	OutboxExtension ext;
-	bool		nothing_left;
 
 	if (outbox_worker_idle_timeout < 0 || !idle || now < next_park_look ||
 		!TimestampDifferenceExceeds(last_events_at, now, outbox_worker_idle_timeout) ||
 		!outbox_take_waiting_database())
 		return false;
 
-	set_state(OUTBOX_WORKER_PARKED,
-			  "gave the worker back, idle while another database waited: a commit here starts one again");
-	my_slot->latch = NULL;
-	pg_memory_barrier();
-	begin_work("looking for work before giving the slot back", cxt);
-	nothing_left = next_step(&ext) == STEP_PUBLISH &&
-		!outbox_events_undelivered(&ext) && !outbox_snapshot_unfinished(&ext);
-	end_work(cxt);
-	if (nothing_left)
+	if (nothing_left(cxt, "gave the worker back, idle while another database waited: a commit here starts one again"))
 	{
 		ereport(LOG,
 				(errmsg("outbox worker gives its slot to a database that waits for one, after %ld ms idle",
@@ -1514,7 +1576,8 @@ park(MemoryContext cxt)
  * Publish until SIGTERM, until the extension goes, until a backend asks
  * the worker to start again (utility.c): the launcher then looks for the
  * owner again and starts a worker with the settings as they are then; or
- * until the worker parks.  Returns true if it parked.
+ * until the worker parks or gives its slot.  Returns true if it parked or
+ * gave its slot.
  */
 static bool
 publish_loop(void)
@@ -1532,6 +1595,8 @@ publish_loop(void)
 		long		delay = 0;
 		bool		exit = false;
 		bool		restart;
+		NameData	give_to;
+		int			waiting;
 		ErrorData  *edata = NULL;
 
 		MemoryContextSwitchTo(loop_cxt);
@@ -1550,6 +1615,11 @@ publish_loop(void)
 		{
 			log_restart();
 			break;
+		}
+		if (asked_to_give(&give_to, &waiting))
+		{
+			give_slot(loop_cxt, NameStr(give_to), waiting);
+			return true;
 		}
 
 		PG_TRY();
