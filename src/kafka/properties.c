@@ -3,7 +3,9 @@
  * properties.c
  *		The librdkafka properties that outbox allows: the allow-list, the
  *		settings outbox.kafka_properties and outbox.kafka_properties_file
- *		and their check hooks, and the reading of the properties file.
+ *		and their check hooks, and the reading of the properties file; the
+ *		setting outbox.schema_registry_url, whose credentials the file
+ *		holds.
  *
  * Only the librdkafka properties known to be safe are taken; a secret
  * among them is refused where the setting would be stored in a catalog
@@ -28,6 +30,7 @@
 
 char	   *outbox_kafka_properties = NULL;
 char	   *outbox_kafka_properties_file = NULL;
+char	   *outbox_schema_registry_url = NULL;
 
 /*
  * The librdkafka properties that outbox.kafka_properties and the properties
@@ -621,9 +624,54 @@ check_kafka_properties_file(char **newval, void **extra, GucSource source)
 }
 
 /*
- * Define outbox.kafka_properties and outbox.kafka_properties_file.  Called
- * from _PG_init in every process that loads the library, before the
- * prefix is reserved.
+ * outbox.schema_registry_url: empty, or an http or https URL without
+ * credentials (they go in the properties file, which no other role can
+ * read), query or fragment, and without white space or control characters.
+ */
+static bool
+check_schema_registry_url(char **newval, void **extra, GucSource source)
+{
+	const char *url = *newval;
+	const char *authority;
+
+	if (url == NULL || *url == '\0')
+		return true;
+	if (pg_strncasecmp(url, "http://", 7) == 0)
+		authority = url + 7;
+	else if (pg_strncasecmp(url, "https://", 8) == 0)
+		authority = url + 8;
+	else
+	{
+		GUC_check_errdetail("The schema registry's URL starts with http:// or https://.");
+		return false;
+	}
+	for (const char *c = url; *c != '\0'; c++)
+	{
+		if ((unsigned char) *c <= ' ' || *c == 0x7f)
+		{
+			GUC_check_errdetail("The URL may hold no white space or control character.");
+			return false;
+		}
+	}
+	if (strpbrk(url, "?#") != NULL)
+	{
+		GUC_check_errdetail("The URL may hold no query or fragment: the paths of the registry's API follow it.");
+		return false;
+	}
+	if (memchr(authority, '@', strcspn(authority, "/")) != NULL)
+	{
+		GUC_check_errmsg("invalid value for parameter \"outbox.schema_registry_url\"");
+		GUC_check_errdetail("The URL may hold no user name or password.");
+		GUC_check_errhint("Put them in the file that outbox.kafka_properties_file names, as schema.registry.basic.auth.user.info.");
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Define outbox.kafka_properties, outbox.kafka_properties_file and
+ * outbox.schema_registry_url.  Called from _PG_init in every process that
+ * loads the library, before the prefix is reserved.
  */
 void
 outbox_kafka_define_gucs(void)
@@ -645,4 +693,13 @@ outbox_kafka_define_gucs(void)
 							   PGC_SUSET,
 							   0,
 							   check_kafka_properties_file, NULL, NULL);
+
+	DefineCustomStringVariable("outbox.schema_registry_url",
+							   "URL of the Confluent Schema Registry that Avro schemas are registered with; empty for none.",
+							   "Its credentials are schema.registry.* properties of the file that outbox.kafka_properties_file names.",
+							   &outbox_schema_registry_url,
+							   "",
+							   PGC_SUSET,
+							   0,
+							   check_schema_registry_url, NULL, NULL);
 }

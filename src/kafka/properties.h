@@ -20,6 +20,7 @@ struct rd_kafka_conf_s;
 
 extern char *outbox_kafka_properties;
 extern char *outbox_kafka_properties_file;
+extern char *outbox_schema_registry_url;
 
 /* why Kafka properties are refused, for an ereport; never their values */
 typedef struct OutboxPropertyError
