@@ -17,6 +17,7 @@
  */
 #include "postgres.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <librdkafka/rdkafka.h>
@@ -224,6 +225,40 @@ value_in_list(const char *value, const char *list)
 	return ok;
 }
 
+/* what a file that is not a regular one is, for a message */
+static const char *
+kind_of_file(mode_t mode)
+{
+	if (S_ISDIR(mode))
+		return "a directory";
+	if (S_ISFIFO(mode))
+		return "a named pipe";
+	if (S_ISCHR(mode) || S_ISBLK(mode))
+		return "a device";
+	if (S_ISSOCK(mode))
+		return "a socket";
+	return "not a regular file";
+}
+
+/*
+ * Why the file that a property names (a certificate, a key, a CA: a
+ * *.location) cannot be given to librdkafka or libcurl, which open and read
+ * it in this process: it exists and is neither a regular file nor a
+ * directory.  A named pipe would keep the opener waiting for ever, a device
+ * may never end.  NULL if it can be, or if it does not exist (the library
+ * says so).
+ */
+const char *
+outbox_kafka_path_problem(const char *path)
+{
+	struct stat st;
+
+	if (stat(path, &st) != 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))
+		return NULL;
+	return psprintf("It names %s: only a regular file or a directory is read.",
+					kind_of_file(st.st_mode));
+}
+
 /*
  * Judge one property and set it on conf (a scratch one when only
  * checking): is it allowed, here, and does librdkafka take its value?
@@ -236,6 +271,7 @@ set_property(rd_kafka_conf_t *conf, const char *name, const char *value,
 			 OutboxPropertyError *error)
 {
 	const KafkaProperty *property = find_property(name);
+	const char *problem;
 	char		errbuf[512];
 
 	memset(error, 0, sizeof(*error));
@@ -279,6 +315,11 @@ set_property(rd_kafka_conf_t *conf, const char *name, const char *value,
 		snprintf(error->detail, sizeof(error->detail),
 				 "It may hold only letters, digits and the characters \"%s\". %s",
 				 "._-/@:+=", property->reason);
+		return false;
+	}
+	if (pg_str_endswith(name, ".location") && (problem = outbox_kafka_path_problem(value)) != NULL)
+	{
+		strlcpy(error->detail, problem, sizeof(error->detail));
 		return false;
 	}
 	if (rd_kafka_conf_set(conf, name, value, errbuf, sizeof(errbuf)) != RD_KAFKA_CONF_OK)
@@ -394,28 +435,34 @@ file_version_of(const struct stat *st, OutboxFileVersion *version)
 	version->ctime = st->st_ctim;
 }
 
+/* the largest properties file read: lines of properties, PEM included */
+#define MAX_FILE_BYTES (1024 * 1024)
+
 /*
- * Set the properties of the file at path on conf: one name=value per line,
- * lines that start with # are comments, schema.registry.* properties are
- * the schema registry client's (src/kafka/registry.c).  The file may hold
- * secrets: it must be a regular file that other users cannot read.
- * *version gets what identifies the contents read.  On failure, returns false with the reason
- * in *error, naming the file and line.
+ * Read the properties file at path, which a setting names, into *lines,
+ * one string per line, without blocking: it must be a regular file that
+ * other users cannot read (it may hold secrets), of at most
+ * MAX_FILE_BYTES.  A named pipe is opened without waiting for a writer and
+ * refused, as is a device (/dev/zero, endless) or a directory; a symbolic
+ * link is followed, and what it points at judged.  *version gets what
+ * identifies the contents read.  On failure, returns false with the reason
+ * in *error, naming the file; error->missing if it does not exist.
  */
 bool
-outbox_kafka_apply_property_file(rd_kafka_conf_t *conf, const char *path,
-					OutboxFileVersion *version, OutboxPropertyError *error)
+outbox_kafka_read_file(const char *path, List **lines, OutboxFileVersion *version,
+					   OutboxPropertyError *error)
 {
-	FILE	   *file;
 	struct stat st;
-	StringInfoData line;
-	int			lineno = 0;
-	bool		ok = true;
+	StringInfoData contents;
+	int			fd;
+	ssize_t		n = 0;
+	char	   *end;
 
 	memset(error, 0, sizeof(*error));
 	memset(version, 0, sizeof(*version));
-	file = AllocateFile(path, "r");
-	if (file == NULL)
+	*lines = NIL;
+	fd = OpenTransientFile(path, O_RDONLY | O_NONBLOCK | PG_BINARY);
+	if (fd < 0)
 	{
 		int			save_errno = errno;
 
@@ -425,11 +472,11 @@ outbox_kafka_apply_property_file(rd_kafka_conf_t *conf, const char *path,
 				 "could not open Kafka properties file \"%s\": %m", path);
 		return false;
 	}
-	if (fstat(fileno(file), &st) != 0)
+	if (fstat(fd, &st) != 0)
 	{
 		snprintf(error->message, sizeof(error->message),
 				 "could not stat Kafka properties file \"%s\": %m", path);
-		FreeFile(file);
+		CloseTransientFile(fd);
 		return false;
 	}
 	file_version_of(&st, version);
@@ -437,7 +484,10 @@ outbox_kafka_apply_property_file(rd_kafka_conf_t *conf, const char *path,
 	{
 		snprintf(error->message, sizeof(error->message),
 				 "Kafka properties file \"%s\" is not a regular file", path);
-		FreeFile(file);
+		snprintf(error->detail, sizeof(error->detail),
+				 "It is %s: only a regular file is read, which cannot keep the reader waiting.",
+				 kind_of_file(st.st_mode));
+		CloseTransientFile(fd);
 		return false;
 	}
 	if ((st.st_mode & S_IRWXO) != 0)
@@ -448,42 +498,96 @@ outbox_kafka_apply_property_file(rd_kafka_conf_t *conf, const char *path,
 				"It may hold secrets: its permissions must give other users no access.",
 				sizeof(error->detail));
 		error->hint = "Remove their access, for example with chmod o-rwx.";
-		FreeFile(file);
+		CloseTransientFile(fd);
 		return false;
 	}
 
-	initStringInfo(&line);
-	while (ok && pg_get_line_buf(file, &line))
+	/* read one byte past the bound, to know a file that grew past it */
+	initStringInfo(&contents);
+	enlargeStringInfo(&contents, Min(st.st_size, MAX_FILE_BYTES) + 1);
+	while (contents.len <= MAX_FILE_BYTES)
 	{
-		char	   *text = trim(line.data);
+		if (contents.maxlen - contents.len < 2)
+			enlargeStringInfo(&contents, 8192);
+		n = read(fd, contents.data + contents.len,
+				 Min(contents.maxlen - contents.len - 1, MAX_FILE_BYTES + 1 - contents.len));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		contents.len += n;
+	}
+	if (n < 0)
+		snprintf(error->message, sizeof(error->message),
+				 "could not read Kafka properties file \"%s\": %m", path);
+	CloseTransientFile(fd);
+	if (n < 0)
+		return false;
+	if (contents.len > MAX_FILE_BYTES)
+	{
+		snprintf(error->message, sizeof(error->message),
+				 "Kafka properties file \"%s\" is too large", path);
+		snprintf(error->detail, sizeof(error->detail),
+				 "A properties file has at most %d bytes.", MAX_FILE_BYTES);
+		return false;
+	}
+	contents.data[contents.len] = '\0';
+
+	/* lines end at a newline; a line that holds a NUL byte ends there */
+	end = contents.data + contents.len;
+	for (char *line = contents.data; line < end;)
+	{
+		char	   *newline = memchr(line, '\n', end - line);
+
+		if (newline != NULL)
+			*newline = '\0';
+		*lines = lappend(*lines, line);
+		line = newline != NULL ? newline + 1 : end;
+	}
+	return true;
+}
+
+/*
+ * Set the properties of the file at path on conf: one name=value per line,
+ * lines that start with # are comments, schema.registry.* properties are
+ * the schema registry client's (src/kafka/registry.c).  The file is read
+ * by outbox_kafka_read_file, with its checks.  *version gets what
+ * identifies the contents read.  On failure, returns false with the
+ * reason in *error, naming the file and line.
+ */
+bool
+outbox_kafka_apply_property_file(rd_kafka_conf_t *conf, const char *path,
+					OutboxFileVersion *version, OutboxPropertyError *error)
+{
+	List	   *lines;
+	ListCell   *lc;
+
+	if (!outbox_kafka_read_file(path, &lines, version, error))
+		return false;
+	foreach(lc, lines)
+	{
+		char	   *text = trim(lfirst(lc));
 		char	   *name;
 		char	   *value;
 		char		where[MAXPGPATH + 32];
 
-		lineno++;
 		if (*text == '\0' || *text == '#')
 			continue;
-		snprintf(where, sizeof(where), "file \"%s\", line %d", path, lineno);
+		snprintf(where, sizeof(where), "file \"%s\", line %d", path,
+				 foreach_current_index(lc) + 1);
 		if (!split_property(text, &name, &value))
 		{
 			snprintf(error->message, sizeof(error->message),
 					 "invalid Kafka property in %s", where);
 			strlcpy(error->detail, "The line is not of the form name=value.",
 					sizeof(error->detail));
-			ok = false;
+			return false;
 		}
-		else if (strncmp(name, "schema.registry.", 16) != 0)	/* registry.c's */
-			ok = set_property(conf, name, value, true, where, error);
+		if (strncmp(name, "schema.registry.", 16) != 0 &&	/* registry.c's */
+			!set_property(conf, name, value, true, where, error))
+			return false;
 	}
-	if (ok && ferror(file))
-	{
-		snprintf(error->message, sizeof(error->message),
-				 "could not read Kafka properties file \"%s\": %m", path);
-		ok = false;
-	}
-	pfree(line.data);
-	FreeFile(file);
-	return ok;
+	return true;
 }
 
 /*

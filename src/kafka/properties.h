@@ -15,6 +15,8 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "nodes/pg_list.h"
+
 /* librdkafka's rd_kafka_conf_t, for the files that include librdkafka */
 struct rd_kafka_conf_s;
 
@@ -43,6 +45,10 @@ typedef struct OutboxFileVersion
 } OutboxFileVersion;
 
 extern void outbox_kafka_define_gucs(void);
+extern const char *outbox_kafka_path_problem(const char *path);
+extern bool outbox_kafka_read_file(const char *path, List **lines,
+								   OutboxFileVersion *version,
+								   OutboxPropertyError *error);
 extern bool outbox_kafka_apply_property_list(struct rd_kafka_conf_s *conf,
 											 const char *properties,
 											 bool secrets_allowed,

@@ -221,7 +221,7 @@ set_state(OutboxWorkerState state, const char *error)
 {
 	static bool said_refused = false;
 	TimestampTz now = GetCurrentTimestamp();
-	const char *refused = outbox_kafka_settings_refused();
+	const char *refused = outbox_kafka_settings_refused(NULL);
 	bool		clear = said_refused && refused == NULL;
 
 	if (error == NULL)
@@ -633,7 +633,11 @@ ensure_producers(const OutboxTopicSettings *settings)
 
 	if (any)
 		return true;
-	reason = psprintf("no Kafka broker reachable at %s", outbox_brokers);
+	/* the outbox.* settings' cluster: down, or its properties file refused */
+	if (outbox_kafka_settings_refused(linitial(named)) != NULL)
+		reason = pstrdup(outbox_kafka_settings_refused(linitial(named)));
+	else
+		reason = psprintf("no Kafka broker reachable at %s", outbox_brokers);
 	report_state(OUTBOX_WORKER_BROKER_UNREACHABLE, reason, reason);
 	return false;
 }
