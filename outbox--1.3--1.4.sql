@@ -2,3 +2,185 @@
 
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
 \echo Use "ALTER EXTENSION outbox UPDATE TO '1.4'" to load this file. \quit
+
+--
+-- The schema registry in outbox_health: a warning while its credentials
+-- would go over plain http.  The view is 1.3's with one more signal.
+--
+
+CREATE FUNCTION @extschema@.outbox_registry_warning()
+RETURNS text
+AS 'MODULE_PATHNAME', 'outbox_registry_warning'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION @extschema@.outbox_registry_warning() FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.outbox_registry_warning() IS
+	'For outbox_health: NULL, or that this session''s outbox.schema_registry_url is plain http while the file of outbox.kafka_properties_file holds the registry''s credentials (never them). By grant';
+
+CREATE OR REPLACE VIEW @extschema@.outbox_health AS
+	WITH settings AS (
+		SELECT pg_catalog.current_setting('outbox.max_workers', true) IS NOT NULL AS preloaded,
+			   coalesce(pg_catalog.current_setting('outbox.health_backlog_warning', true), '60')::pg_catalog.interval AS backlog_warning,
+			   coalesce(pg_catalog.current_setting('outbox.health_backlog_critical', true), '300')::pg_catalog.interval AS backlog_critical,
+			   coalesce(pg_catalog.current_setting('outbox.max_workers', true), '8')::integer AS max_workers,
+			   coalesce(pg_catalog.current_setting('outbox.brokers', true), 'localhost:9092') AS brokers,
+			   coalesce(pg_catalog.current_setting('outbox.standby_slots', true), '') AS standby_slots,
+			   coalesce(pg_catalog.current_setting('outbox.schema_registry_url', true), '') AS registry_url
+	), workers AS MATERIALIZED (
+		SELECT w.*
+		  FROM @extschema@.outbox_worker_status() w
+		 WHERE (SELECT s.preloaded FROM settings s)
+	), mine AS (
+		SELECT w.*
+		  FROM workers w
+		 WHERE w.database OPERATOR(pg_catalog.=) pg_catalog.current_database() OR w.database IS NULL
+	), down AS (
+		SELECT pg_catalog.string_agg(c.brokers, '; ' ORDER BY c.brokers) AS clusters,
+			   pg_catalog.min(c.state_since) AS since
+		  FROM @extschema@.outbox_cluster_status() c
+		 WHERE (SELECT s.preloaded FROM settings s)
+		   AND c.database OPERATOR(pg_catalog.=) pg_catalog.current_database()
+		   AND c.state OPERATOR(pg_catalog.=) 'unreachable'
+	), oldest AS (
+		SELECT d.topic, d.created_at
+		  FROM (SELECT m.topic, m.created_at
+				  FROM @extschema@.outbox_retries m
+				 WHERE m.status OPERATOR(pg_catalog.=) ANY ('{pending,failed}')
+				   AND (m.next_attempt_at IS NULL OR m.next_attempt_at OPERATOR(pg_catalog.<=) pg_catalog.now())
+				UNION ALL
+				SELECT u.topic, u.oldest_created_at
+				  FROM @extschema@.outbox_unread_topics() u
+				 WHERE u.oldest_created_at IS NOT NULL) AS d
+		 ORDER BY d.created_at
+		 LIMIT 1
+	), failing AS (
+		SELECT m.topic, pg_catalog.count(*) AS events, pg_catalog.min(m.created_at) AS since,
+			   (pg_catalog.array_agg(m.last_error ORDER BY m.id DESC))[1] AS last_error
+		  FROM @extschema@.outbox_retries m
+		 WHERE m.status OPERATOR(pg_catalog.=) 'failed'
+		 GROUP BY m.topic
+	), abandoned AS (
+		SELECT pg_catalog.sum(s.abandoned) AS last_hour, pg_catalog.min(s.bucket) AS since,
+			   pg_catalog.string_agg(DISTINCT s.topic, ', ') AS topics
+		  FROM @extschema@.outbox_publish_stats s
+		 WHERE s.abandoned OPERATOR(pg_catalog.>) 0
+		   AND s.bucket OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.-) interval '1 hour')
+	), missing_slots AS (
+		SELECT pg_catalog.string_agg(pg_catalog.quote_ident(pg_catalog.btrim(l.slot)), ', ') AS slots
+		  FROM settings s,
+			   pg_catalog.unnest(pg_catalog.string_to_array(s.standby_slots, ',')) AS l(slot)
+		 WHERE pg_catalog.btrim(l.slot) OPERATOR(pg_catalog.<>) ''
+		   AND NOT EXISTS (SELECT FROM pg_catalog.pg_replication_slots r
+							WHERE r.slot_name OPERATOR(pg_catalog.=) pg_catalog.btrim(l.slot)::name)
+	), signals AS (
+		SELECT 1 AS ord, 'worker' AS signal,
+			   CASE WHEN w.state IS NULL THEN 'critical'
+					WHEN w.state OPERATOR(pg_catalog.=) ANY ('{idle,publishing,parked,"broker unreachable","waiting for standby",standby}') THEN 'ok'
+					WHEN w.state OPERATOR(pg_catalog.=) ANY ('{starting,disabled,"waiting for restore","waiting for worker slot"}') THEN 'warning'
+					ELSE 'critical' END AS status,
+			   CASE WHEN w.state IS NOT NULL THEN w.state OPERATOR(pg_catalog.||) coalesce(': ' OPERATOR(pg_catalog.||) w.last_error, '')
+					WHEN NOT s.preloaded THEN 'no worker runs: outbox is not in shared_preload_libraries'
+					ELSE 'no worker serves this database: it is not in outbox.databases' END AS detail,
+			   w.state_since AS since
+		  FROM settings s LEFT JOIN mine w ON true
+		UNION ALL
+		SELECT 2, 'brokers',
+			   CASE WHEN w.state OPERATOR(pg_catalog.=) 'broker unreachable' OR d.clusters IS NOT NULL
+					THEN 'critical' ELSE 'ok' END,
+			   CASE WHEN w.state OPERATOR(pg_catalog.=) 'broker unreachable'
+					THEN pg_catalog.format('no broker of %s answers: %s', s.brokers, w.last_error)
+					WHEN d.clusters IS NOT NULL
+					THEN pg_catalog.format('no broker of cluster %s answers: its topics wait', d.clusters)
+					WHEN w.brokers_up IS NULL THEN pg_catalog.format('%s: no producer now', s.brokers)
+					ELSE pg_catalog.format('%s: %s brokers up', s.brokers, w.brokers_up) END,
+			   CASE WHEN w.state OPERATOR(pg_catalog.=) 'broker unreachable' THEN w.state_since
+					ELSE d.since END
+		  FROM settings s CROSS JOIN down d LEFT JOIN mine w ON true
+		UNION ALL
+		SELECT 3, 'backlog age',
+			   CASE WHEN o.created_at IS NULL THEN 'ok'
+					WHEN pg_catalog.now() OPERATOR(pg_catalog.-) o.created_at OPERATOR(pg_catalog.>) s.backlog_critical THEN 'critical'
+					WHEN pg_catalog.now() OPERATOR(pg_catalog.-) o.created_at OPERATOR(pg_catalog.>) s.backlog_warning THEN 'warning'
+					ELSE 'ok' END,
+			   CASE WHEN o.created_at IS NULL THEN 'no event is due'
+					ELSE pg_catalog.format('the oldest due event, of topic %s, is %s old',
+										   o.topic, pg_catalog.to_char(pg_catalog.now() OPERATOR(pg_catalog.-) o.created_at, 'HH24:MI:SS')) END,
+			   o.created_at
+		  FROM settings s LEFT JOIN oldest o ON true
+		UNION ALL
+		SELECT 4, 'failing topics',
+			   CASE WHEN pg_catalog.count(f.topic) OPERATOR(pg_catalog.>) 0 THEN 'critical' ELSE 'ok' END,
+			   coalesce(pg_catalog.string_agg(pg_catalog.format('topic %s: %s events failing: %s', f.topic, f.events, f.last_error),
+											  '; ' ORDER BY f.topic),
+						'no topic is failing'),
+			   pg_catalog.min(f.since)
+		  FROM failing f
+		UNION ALL
+		SELECT 5, 'abandoned events',
+			   CASE WHEN a.last_hour OPERATOR(pg_catalog.>) 0 THEN 'warning' ELSE 'ok' END,
+			   CASE WHEN a.last_hour OPERATOR(pg_catalog.>) 0
+					THEN pg_catalog.format('%s events abandoned in the last hour, of topics %s', a.last_hour, a.topics)
+					ELSE 'no event abandoned in the last hour' END,
+			   a.since
+		  FROM abandoned a
+		UNION ALL
+		SELECT 6, 'snapshots',
+			   CASE WHEN pg_catalog.count(n.last_error) OPERATOR(pg_catalog.>) 0 THEN 'warning' ELSE 'ok' END,
+			   CASE WHEN pg_catalog.count(n.last_error) OPERATOR(pg_catalog.>) 0
+					THEN pg_catalog.string_agg(pg_catalog.format('snapshot of %s: %s', n.relid::pg_catalog.regclass, n.last_error), '; ')
+					ELSE pg_catalog.format('%s in progress', pg_catalog.count(*)) END,
+			   pg_catalog.min(n.started) FILTER (WHERE n.last_error IS NOT NULL)
+		  FROM @extschema@.outbox_snapshots_state n
+		 WHERE n.finished IS NULL
+		UNION ALL
+		SELECT 7, 'worker slots',
+			   CASE WHEN pg_catalog.min(w.state_since) FILTER (WHERE w.state OPERATOR(pg_catalog.=) 'waiting for worker slot')
+						 OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) s.backlog_warning) THEN 'critical'
+					WHEN pg_catalog.count(*) FILTER (WHERE w.state OPERATOR(pg_catalog.=) 'waiting for worker slot') OPERATOR(pg_catalog.>) 0 THEN 'warning'
+					WHEN pg_catalog.count(w.pid) OPERATOR(pg_catalog.>=) s.max_workers THEN 'warning'
+					ELSE 'ok' END,
+			   pg_catalog.format('%s of outbox.max_workers = %s in use', pg_catalog.count(w.pid), s.max_workers)
+			   OPERATOR(pg_catalog.||)
+			   coalesce('; waiting for one: ' OPERATOR(pg_catalog.||)
+						pg_catalog.string_agg(pg_catalog.format('%I (%s)', w.database, w.last_error), ', ')
+						FILTER (WHERE w.state OPERATOR(pg_catalog.=) 'waiting for worker slot'), ''),
+			   pg_catalog.min(w.state_since) FILTER (WHERE w.state OPERATOR(pg_catalog.=) 'waiting for worker slot')
+		  FROM settings s LEFT JOIN workers w ON true
+		 GROUP BY s.max_workers, s.backlog_warning
+		UNION ALL
+		SELECT 8, 'standby gate',
+			   CASE WHEN s.standby_slots OPERATOR(pg_catalog.=) '' THEN 'ok'
+					WHEN m.slots IS NOT NULL THEN 'critical'
+					WHEN w.state OPERATOR(pg_catalog.=) 'waiting for standby' THEN 'warning'
+					ELSE 'ok' END,
+			   CASE WHEN s.standby_slots OPERATOR(pg_catalog.=) '' THEN 'outbox.standby_slots is not set'
+					WHEN m.slots IS NOT NULL THEN 'replication slots of outbox.standby_slots that do not exist: ' OPERATOR(pg_catalog.||) m.slots
+					WHEN w.state OPERATOR(pg_catalog.=) 'waiting for standby' THEN w.last_error
+					ELSE 'the standbys of ' OPERATOR(pg_catalog.||) s.standby_slots OPERATOR(pg_catalog.||) ' keep up' END,
+			   CASE WHEN w.state OPERATOR(pg_catalog.=) 'waiting for standby' THEN w.state_since END
+		  FROM settings s CROSS JOIN missing_slots m LEFT JOIN mine w ON true
+		UNION ALL
+		SELECT 9, 'version',
+			   CASE WHEN e.extversion OPERATOR(pg_catalog.=) a.default_version THEN 'ok' ELSE 'warning' END,
+			   CASE WHEN e.extversion OPERATOR(pg_catalog.=) a.default_version
+					THEN pg_catalog.format('outbox %s', e.extversion)
+					ELSE pg_catalog.format('outbox %s, and the installed scripts are at %s: ALTER EXTENSION outbox UPDATE',
+										   e.extversion, a.default_version) END,
+			   NULL::timestamptz
+		  FROM pg_catalog.pg_extension e
+		  LEFT JOIN pg_catalog.pg_available_extensions a ON a.name OPERATOR(pg_catalog.=) e.extname
+		 WHERE e.extname OPERATOR(pg_catalog.=) 'outbox'
+		UNION ALL
+		SELECT 10, 'schema registry',
+			   CASE WHEN r.warning IS NULL THEN 'ok' ELSE 'warning' END,
+			   coalesce(r.warning,
+						CASE WHEN s.registry_url OPERATOR(pg_catalog.=) '' THEN 'outbox.schema_registry_url is not set'
+							 ELSE s.registry_url END),
+			   NULL::timestamptz
+		  FROM settings s CROSS JOIN (SELECT @extschema@.outbox_registry_warning() AS warning) r
+	)
+	SELECT g.signal, g.status, g.detail, g.since
+	  FROM signals g
+	 ORDER BY g.ord;
+COMMENT ON VIEW @extschema@.outbox_health IS
+	'One row per signal (worker, brokers, backlog age, failing topics, abandoned events, snapshots, worker slots, standby gate, version, schema registry): status ok, warning or critical, detail, since. A reader also needs EXECUTE on outbox_worker_status(), outbox_cluster_status(), outbox_unread_topics() and outbox_registry_warning()';

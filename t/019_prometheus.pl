@@ -367,7 +367,7 @@ ok($ok, 'brokers up again, and the worker no longer unreachable');
 	});
 ok($ok, 'outbox_health_status is 0, ok, for every signal of every database again');
 is(scalar(matching($m, 'outbox_health_status', database => 'postgres')),
-	9, 'a series per signal');
+	10, 'a series per signal');
 
 # --- a bulk enqueue in progress, which the worker reads past: its rows are
 # not counted while it runs (nor looked at: they would cost the scrape),

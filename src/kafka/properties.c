@@ -696,25 +696,86 @@ check_kafka_properties(char **newval, void **extra, GucSource source)
 }
 
 /*
+ * Is a setting from this source being set by a statement (ALTER SYSTEM,
+ * ALTER DATABASE or ROLE ... SET, SET; pg_file_settings too), rather than
+ * applied, at server start, in every session and at every reload
+ * (PGC_S_FILE outside a transaction is postgresql.conf read)?
+ */
+static bool
+set_by_statement(GucSource source)
+{
+	return source == PGC_S_TEST || source == PGC_S_SESSION ||
+		(source == PGC_S_FILE && IsTransactionState());
+}
+
+/*
+ * Would the schema registry's credentials go over plain http: is url an
+ * http URL, and does the properties file at path hold
+ * schema.registry.basic.auth.user.info?  A file that cannot be read holds
+ * none here: its own check says why.  Reads the file; never an error.
+ */
+bool
+outbox_kafka_registry_in_clear(const char *url, const char *path)
+{
+	OutboxFileVersion version;
+	OutboxPropertyError error;
+	List	   *lines;
+	ListCell   *lc;
+
+	if (url == NULL || pg_strncasecmp(url, "http://", 7) != 0 ||
+		path == NULL || *path == '\0' ||
+		!outbox_kafka_read_file(path, &lines, &version, &error))
+		return false;
+	foreach(lc, lines)
+	{
+		char	   *line = trim(lfirst(lc));
+		char	   *name;
+		char	   *value;
+
+		if (*line != '#' && split_property(line, &name, &value) &&
+			strcmp(name, "schema.registry.basic.auth.user.info") == 0 && *value != '\0')
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Warn that the schema registry's credentials go over plain http to url,
+ * which holds none (check_schema_registry_url); no message shows them.
+ */
+void
+outbox_kafka_warn_registry_in_clear(const char *url)
+{
+	ereport(WARNING,
+			(errmsg("the schema registry's credentials go over plain http"),
+			 errdetail("outbox.schema_registry_url is \"%s\", and the file that outbox.kafka_properties_file names holds schema.registry.basic.auth.user.info: whoever sees the traffic can read them.",
+					   url),
+			 errhint("Give the schema registry an https URL.")));
+}
+
+/*
  * outbox.kafka_properties_file: the file is read when a statement sets the
- * setting (ALTER SYSTEM, ALTER DATABASE ... SET, SET; pg_file_settings
- * too), and refused if it cannot be used; for ALTER DATABASE or ALTER
- * ROLE ... SET, a file that does not exist yet only earns a notice, as
- * PGC_S_TEST asks.  Not when the setting is applied, at server start, in
- * every session and at every reload (PGC_S_FILE outside a transaction is
- * postgresql.conf read): the worker reads the file itself when it builds
- * its producer, and keeps the producer it has if it cannot (kafka.c).
+ * setting (set_by_statement), and refused if it cannot be used; for ALTER
+ * DATABASE or ALTER ROLE ... SET, a file that does not exist yet only
+ * earns a notice, as PGC_S_TEST asks.  Not when the setting is applied:
+ * the worker reads the file itself when it builds its producer, and keeps
+ * the producer it has if it cannot (kafka.c).  A file that holds the
+ * schema registry's credentials while its URL is plain http earns a
+ * warning.
  */
 static bool
 check_kafka_properties_file(char **newval, void **extra, GucSource source)
 {
 	OutboxPropertyError error;
-	bool		statement = source == PGC_S_TEST || source == PGC_S_SESSION ||
-		(source == PGC_S_FILE && IsTransactionState());
 
-	if (*newval == NULL || **newval == '\0' || !statement ||
-		outbox_kafka_check_properties_file(*newval, &error))
+	if (*newval == NULL || **newval == '\0' || !set_by_statement(source))
 		return true;
+	if (outbox_kafka_check_properties_file(*newval, &error))
+	{
+		if (outbox_kafka_registry_in_clear(outbox_schema_registry_url, *newval))
+			outbox_kafka_warn_registry_in_clear(outbox_schema_registry_url);
+		return true;
+	}
 	if (error.missing && source == PGC_S_TEST)
 	{
 		ereport(NOTICE,
@@ -731,6 +792,8 @@ check_kafka_properties_file(char **newval, void **extra, GucSource source)
  * outbox.schema_registry_url: empty, or an http or https URL without
  * credentials (they go in the properties file, which no other role can
  * read), query or fragment, and without white space or control characters.
+ * A statement that sets an http URL while the properties file holds the
+ * registry's credentials earns a warning.
  */
 static bool
 check_schema_registry_url(char **newval, void **extra, GucSource source)
@@ -769,6 +832,9 @@ check_schema_registry_url(char **newval, void **extra, GucSource source)
 		GUC_check_errhint("Put them in the file that outbox.kafka_properties_file names, as schema.registry.basic.auth.user.info.");
 		return false;
 	}
+	if (set_by_statement(source) &&
+		outbox_kafka_registry_in_clear(url, outbox_kafka_properties_file))
+		outbox_kafka_warn_registry_in_clear(url);
 	return true;
 }
 

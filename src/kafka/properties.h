@@ -63,6 +63,8 @@ extern bool outbox_kafka_check_properties(const char *properties,
 extern bool outbox_kafka_check_properties_file(const char *path,
 											   OutboxPropertyError *error);
 extern void outbox_kafka_file_version(const char *path, OutboxFileVersion *version);
+extern bool outbox_kafka_registry_in_clear(const char *url, const char *path);
+extern void outbox_kafka_warn_registry_in_clear(const char *url);
 extern bool outbox_kafka_same_file_version(const OutboxFileVersion *a,
 										   const OutboxFileVersion *b);
 

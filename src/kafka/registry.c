@@ -52,6 +52,7 @@
 #define PROPERTY_PREFIX "schema.registry."
 
 PG_FUNCTION_INFO_V1(outbox_registry_check);
+PG_FUNCTION_INFO_V1(outbox_registry_warning);
 
 /* a schema registered under a subject: the hash key points at the strings */
 typedef struct SubjectSchema
@@ -269,6 +270,25 @@ read_credentials(Credentials *cred)
 	}
 }
 
+/*
+ * Warn that the credentials go over plain http to url, once per process,
+ * URL and properties file: the first request of a backend says it, not
+ * every one.
+ */
+static void
+warn_in_clear_once(const char *url)
+{
+	static char *warned = NULL;
+	char	   *config = psprintf("%s\n%s", url, outbox_kafka_properties_file);
+
+	if (warned != NULL && strcmp(warned, config) == 0)
+		return;
+	outbox_kafka_warn_registry_in_clear(url);
+	if (warned != NULL)
+		pfree(warned);
+	warned = MemoryContextStrdup(TopMemoryContext, config);
+}
+
 /* libcurl's write callback: the answer, up to MAX_ANSWER_BYTES */
 static size_t
 take_answer(char *ptr, size_t size, size_t nmemb, void *arg)
@@ -324,6 +344,9 @@ request(const char *path, const char *body, StringInfo answer)
 
 	curl_easy_reset(curl_handle());
 	read_credentials(&cred);
+	if (cred.user_info != NULL && *cred.user_info != '\0' &&
+		pg_strncasecmp(url, "http://", 7) == 0)
+		warn_in_clear_once(url);
 	headers = curl_slist_append(headers, "Accept: " REGISTRY_MEDIA_TYPE ", application/json");
 	if (body != NULL)
 	{
@@ -651,4 +674,19 @@ outbox_registry_check(PG_FUNCTION_ARGS)
 	PG_RETURN_TEXT_P(cstring_to_text(psprintf("the schema registry at \"%s\" answers, compatibility %s",
 											  cached_url,
 											  a.compatibility ? a.compatibility : "not given")));
+}
+
+/*
+ * outbox_registry_warning() RETURNS text: for outbox_health, what is unsafe
+ * in how this session's settings reach the schema registry (credentials
+ * over plain http), or NULL.
+ */
+Datum
+outbox_registry_warning(PG_FUNCTION_ARGS)
+{
+	if (!outbox_kafka_registry_in_clear(outbox_schema_registry_url,
+										outbox_kafka_properties_file))
+		PG_RETURN_NULL();
+	PG_RETURN_TEXT_P(cstring_to_text(psprintf("credentials go over plain http to %s: schema.registry.basic.auth.user.info of the file that outbox.kafka_properties_file names",
+											  outbox_schema_registry_url)));
 }
