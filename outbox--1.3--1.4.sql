@@ -19,6 +19,20 @@ COMMENT ON TABLE @extschema@.outbox_schema_ids IS
 	'The ids the Schema Registry gave the schemas of change events in Avro, by fingerprint of registry, subject and schema: a cache, read and written by the capture trigger as the extension''s owner; a fingerprint may have several rows, any of them serves, and the worker removes all but one';
 
 --
+-- The schema registry in outbox_health: a warning while its credentials
+-- would go over plain http: a function that the view below calls.
+--
+
+CREATE FUNCTION @extschema@.outbox_registry_warning()
+RETURNS text
+AS 'MODULE_PATHNAME', 'outbox_registry_warning'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION @extschema@.outbox_registry_warning() FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.outbox_registry_warning() IS
+	'For outbox_health: NULL, or that this session''s outbox.schema_registry_url is plain http while the file of outbox.kafka_properties_file holds the registry''s credentials (never them). By grant';
+
+--
 -- The clusters: outbox_cluster_status() names each producer by its brokers
 -- and the properties file it reads, as many as a worker has; outbox_health
 -- counts the clusters that do not answer among all of them.
@@ -71,7 +85,8 @@ COMMENT ON FUNCTION @extschema@.outbox_cluster_status() IS
 
 -- One row per signal, as in 1.3; the signal brokers is critical while any
 -- cluster does not answer, and names each that does not (brokers and
--- properties file) among how many.
+-- properties file) among how many; the signal schema registry warns while
+-- its credentials would go over plain http.
 CREATE OR REPLACE VIEW @extschema@.outbox_health AS
 	WITH settings AS (
 		SELECT pg_catalog.current_setting('outbox.max_workers', true) IS NOT NULL AS preloaded,
@@ -79,7 +94,8 @@ CREATE OR REPLACE VIEW @extschema@.outbox_health AS
 			   coalesce(pg_catalog.current_setting('outbox.health_backlog_critical', true), '300')::pg_catalog.interval AS backlog_critical,
 			   coalesce(pg_catalog.current_setting('outbox.max_workers', true), '8')::integer AS max_workers,
 			   coalesce(pg_catalog.current_setting('outbox.brokers', true), 'localhost:9092') AS brokers,
-			   coalesce(pg_catalog.current_setting('outbox.standby_slots', true), '') AS standby_slots
+			   coalesce(pg_catalog.current_setting('outbox.standby_slots', true), '') AS standby_slots,
+			   coalesce(pg_catalog.current_setting('outbox.schema_registry_url', true), '') AS registry_url
 	), workers AS MATERIALIZED (
 		SELECT w.*
 		  FROM @extschema@.outbox_worker_status() w
@@ -241,7 +257,17 @@ CREATE OR REPLACE VIEW @extschema@.outbox_health AS
 		  FROM pg_catalog.pg_extension e
 		  LEFT JOIN pg_catalog.pg_available_extensions a ON a.name OPERATOR(pg_catalog.=) e.extname
 		 WHERE e.extname OPERATOR(pg_catalog.=) 'outbox'
+		UNION ALL
+		SELECT 10, 'schema registry',
+			   CASE WHEN r.warning IS NULL THEN 'ok' ELSE 'warning' END,
+			   coalesce(r.warning,
+						CASE WHEN s.registry_url OPERATOR(pg_catalog.=) '' THEN 'outbox.schema_registry_url is not set'
+							 ELSE s.registry_url END),
+			   NULL::timestamptz
+		  FROM settings s CROSS JOIN (SELECT @extschema@.outbox_registry_warning() AS warning) r
 	)
 	SELECT g.signal, g.status, g.detail, g.since
 	  FROM signals g
 	 ORDER BY g.ord;
+COMMENT ON VIEW @extschema@.outbox_health IS
+	'One row per signal (worker, brokers, backlog age, failing topics, abandoned events, snapshots, worker slots, standby gate, version, schema registry): status ok, warning or critical, detail, since. A reader also needs EXECUTE on outbox_worker_status(), outbox_cluster_status(), outbox_unread_topics() and outbox_registry_warning()';

@@ -19,6 +19,29 @@ SELECT outbox_set_topic('ce.*', format => 'cloudevents', cloudevents_source => '
 \echo :LAST_ERROR_SQLSTATE
 SELECT outbox_set_topic('ce.*', format => 'cloudevents', cloudevents_source => '/shop%2');
 \echo :LAST_ERROR_SQLSTATE
+-- by RFC 3986's grammar, not only its characters: brackets hold an IPv6
+-- address (no zone), a port is digits, a relative reference's first
+-- segment has no ":", a fragment no "#"
+SELECT outbox_set_topic('ce.*', format => 'cloudevents', cloudevents_source => 'http://[::1');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_set_topic('ce.*', format => 'cloudevents', cloudevents_source => 'http://[1::2::3]/');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_set_topic('ce.*', format => 'cloudevents', cloudevents_source => 'http://[fe80::1%25eth0]/');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_set_topic('ce.*', format => 'cloudevents', cloudevents_source => 'http://[::1]x/');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_set_topic('ce.*', format => 'cloudevents', cloudevents_source => 'http://shop:80a/');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_set_topic('ce.*', format => 'cloudevents', cloudevents_source => '1shop:orders');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_set_topic('ce.*', format => 'cloudevents', cloudevents_source => '/orders#a#b');
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM outbox_topics;
+SELECT s AS source_taken
+  FROM unnest(ARRAY['http://[::1]:8080/orders', 'http://[::ffff:192.0.2.1]/', 'http://[v1.x]/',
+					'urn:uuid:a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'mailto:shop@example.com',
+					'//shop.example/orders', 'orders/eu:1', '#orders']) AS s
+ WHERE outbox_set_topic('ce.*', format => 'cloudevents', cloudevents_source => s) IS NOT NULL;
 SELECT outbox_set_topic('ce.*', format => 'cloudevents',
 						cloudevents_source => 'https://shop.example/orders?x=%20y#z');
 
@@ -30,6 +53,11 @@ SELECT outbox_enqueue('ce.orders', '\x00ff'::bytea);
 SELECT outbox_enqueue('ce.orders', NULL::jsonb, key => '1');
 SELECT outbox_enqueue('ce.orders', '{"id": 2}'::jsonb,
 					  headers => '{"ce_type": "com.example.order.paid", "ce_subject": "2", "traceparent": "t"}');
+-- media types with parameters, quoted or not; attributes beyond ASCII
+SELECT outbox_enqueue('ce.orders', 'x'::text,
+					  headers => '{"content-type": "Text/Plain;charset=\"utf-8\"  ;  format=flowed", "ce_type": "com.example.commandé\u00a0✓"}');
+SELECT outbox_enqueue('ce.orders', '\x00'::bytea,
+					  headers => '{"content-type": "application/vnd.example+octet-stream; x=\"a \\\" b\""}');
 -- another topic is untouched
 SELECT outbox_enqueue('plain.orders', '{"id": 3}'::jsonb,
 					  headers => '{"ce_id": "mine", "Content-Type": "text/x"}');
@@ -60,6 +88,41 @@ SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"CE_TYPE": "t"}');
 SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"ce_trace_id": "t"}');
 \echo :LAST_ERROR_SQLSTATE
 SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"ce_type": ""}');
+\echo :LAST_ERROR_SQLSTATE
+-- attributes are CloudEvents Strings: no control character, C0 or C1,
+-- no Unicode noncharacter
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"ce_type": "com.example.paid\nce_type: forged"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"ce_subject": "order\t42"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"ce_tenant": "t\u007f"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"ce_type": "com.example\u0085"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"ce_type": "com.example\ufdd0"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"ce_type": "com.example\uffff"}');
+\echo :LAST_ERROR_SQLSTATE
+-- content-type is a media type (RFC 7231): no white space around it, a
+-- subtype, parameters name=value
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"content-type": " application/cloudevents+json"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"content-type": "\tapplication/cloudevents+json"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"content-type": "text/plain "}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"content-type": "text"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"content-type": "text/plain;"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"content-type": "text/plain; charset"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"content-type": "text/plain; charset=\"utf-8"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"content-type": "text/plain; x=\"a\u0085\""}');
+\echo :LAST_ERROR_SQLSTATE
+-- which RFC 7231 allows a tab in, but not a CloudEvents String
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"content-type": "text/plain;\tcharset=utf-8"}');
 \echo :LAST_ERROR_SQLSTATE
 -- the transaction's headers too
 BEGIN;

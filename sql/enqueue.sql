@@ -182,3 +182,113 @@ BEGIN
 	END LOOP;
 END
 $$;
+
+-- an operator's CHECK constraint on the log is enforced too, for
+-- outbox_enqueue and the capture trigger alike: 23514, nothing stored,
+-- the event_id not taken
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+DO $$
+BEGIN
+	FOR t IN 0..3 LOOP
+		EXECUTE format('ALTER TABLE outbox_log_%s ADD CONSTRAINT outbox_log_%s_shop CHECK (topic LIKE ''shop.%%'')', t, t);
+	END LOOP;
+END
+$$;
+SELECT outbox_enqueue('shop.orders', '1'::jsonb) > 0 AS checked_ok;
+\set VERBOSITY terse
+SELECT outbox_enqueue('elsewhere', '1'::jsonb, event_id => 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a21');
+\echo :LAST_ERROR_SQLSTATE
+CREATE TABLE checked_rows (id int PRIMARY KEY);
+SELECT outbox_attach('checked_rows', 'elsewhere');
+INSERT INTO checked_rows VALUES (1);
+\echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY default
+SELECT outbox_detach('checked_rows');
+DROP TABLE checked_rows;
+SELECT topic FROM outbox_log ORDER BY id;
+SELECT count(*) AS event_ids_taken FROM outbox_event_ids;
+DO $$
+BEGIN
+	FOR t IN 0..3 LOOP
+		EXECUTE format('ALTER TABLE outbox_log_%s DROP CONSTRAINT outbox_log_%s_shop', t, t);
+	END LOOP;
+END
+$$;
+-- and a NOT NULL an operator adds: 23502
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+ALTER TABLE outbox_log_0 ALTER COLUMN headers SET NOT NULL;
+ALTER TABLE outbox_log_1 ALTER COLUMN headers SET NOT NULL;
+ALTER TABLE outbox_log_2 ALTER COLUMN headers SET NOT NULL;
+ALTER TABLE outbox_log_3 ALTER COLUMN headers SET NOT NULL;
+\set VERBOSITY terse
+SELECT outbox_enqueue('shop.orders', '2'::jsonb);
+\echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY default
+SELECT outbox_enqueue('shop.orders', '3'::jsonb, headers => '{"h": "v"}') > 0 AS with_headers_ok;
+ALTER TABLE outbox_log_0 ALTER COLUMN headers DROP NOT NULL;
+ALTER TABLE outbox_log_1 ALTER COLUMN headers DROP NOT NULL;
+ALTER TABLE outbox_log_2 ALTER COLUMN headers DROP NOT NULL;
+ALTER TABLE outbox_log_3 ALTER COLUMN headers DROP NOT NULL;
+
+-- an operator's row triggers on the log fire, but not the extension's own
+-- outbox_restored, which is for rows written by hand (a restore).  A
+-- BEFORE trigger may pass the event, refuse it (an error) or skip it
+-- (NULL: nothing stored, outbox_enqueue returns NULL, the event_id is not
+-- taken); one that changes it is refused, 27000, for the event was
+-- checked and encoded as it was given
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+CREATE FUNCTION outbox_test_before() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF NEW.topic = 'skipped' THEN
+		RETURN NULL;
+	ELSIF NEW.topic = 'refused' THEN
+		RAISE EXCEPTION 'no events of topic refused' USING ERRCODE = 'P0001';
+	ELSIF NEW.topic = 'changed' THEN
+		NEW.payload := '\x00';
+	END IF;
+	RAISE NOTICE 'before insert: % %', NEW.topic, NEW.key;
+	RETURN NEW;
+END
+$$;
+CREATE FUNCTION outbox_test_after() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	RAISE NOTICE 'after insert: % %', NEW.topic, NEW.key;
+	RETURN NULL;
+END
+$$;
+DO $$
+BEGIN
+	FOR t IN 0..3 LOOP
+		EXECUTE format('CREATE TRIGGER outbox_test_before BEFORE INSERT ON outbox_log_%s FOR EACH ROW EXECUTE FUNCTION outbox_test_before()', t);
+		EXECUTE format('CREATE TRIGGER outbox_test_after AFTER INSERT ON outbox_log_%s FOR EACH ROW EXECUTE FUNCTION outbox_test_after()', t);
+	END LOOP;
+END
+$$;
+BEGIN;
+SET LOCAL track_functions = 'all';
+SELECT outbox_enqueue('passed', '1'::jsonb, key => 'k') > 0 AS passed;
+SELECT outbox_enqueue('skipped', '1'::jsonb, key => 'k',
+					  event_id => 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a22') AS skipped;
+SELECT funcname, calls FROM pg_stat_xact_user_functions
+ WHERE funcname IN ('outbox_test_before', 'outbox_test_after', 'outbox_restored')
+ ORDER BY funcname;
+COMMIT;
+SELECT outbox_enqueue('refused', '1'::jsonb, key => 'k');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('changed', '1'::jsonb, key => 'k');
+\echo :LAST_ERROR_SQLSTATE
+SELECT topic FROM outbox_log ORDER BY id;
+SELECT count(*) AS event_ids_taken FROM outbox_event_ids;
+-- the skipped event_id is free for the event that comes
+SELECT outbox_enqueue('passed', '2'::jsonb, key => 'k',
+					  event_id => 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a22') > 0 AS its_id_free;
+DO $$
+BEGIN
+	FOR t IN 0..3 LOOP
+		EXECUTE format('DROP TRIGGER outbox_test_before ON outbox_log_%s', t);
+		EXECUTE format('DROP TRIGGER outbox_test_after ON outbox_log_%s', t);
+	END LOOP;
+END
+$$;
+DROP FUNCTION outbox_test_before(), outbox_test_after();
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;

@@ -58,3 +58,27 @@ SET outbox.schema_registry_url = 'http://127.0.0.1:1';
 SELECT outbox_registry_check();
 \set VERBOSITY default
 RESET outbox.schema_registry_url;
+
+-- credentials over plain http: a warning where they are set (the URL, the
+-- file), at the first request of a process, and in outbox_health; never
+-- the credentials themselves
+COPY (SELECT 'client.id=registry-test' UNION ALL
+	  SELECT 'schema.registry.basic.auth.user.info = outbox:Secret-3')
+  TO PROGRAM 'cat > outbox_registry.properties';
+SET outbox.kafka_properties_file = 'outbox_registry.properties';
+SELECT status, detail FROM outbox_health WHERE signal = 'schema registry';
+SET outbox.schema_registry_url = 'http://127.0.0.1:1';
+SELECT status, detail FROM outbox_health WHERE signal = 'schema registry';
+\set VERBOSITY terse
+SELECT outbox_registry_check();
+SELECT outbox_registry_check();
+\set VERBOSITY default
+SET outbox.schema_registry_url = 'https://127.0.0.1:1';
+SELECT status, detail FROM outbox_health WHERE signal = 'schema registry';
+RESET outbox.kafka_properties_file;
+SET outbox.schema_registry_url = 'http://127.0.0.1:1';
+SELECT status, detail FROM outbox_health WHERE signal = 'schema registry';
+SET outbox.kafka_properties_file = 'outbox_registry.properties';
+RESET outbox.schema_registry_url;
+RESET outbox.kafka_properties_file;
+COPY (SELECT WHERE false) TO PROGRAM 'rm -f outbox_registry.properties';

@@ -31,6 +31,24 @@ SELECT outbox_set_topic('orders.*', properties_file => '/etc/passwd');
 \echo :LAST_ERROR_SQLSTATE
 SELECT outbox_set_topic('orders.*', properties_file => '/nonexistent/outbox/kafka.properties');
 SELECT count(*) FROM outbox_topics;
+-- what is not a regular file is refused without being read: a named pipe
+-- (made in the data directory, where a relative path points) would keep
+-- the reader waiting for a writer, a device may never end
+COPY (SELECT WHERE false) TO PROGRAM 'rm -f outbox_topics.fifo && mkfifo -m 600 outbox_topics.fifo';
+SELECT outbox_set_topic('orders.*', properties_file => 'outbox_topics.fifo');
+\echo :LAST_ERROR_SQLSTATE
+SET outbox.kafka_properties_file = 'outbox_topics.fifo';
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_set_topic('orders.*', properties_file => 'global');
+\echo :LAST_ERROR_SQLSTATE
+-- nor is a certificate, a key or a CA that is a named pipe: librdkafka
+-- would open it in the worker
+SET outbox.kafka_properties = 'ssl.ca.location=outbox_topics.fifo';
+\echo :LAST_ERROR_SQLSTATE
+SET outbox.kafka_properties = 'ssl.ca.location=global;ssl.key.location=nonexistent.pem';
+RESET outbox.kafka_properties;
+COPY (SELECT WHERE false) TO PROGRAM 'rm -f outbox_topics.fifo';
+SELECT count(*) FROM outbox_topics;
 
 -- the longest pattern that matches wins, a topic's own name first, and a
 -- row is taken whole: NULL is the outbox.* setting

@@ -13,6 +13,7 @@ use strict;
 use warnings;
 
 use OutboxTest;
+use POSIX ();
 use PostgreSQL::Test::Utils;
 use Test::More;
 
@@ -283,8 +284,86 @@ ok(!-e '/tmp/outbox-kinit-ran' && !-e '/tmp/outbox-principal', 'no command ever 
 write_file($vault_file, 0600, "client.id=vault\nssl.key.password\n");
 $node->safe_psql('postgres',
 	"SELECT pg_terminate_backend(pid) FROM outbox_worker_status() WHERE database = 'vault'");
-ok(wait_for_last_error('vault', q{invalid Kafka property in file "%vault.properties", line 2}),
+ok(wait_for_last_error('vault', q{invalid Kafka property in file "%vault.properties", line 2; its topics wait}),
 	'a worker that cannot use its file says why in outbox_worker_status()');
+
+# --- a file is never waited for: a named pipe at the path of a topic's
+# properties file is refused without being read, that cluster's topics
+# wait and the others go on
+$node->safe_psql('postgres', 'CREATE DATABASE pipes');
+$node->safe_psql('pipes', 'CREATE EXTENSION outbox');
+my $later = "$dir/later.properties";
+($ret, $out, $notice) = $node->psql('pipes',
+	"SELECT outbox_set_topic('ff.*', '$shop_broker->{bootstrap}', '$later')");
+like($notice, qr/NOTICE:  could not open Kafka properties file ".*later.properties"/,
+	'a topic\'s properties file that does not exist yet earns a notice');
+POSIX::mkfifo($later, 0600) or die "mkfifo: $!";
+$node->safe_psql('pipes', "SELECT outbox_enqueue('ff.t', 'f1'::text, key => 'f')");
+$node->safe_psql('pipes',
+	"SELECT outbox_enqueue('pipes.t', 'p' || i, key => 'p') FROM generate_series(1, 10) i");
+is(scalar @{ wait_for_records($broker, 'pipes.t', 10, 30) },
+	10, 'a named pipe at the path of a topic\'s properties file: the other cluster publishes');
+ok( wait_for_last_error(
+		'pipes', q{Kafka properties file "%later.properties" is not a regular file; its topics wait}),
+	'and outbox_worker_status() says why the topic waits');
+is( $node->safe_psql(
+		'pipes',
+		"SELECT state FROM outbox_cluster_status() WHERE database = 'pipes' AND brokers = '$shop_broker->{bootstrap}'"),
+	'unreachable',
+	'outbox_cluster_status() shows its cluster as one whose topics wait');
+ok($node->log_contains(qr/Kafka properties file ".*later.properties" cannot be used, its topics wait/),
+	'the log says so');
+my $pipes_pid = $node->safe_psql('postgres',
+	"SELECT pid FROM outbox_worker_status() WHERE database = 'pipes'");
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($pipes_pid)");
+ok( wait_for_sql(
+		$node,
+		"SELECT pid IS NOT NULL AND pid <> $pipes_pid FROM outbox_worker_status() WHERE database = 'pipes'"),
+	'pg_terminate_backend() ends the worker, which is started again');
+unlink $later;
+write_file($later, 0600, "client.id=later\n");
+is(scalar @{ wait_for_records($shop_broker, 'ff.t', 1, 30) },
+	1, 'a regular file in its place: the topic\'s event follows');
+ok(wait_for_last_error('pipes', undef), 'and the status no longer says it waits');
+
+# the schema registry's credentials are read by application backends: a
+# named pipe there is an error, at once, with no timeout set
+my $creds = "$dir/creds.properties";
+write_file($creds, 0600, "schema.registry.basic.auth.user.info=u:Secret-pipe\n");
+$node->safe_psql(
+	'postgres', qq{
+	CREATE ROLE reader LOGIN;
+	GRANT EXECUTE ON FUNCTION outbox_registry_check() TO reader;
+	ALTER ROLE reader SET outbox.kafka_properties_file = '$creds';
+	ALTER ROLE reader SET outbox.schema_registry_url = 'http://127.0.0.1:1';
+	ALTER ROLE reader SET statement_timeout = 0});
+unlink $creds;
+POSIX::mkfifo($creds, 0600) or die "mkfifo: $!";
+my $timed_out = 0;
+($ret, $out, $err) = $node->psql(
+	'postgres', "\\set VERBOSITY verbose\nSELECT outbox_registry_check()",
+	extra_params => [ '-U', 'reader' ],
+	timeout => 60,
+	timed_out => \$timed_out);
+ok(!$timed_out, 'the registry\'s credentials at a named pipe: no wait');
+like(
+	$err,
+	qr/ERROR:  F0000: Kafka properties file ".*creds.properties" is not a regular file\nDETAIL:  It is a named pipe/,
+	'but an error that says so');
+# nor is a CA, certificate or key of the registry that libcurl would open
+unlink $creds;
+POSIX::mkfifo("$dir/ca.pem", 0600) or die "mkfifo: $!";
+write_file($creds, 0600, "schema.registry.ssl.ca.location=$dir/ca.pem\n");
+$node->safe_psql('postgres',
+	"ALTER ROLE reader SET outbox.schema_registry_url = 'https://127.0.0.1:1'");
+($ret, $out, $err) = $node->psql(
+	'postgres', "\\set VERBOSITY verbose\nSELECT outbox_registry_check()",
+	extra_params => [ '-U', 'reader' ],
+	timeout => 60);
+like(
+	$err,
+	qr/ERROR:  F0000: invalid schema registry property "schema.registry.ssl.ca.location" in file ".*creds.properties", line 1\nDETAIL:  It names a named pipe/,
+	'a CA of the registry that is a named pipe is refused');
 
 # --- what a plain role can read holds no secret
 $node->safe_psql('postgres', 'CREATE ROLE plain LOGIN');

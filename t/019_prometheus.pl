@@ -333,7 +333,7 @@ ok($ok, 'brokers up again, and the worker no longer unreachable');
 	});
 ok($ok, 'outbox_health_status is 0, ok, for every signal of every database again');
 is(scalar(matching($m, 'outbox_health_status', database => 'postgres')),
-	9, 'a series per signal');
+	10, 'a series per signal');
 
 # --- a second cluster down beside the first: the worker goes on, idle;
 # the cluster's series say that it does not answer while its events wait,

@@ -34,6 +34,10 @@ my $early = $node->safe_psql('postgres',
 
 $node->safe_psql('postgres',
 	q{SELECT outbox_set_topic('ce.*', format => 'cloudevents', cloudevents_source => '/shop/orders')});
+# the edges of what enqueue and outbox_set_topic take: a source with an
+# IPv6 host and a query, a quoted media type parameter, a type beyond ASCII
+$node->safe_psql('postgres',
+	q{SELECT outbox_set_topic('ce.edge', format => 'cloudevents', cloudevents_source => 'http://[::1]:8080/orders?x=%20y')});
 my $ids = $node->safe_psql(
 	'postgres', q{
 	CREATE TABLE ce_rows (id int PRIMARY KEY, note text);
@@ -47,8 +51,9 @@ my $ids = $node->safe_psql(
 	SELECT outbox_enqueue('ce.orders', NULL::jsonb, key => '42');
 	SELECT outbox_enqueue('plain.orders', '{"id": 1}'::jsonb, headers => '{"tenant": "t1"}');
 	SELECT outbox_enqueue('ce.doomed', '{"id": 7}'::jsonb, key => '7', headers => '{"ce_type": "com.example.doomed"}');
+	SELECT outbox_enqueue('ce.edge', 'edge'::text, headers => '{"content-type": "text/plain;charset=\"utf-8\";  format=flowed", "ce_type": "com.example.commandé\u00a0✓"}');
 });
-my (undef, $json_id, $text_id, $bytea_id, $tombstone_id, $plain_id, $doomed_id) =
+my (undef, $json_id, $text_id, $bytea_id, $tombstone_id, $plain_id, $doomed_id, $edge_id) =
   split /\n/, $ids;
 # abandoned by hand: its copy goes to the dead-letter topic, ce.dead
 $node->safe_psql('postgres', "SELECT outbox_abandon($doomed_id)");
@@ -93,20 +98,20 @@ SKIP:
 {
 	my ($out, $err) = ('', '');
 	my $why = node_module_unavailable('kafkajs@2', 'cloudevents@10');
-	skip "kafkajs, cloudevents: $why", 9 if $why;
+	skip "kafkajs, cloudevents: $why", 10 if $why;
 	IPC::Run::run(
 		[
-			'node', "$drivers/cloudevents_consume.js", $broker->{bootstrap}, 8,
-			'ce.orders', 'ce.bytes', 'ce.early', 'ce.rows', 'ce.dead', 'plain.orders'
+			'node', "$drivers/cloudevents_consume.js", $broker->{bootstrap}, 9,
+			'ce.orders', 'ce.bytes', 'ce.early', 'ce.rows', 'ce.dead', 'ce.edge', 'plain.orders'
 		],
 		'>', \$out, '2>', \$err, IPC::Run::timeout(120));
 	my @consumed = map { decode_json($_) } grep { /\S/ } split /\n/, $out;
-	is(scalar @consumed, 8, 'the SDK reads every record') or diag($err);
+	is(scalar @consumed, 9, 'the SDK reads every record') or diag($err);
 	my %by_id = map { $_->{event}{id} => $_ } grep { $_->{event} } @consumed;
 	my @events = grep { $_->{is_event} } @consumed;
 	is_deeply(
 		[ sort map { "$_->{topic}: " . encode_json($_->{valid}) } @events ],
-		[ map { "$_: true" } sort qw(ce.bytes ce.dead ce.early ce.orders ce.orders ce.rows) ],
+		[ map { "$_: true" } sort qw(ce.bytes ce.dead ce.early ce.edge ce.orders ce.orders ce.rows) ],
 		'the SDK takes every record of a cloudevents topic but the tombstone as an event, and finds each valid');
 
 	my $paid = $by_id{ $event_id{$json_id} }{event};
@@ -154,6 +159,16 @@ SKIP:
 		[ $event_id{$early}, '/shop/orders', 'early.type', undef, '{"n": 0}' ],
 		'stored before the format: its own id, not the ce_id it had; its ce_type; no content type, its data as bytes'
 	) or diag(explain $old);
+
+	my $edge = $by_id{ $event_id{$edge_id} };
+	is_deeply(
+		[ @{ $edge->{event} }{qw(source type datacontenttype)}, $edge->{data_text} ],
+		[
+			'http://[::1]:8080/orders?x=%20y', "com.example.command\x{e9}\x{a0}\x{2713}",
+			'text/plain;charset="utf-8";  format=flowed', 'edge'
+		],
+		'the edges of what is taken: read as given'
+	) or diag(explain $edge);
 
 	my ($row) = grep { $_->{topic} eq 'ce.rows' } @events;
 	is_deeply(

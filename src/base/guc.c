@@ -9,9 +9,7 @@
  * publishing settings are PGC_SUSET, and outbox.headers is for any
  * session.  A worker sees a reload between batches, and is started again
  * when the settings of its database or role change: docs/design.md, "The
- * hooks of every backend", says why.  outbox.schema_registry_url is a
- * superuser's too, and holds no credentials: they are in the properties
- * file.
+ * hooks of every backend", says why.
  *
  * src/base/guc.c
  *
@@ -52,7 +50,6 @@ int			outbox_abandoned_retention = 30 * 24 * 3600;
 char	   *outbox_dead_letter_topic = NULL;
 char	   *outbox_headers = NULL;
 char	   *outbox_standby_slots = NULL;
-char	   *outbox_schema_registry_url = NULL;
 
 /* read by the view outbox_health only, through current_setting() */
 static int	health_backlog_warning = 60;
@@ -200,51 +197,6 @@ check_standby_slots(char **newval, void **extra, GucSource source)
 								name);
 			return false;
 		}
-	}
-	return true;
-}
-
-/*
- * outbox.schema_registry_url: empty, or an http or https URL without
- * credentials (they go in the properties file, which no other role can
- * read), query or fragment, and without white space or control characters.
- */
-static bool
-check_schema_registry_url(char **newval, void **extra, GucSource source)
-{
-	const char *url = *newval;
-	const char *authority;
-
-	if (url == NULL || *url == '\0')
-		return true;
-	if (pg_strncasecmp(url, "http://", 7) == 0)
-		authority = url + 7;
-	else if (pg_strncasecmp(url, "https://", 8) == 0)
-		authority = url + 8;
-	else
-	{
-		GUC_check_errdetail("The schema registry's URL starts with http:// or https://.");
-		return false;
-	}
-	for (const char *c = url; *c != '\0'; c++)
-	{
-		if ((unsigned char) *c <= ' ' || *c == 0x7f)
-		{
-			GUC_check_errdetail("The URL may hold no white space or control character.");
-			return false;
-		}
-	}
-	if (strpbrk(url, "?#") != NULL)
-	{
-		GUC_check_errdetail("The URL may hold no query or fragment: the paths of the registry's API follow it.");
-		return false;
-	}
-	if (memchr(authority, '@', strcspn(authority, "/")) != NULL)
-	{
-		GUC_check_errmsg("invalid value for parameter \"outbox.schema_registry_url\"");
-		GUC_check_errdetail("The URL may hold no user name or password.");
-		GUC_check_errhint("Put them in the file that outbox.kafka_properties_file names, as schema.registry.basic.auth.user.info.");
-		return false;
 	}
 	return true;
 }
@@ -435,15 +387,6 @@ outbox_define_gucs(void)
 							   PGC_SUSET,
 							   0,
 							   check_standby_slots, NULL, NULL);
-
-	DefineCustomStringVariable("outbox.schema_registry_url",
-							   "URL of the Confluent Schema Registry that Avro schemas are registered with; empty for none.",
-							   "Its credentials are schema.registry.* properties of the file that outbox.kafka_properties_file names.",
-							   &outbox_schema_registry_url,
-							   "",
-							   PGC_SUSET,
-							   0,
-							   check_schema_registry_url, NULL, NULL);
 
 	DefineCustomStringVariable("outbox.headers",
 							   "Kafka headers of every event enqueued while it is set, as a JSON object of strings.",

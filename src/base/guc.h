@@ -31,7 +31,6 @@ extern int	outbox_abandoned_retention;
 extern char *outbox_dead_letter_topic;
 extern char *outbox_headers;
 extern char *outbox_standby_slots;
-extern char *outbox_schema_registry_url;
 
 /* outbox.headers as a Jsonb object, NULL while it is empty */
 extern Jsonb *outbox_transaction_headers;

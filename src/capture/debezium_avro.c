@@ -64,6 +64,7 @@
 
 #include "base/guc.h"
 #include "capture/debezium_avro.h"
+#include "kafka/properties.h"
 #include "kafka/registry.h"
 
 /* AvroData's CONNECT_AVRO_DECIMAL_PRECISION_DEFAULT */

@@ -21,6 +21,7 @@
  */
 #include "postgres.h"
 
+#include "mb/pg_wchar.h"
 #include "utils/datetime.h"
 
 #include "format/cloudevents.h"
@@ -44,6 +45,283 @@ is_made(const char *name)
 }
 
 /*
+ * What keeps value (UTF-8) from being a CloudEvents String, or NULL: the
+ * spec's type system allows no control character (U+0000-U+001F,
+ * U+007F-U+009F) and no Unicode noncharacter (U+FDD0-U+FDEF, U+xFFFE,
+ * U+xFFFF); surrogates cannot be in UTF-8.  what names the value, as the
+ * start of a sentence ("The header \"ce_type\"").
+ */
+const char *
+outbox_cloudevents_string_problem(const char *what, const char *value)
+{
+	const unsigned char *p = (const unsigned char *) value;
+	const unsigned char *end = p + strlen(value);
+
+	while (p < end)
+	{
+		int			len = pg_utf_mblen(p);
+		pg_wchar	c;
+
+		if (len > end - p || !pg_utf8_islegal(p, len))
+			return psprintf("%s is not valid UTF-8.", what);
+		c = utf8_to_unicode(p);
+		if (c <= 0x1F || (c >= 0x7F && c <= 0x9F))
+			return psprintf("%s holds the control character U+%04X: a CloudEvents String holds none (U+0000-U+001F, U+007F-U+009F).",
+							what, c);
+		if ((c >= 0xFDD0 && c <= 0xFDEF) || (c & 0xFFFE) == 0xFFFE)
+			return psprintf("%s holds U+%04X, a Unicode noncharacter, which a CloudEvents String may not hold.",
+							what, c);
+		p += len;
+	}
+	return NULL;
+}
+
+/* RFC 3986's character classes (section 2) */
+#define URI_UNRESERVED "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~"
+#define URI_SUB_DELIMS "!$&'()*+,;="
+
+/*
+ * The length of the run at s of characters that are unreserved,
+ * sub-delims, percent-encoded (if pct) or in extra; *bad_pct is set at a
+ * '%' not followed by two hex digits.
+ */
+static size_t
+uri_span(const char *s, const char *extra, bool pct, bool *bad_pct)
+{
+	const char *p = s;
+
+	for (;;)
+	{
+		if (*p == '\0')
+			break;
+		if (pct && *p == '%')
+		{
+			if (!isxdigit((unsigned char) p[1]) || !isxdigit((unsigned char) p[2]))
+			{
+				*bad_pct = true;
+				break;
+			}
+			p += 3;
+		}
+		else if (strchr(URI_UNRESERVED URI_SUB_DELIMS, *p) != NULL ||
+				 (extra != NULL && strchr(extra, *p) != NULL))
+			p++;
+		else
+			break;
+	}
+	return p - s;
+}
+
+/* is s[0..len) an IPv4address: four dec-octets, no leading zero? */
+static bool
+is_ipv4(const char *s, size_t len)
+{
+	const char *p = s;
+	const char *end = s + len;
+
+	for (int octet = 0; octet < 4; octet++)
+	{
+		int			value = 0;
+		const char *start = p;
+
+		if (octet > 0 && (p >= end || *p++ != '.'))
+			return false;
+		start = p;
+		while (p < end && isdigit((unsigned char) *p) && p - start < 3)
+			value = value * 10 + (*p++ - '0');
+		if (p == start || value > 255 || (p - start > 1 && *start == '0'))
+			return false;
+	}
+	return p == end;
+}
+
+/*
+ * Is s[0..len) an IPv6address of RFC 3986: eight groups of 1 to 4 hex
+ * digits, the last two of which may be an IPv4address, with at most one
+ * "::" standing for one group of zeros or more?
+ */
+static bool
+is_ipv6(const char *s, size_t len)
+{
+	const char *p = s;
+	const char *end = s + len;
+	int			groups = 0;
+	bool		elided = false;
+
+	if (len >= 2 && p[0] == ':' && p[1] == ':')
+	{
+		elided = true;
+		p += 2;
+	}
+	else if (len >= 1 && p[0] == ':')
+		return false;
+	while (p < end)
+	{
+		size_t		digits = 0;
+		const char *colon = memchr(p, ':', end - p);
+
+		/* the last piece may be an IPv4address, which counts as two groups */
+		if (colon == NULL && memchr(p, '.', end - p) != NULL)
+		{
+			if (!is_ipv4(p, end - p))
+				return false;
+			groups += 2;
+			p = end;
+			break;
+		}
+		while (p + digits < end && isxdigit((unsigned char) p[digits]))
+			digits++;
+		if (digits == 0 || digits > 4)
+			return false;
+		groups++;
+		p += digits;
+		if (p == end)
+			break;
+		if (*p++ != ':')
+			return false;
+		if (p < end && *p == ':')
+		{
+			if (elided)
+				return false;
+			elided = true;
+			p++;
+		}
+		else if (p == end)
+			return false;		/* a single ':' at the end */
+	}
+	return elided ? groups <= 7 : groups == 8;
+}
+
+/*
+ * Is s[0..len) an IPvFuture of RFC 3986: "v" 1*HEXDIG "." 1*( unreserved /
+ * sub-delims / ":" )?
+ */
+static bool
+is_ipvfuture(const char *s, size_t len)
+{
+	size_t		digits = 0;
+	bool		bad_pct = false;
+	char	   *rest;
+
+	if (len < 4 || (s[0] != 'v' && s[0] != 'V'))
+		return false;
+	while (1 + digits < len && isxdigit((unsigned char) s[1 + digits]))
+		digits++;
+	if (digits == 0 || 1 + digits + 1 >= len || s[1 + digits] != '.')
+		return false;
+	rest = pnstrdup(s + 2 + digits, len - 2 - digits);
+	return uri_span(rest, ":", false, &bad_pct) == strlen(rest);
+}
+
+/*
+ * What keeps s from being a URI-reference of RFC 3986 (section 4.1: a URI,
+ * or a relative reference), or NULL.  The empty string is one: a caller
+ * that needs more says so.
+ */
+const char *
+outbox_uri_reference_problem(const char *s)
+{
+	const char *p = s;
+	bool		bad_pct = false;
+	size_t		n;
+
+	/* a scheme: a letter, then letters, digits, "+", "-", ".", then ":" */
+	n = strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-.");
+	if (n > 0 && p[n] == ':' && isalpha((unsigned char) p[0]))
+		p += n + 1;
+	else if (p[uri_span(p, "@", true, &bad_pct)] == ':' && !bad_pct)
+		return "The first segment of a relative reference holds a \":\", and what comes before it is no scheme.";
+
+	if (p[0] == '/' && p[1] == '/')
+	{
+		/* the authority: [ userinfo "@" ] host [ ":" port ] */
+		p += 2;
+		n = uri_span(p, ":", true, &bad_pct);
+		if (p[n] == '@')
+			p += n + 1;
+		if (*p == '[')
+		{
+			const char *close = strchr(p, ']');
+
+			if (close == NULL)
+				return "A \"[\" of the host is not closed.";
+			if (!(is_ipv6(p + 1, close - p - 1) || is_ipvfuture(p + 1, close - p - 1)))
+				return "The host in brackets is no IPv6 address (nor an IPvFuture).";
+			p = close + 1;
+		}
+		else
+			p += uri_span(p, NULL, true, &bad_pct);
+		if (*p == ':')
+			p += 1 + strspn(p + 1, "0123456789");
+		if (*p != '\0' && *p != '/' && *p != '?' && *p != '#')
+			return bad_pct ? "A \"%\" is not followed by two hexadecimal digits." :
+				"The authority holds a character that a URI does not allow there.";
+	}
+	/* the path, the query, the fragment */
+	p += uri_span(p, ":@/", true, &bad_pct);
+	if (*p == '?')
+		p += 1 + uri_span(p + 1, ":@/?", true, &bad_pct);
+	if (*p == '#')
+		p += 1 + uri_span(p + 1, ":@/?", true, &bad_pct);
+	if (bad_pct)
+		return "A \"%\" is not followed by two hexadecimal digits.";
+	if (*p != '\0')
+		return psprintf("The character at offset %d (byte 0x%02X) is not allowed there in a URI: other characters are written with %%.",
+						(int) (p - s), (unsigned char) *p);
+	return NULL;
+}
+
+/* RFC 7230's tchar: the characters of a token */
+#define TCHAR "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+/*
+ * Is value a media type of RFC 7231 (section 3.1.1.1): type "/" subtype
+ * *( OWS ";" OWS parameter ), tokens of RFC 7230, a parameter's value a
+ * token or a quoted string?
+ */
+static bool
+is_media_type(const char *value)
+{
+	const char *p = value;
+	size_t		n;
+
+	if ((n = strspn(p, TCHAR)) == 0 || p[n] != '/')
+		return false;
+	p += n + 1;
+	if ((n = strspn(p, TCHAR)) == 0)
+		return false;
+	p += n;
+	while (*p != '\0')
+	{
+		p += strspn(p, " \t");
+		if (*p++ != ';')
+			return false;
+		p += strspn(p, " \t");
+		if ((n = strspn(p, TCHAR)) == 0 || p[n] != '=')
+			return false;
+		p += n + 1;
+		if (*p == '"')
+		{
+			/* qdtext: HTAB, SP, %x21, %x23-5B, %x5D-7E, obs-text; or a quoted-pair */
+			for (p++; *p != '"'; p++)
+			{
+				if (*p == '\\' && (p[1] == '\t' || (unsigned char) p[1] >= 0x20) && p[1] != 0x7F)
+					p++;
+				else if (*p == '\0' || *p == 0x7F || *p == '\\' ||
+						 ((unsigned char) *p < 0x20 && *p != '\t'))
+					return false;
+			}
+			p++;
+		}
+		else if ((n = strspn(p, TCHAR)) == 0)
+			return false;
+		else
+			p += n;
+	}
+	return true;
+}
+
+/*
  * What is wrong with the headers of ev (unpacked) for a record of format
  * cloudevents, or NULL; json says whether its payload is JSON, whose
  * content type the format records.  *hint gets what to do, or NULL.
@@ -51,6 +329,8 @@ is_made(const char *name)
 const char *
 outbox_cloudevents_problem(const OutboxEvent *ev, bool json, const char **hint)
 {
+	const char *problem;
+
 	*hint = NULL;
 	for (int i = 0; i < ev->nheaders; i++)
 	{
@@ -64,8 +344,15 @@ outbox_cloudevents_problem(const OutboxEvent *ev, bool json, const char **hint)
 								name);
 			if (json)
 				return "The content-type of a JSON payload is application/json: none is given with it.";
+			if (!is_media_type(value))
+			{
+				*hint = "A media type is type/subtype, then parameters each after \";\" (\"text/plain; charset=utf-8\"), with no white space around it (RFC 7231).";
+				return "The header content-type is not a media type.";
+			}
 			if (pg_strncasecmp(value, "application/cloudevents", 23) == 0)
 				return "A content-type application/cloudevents is the structured content mode; records of format cloudevents are in binary content mode.";
+			if ((problem = outbox_cloudevents_string_problem("The header content-type", value)) != NULL)
+				return problem;
 			continue;
 		}
 		if (pg_strncasecmp(name, "ce_", 3) != 0)
@@ -85,6 +372,9 @@ outbox_cloudevents_problem(const OutboxEvent *ev, bool json, const char **hint)
 							name);
 		if (*value == '\0')
 			return psprintf("The header \"%s\" is empty: CloudEvents attributes are not.", name);
+		if ((problem = outbox_cloudevents_string_problem(psprintf("The header \"%s\"", name),
+														 value)) != NULL)
+			return problem;
 	}
 	return NULL;
 }

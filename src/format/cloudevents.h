@@ -16,6 +16,8 @@
 /* the content type of a JSON payload, recorded at enqueue */
 #define OUTBOX_CLOUDEVENTS_JSON "application/json"
 
+extern const char *outbox_cloudevents_string_problem(const char *what, const char *value);
+extern const char *outbox_uri_reference_problem(const char *s);
 extern const char *outbox_cloudevents_problem(const OutboxEvent *ev, bool json,
 											  const char **hint);
 extern int	outbox_cloudevents_bytes(const char *topic, const char *source, bool json);

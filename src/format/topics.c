@@ -31,6 +31,7 @@
 #include "base/event.h"
 #include "base/guc.h"
 #include "format/avro.h"
+#include "format/cloudevents.h"
 #include "format/topics.h"
 #include "kafka/kafka.h"
 #include "kafka/properties.h"
@@ -410,28 +411,20 @@ check_format(const char *pattern, OutboxTopicFormat format, bool value_schema,
 
 /*
  * Raise an error unless source can be a CloudEvents source: a URI
- * reference (RFC 3986), not empty.  Its characters are checked, not its
- * grammar.
+ * reference (RFC 3986), not empty.
  */
 static void
 check_source(const char *source)
 {
-	const char *p = source;
+	const char *problem = *source == '\0' ? "It is empty." :
+		outbox_uri_reference_problem(source);
 
-	while (*p != '\0')
-	{
-		if (*p == '%' && isxdigit((unsigned char) p[1]) && isxdigit((unsigned char) p[2]))
-			p += 3;
-		else if (isalnum((unsigned char) *p) || strchr("-._~:/?#[]@!$&'()*+,;=", *p) != NULL)
-			p++;
-		else
-			break;
-	}
-	if (*source == '\0' || *p != '\0')
+	if (problem != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid cloudevents_source \"%s\"", source),
-				 errdetail("A CloudEvents source is a URI reference (RFC 3986), not empty, such as \"/orders\" or \"https://shop.example/orders\"; other characters are written with %%.")));
+				 errdetail("%s", problem),
+				 errhint("A CloudEvents source is a URI reference (RFC 3986), not empty, such as \"/orders\" or \"https://shop.example/orders\"; other characters are written with %%.")));
 }
 
 /*

@@ -120,11 +120,13 @@ struct OutboxProducer
 
 	/*
 	 * The properties file the handle read, and the last one it could not
-	 * use (path and version), with why, for the worker's status: "" if none.
+	 * use (path and version, and whether the producer had a handle then),
+	 * with why, for the worker's status: "" if none.
 	 */
 	OutboxFileVersion file_version;
 	OutboxFileVersion refused_file_version;
 	char		refused_file_path[MAXPGPATH];
+	bool		refused_with_handle;
 	char		settings_refused[256];
 
 	/* outage tracking, from ALL_BROKERS_DOWN errors, deliveries, statistics */
@@ -584,51 +586,60 @@ malloc_strdup(const char *s)
 
 /*
  * Can p's properties file be used, as it is now (version)?  One that
- * cannot (missing, open to other users, a property refused) is reported
- * once per path and version, in the log and in the worker's status, and
- * the producer keeps the settings it was built with, as the server keeps a
- * setting whose new value in postgresql.conf is refused: a file changed
- * under it and a setting changed to a file that cannot be used alike.
+ * cannot (missing, open to other users, not a regular file, a property
+ * refused) is reported once per path and version, in the log and in the
+ * worker's status.  A producer that has a handle keeps the settings it was
+ * built with, as the server keeps a setting whose new value in
+ * postgresql.conf is refused: a file changed under it and a setting
+ * changed to a file that cannot be used alike.  One that has none (not
+ * built yet, or closed while idle) stays closed, and its cluster's topics
+ * wait as those of a cluster that is down: the other clusters go on.
  */
 static bool
 properties_file_usable(OutboxProducer *p, const OutboxFileVersion *version)
 {
 	const char *path = properties_file_of(p);
+	const char *meanwhile = p->rk != NULL ? "the producer keeps its settings" :
+		"its topics wait";
 	OutboxPropertyError error;
 
 	if (p->settings_refused[0] != '\0' &&
+		p->refused_with_handle == (p->rk != NULL) &&
 		strcmp(p->refused_file_path, path) == 0 &&
 		outbox_kafka_same_file_version(version, &p->refused_file_version))
 		return false;
 	if (outbox_kafka_check_properties_file(path, &error))
 		return true;
 	ereport(LOG,
-			(errmsg("Kafka properties file \"%s\" cannot be used, the producer keeps its settings",
-					path),
+			(errmsg("Kafka properties file \"%s\" cannot be used, %s", path, meanwhile),
 			 errdetail_internal("%s%s%s", error.message,
 								error.detail[0] ? ": " : "", error.detail)));
 	snprintf(p->settings_refused, sizeof(p->settings_refused),
-			 "%s; the producer keeps its settings", error.message);
+			 "%s; %s", error.message, meanwhile);
 	strlcpy(p->refused_file_path, path, sizeof(p->refused_file_path));
 	p->refused_file_version = *version;
+	p->refused_with_handle = p->rk != NULL;
 	return false;
 }
 
 /*
- * Why a producer keeps settings other than the current ones (its
- * properties file cannot be used), or NULL.
+ * Why producer p (NULL: the first that has a reason) keeps settings other
+ * than the current ones, or stays closed, its properties file not usable
+ * (see properties_file_usable); NULL if it does not.
  */
 const char *
-outbox_kafka_settings_refused(void)
+outbox_kafka_settings_refused(const OutboxProducer *p)
 {
 	ListCell   *lc;
 
+	if (p != NULL)
+		return p->settings_refused[0] != '\0' ? p->settings_refused : NULL;
 	foreach(lc, producers)
 	{
-		OutboxProducer *p = lfirst(lc);
+		OutboxProducer *q = lfirst(lc);
 
-		if (p->settings_refused[0] != '\0')
-			return p->settings_refused;
+		if (q->settings_refused[0] != '\0')
+			return q->settings_refused;
 	}
 	return NULL;
 }
@@ -771,9 +782,8 @@ outbox_kafka_configure(OutboxProducer *p)
 		error_context_stack = context.previous;
 		return;
 	}
-	/* a producer keeps its settings rather than take a file it cannot use */
-	if (p->rk != NULL && *properties_file_of(p) != '\0' &&
-		!properties_file_usable(p, &file_version))
+	/* rather than take a file it cannot use, see properties_file_usable */
+	if (*properties_file_of(p) != '\0' && !properties_file_usable(p, &file_version))
 	{
 		error_context_stack = context.previous;
 		return;
@@ -853,7 +863,8 @@ outbox_kafka_status(const OutboxProducer *p, OutboxProducerStatus *status)
 	status->brokers = brokers_of(p);
 	status->properties_file = properties_file_of(p);
 	status->state_since = p->state_since;
-	status->open = p->rk != NULL;
+	/* a producer whose properties file cannot be used: its topics wait */
+	status->open = p->rk != NULL || p->settings_refused[0] != '\0';
 	status->reachable = p->rk != NULL && !p->brokers_down;
 	status->brokers_up = p->brokers_up;
 	status->published = p->published;
@@ -911,6 +922,8 @@ outbox_kafka_probe(OutboxProducer *p)
 {
 	const struct rd_kafka_metadata *metadata;
 
+	if (p->rk == NULL)			/* its properties file cannot be used */
+		return false;
 	if (rd_kafka_metadata(p->rk, 0, NULL, &metadata, 0) == RD_KAFKA_RESP_ERR_NO_ERROR)
 	{
 		rd_kafka_metadata_destroy(metadata);
@@ -1274,6 +1287,8 @@ outbox_kafka_start(OutboxProducer *p, OutboxBatch *batch,
 	int			nevents = 0;
 
 	Assert(p->current_batch == NULL);
+	if (p->rk == NULL)			/* its events were released: see properties_file_usable */
+		return;
 	p->current_batch = batch;
 	p->current_order = order;
 	p->current_topics = topic_of;

@@ -43,7 +43,7 @@ extern List *outbox_kafka_producers(void);
 extern void outbox_kafka_drop(OutboxProducer *p);
 extern void outbox_kafka_configure(OutboxProducer *p);
 extern void outbox_kafka_refresh(void);
-extern const char *outbox_kafka_settings_refused(void);
+extern const char *outbox_kafka_settings_refused(const OutboxProducer *p);
 extern void outbox_kafka_shutdown(void);
 extern void outbox_kafka_status(const OutboxProducer *p, OutboxProducerStatus *status);
 extern void outbox_kafka_serve(void);

@@ -3,7 +3,9 @@
  * properties.c
  *		The librdkafka properties that outbox allows: the allow-list, the
  *		settings outbox.kafka_properties and outbox.kafka_properties_file
- *		and their check hooks, and the reading of the properties file.
+ *		and their check hooks, and the reading of the properties file; the
+ *		setting outbox.schema_registry_url, whose credentials the file
+ *		holds.
  *
  * Only the librdkafka properties known to be safe are taken; a secret
  * among them is refused where the setting would be stored in a catalog
@@ -15,6 +17,7 @@
  */
 #include "postgres.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <librdkafka/rdkafka.h>
@@ -28,6 +31,7 @@
 
 char	   *outbox_kafka_properties = NULL;
 char	   *outbox_kafka_properties_file = NULL;
+char	   *outbox_schema_registry_url = NULL;
 
 /*
  * The librdkafka properties that outbox.kafka_properties and the properties
@@ -221,6 +225,40 @@ value_in_list(const char *value, const char *list)
 	return ok;
 }
 
+/* what a file that is not a regular one is, for a message */
+static const char *
+kind_of_file(mode_t mode)
+{
+	if (S_ISDIR(mode))
+		return "a directory";
+	if (S_ISFIFO(mode))
+		return "a named pipe";
+	if (S_ISCHR(mode) || S_ISBLK(mode))
+		return "a device";
+	if (S_ISSOCK(mode))
+		return "a socket";
+	return "not a regular file";
+}
+
+/*
+ * Why the file that a property names (a certificate, a key, a CA: a
+ * *.location) cannot be given to librdkafka or libcurl, which open and read
+ * it in this process: it exists and is neither a regular file nor a
+ * directory.  A named pipe would keep the opener waiting for ever, a device
+ * may never end.  NULL if it can be, or if it does not exist (the library
+ * says so).
+ */
+const char *
+outbox_kafka_path_problem(const char *path)
+{
+	struct stat st;
+
+	if (stat(path, &st) != 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))
+		return NULL;
+	return psprintf("It names %s: only a regular file or a directory is read.",
+					kind_of_file(st.st_mode));
+}
+
 /*
  * Judge one property and set it on conf (a scratch one when only
  * checking): is it allowed, here, and does librdkafka take its value?
@@ -233,6 +271,7 @@ set_property(rd_kafka_conf_t *conf, const char *name, const char *value,
 			 OutboxPropertyError *error)
 {
 	const KafkaProperty *property = find_property(name);
+	const char *problem;
 	char		errbuf[512];
 
 	memset(error, 0, sizeof(*error));
@@ -276,6 +315,11 @@ set_property(rd_kafka_conf_t *conf, const char *name, const char *value,
 		snprintf(error->detail, sizeof(error->detail),
 				 "It may hold only letters, digits and the characters \"%s\". %s",
 				 "._-/@:+=", property->reason);
+		return false;
+	}
+	if (pg_str_endswith(name, ".location") && (problem = outbox_kafka_path_problem(value)) != NULL)
+	{
+		strlcpy(error->detail, problem, sizeof(error->detail));
 		return false;
 	}
 	if (rd_kafka_conf_set(conf, name, value, errbuf, sizeof(errbuf)) != RD_KAFKA_CONF_OK)
@@ -391,28 +435,34 @@ file_version_of(const struct stat *st, OutboxFileVersion *version)
 	version->ctime = st->st_ctim;
 }
 
+/* the largest properties file read: lines of properties, PEM included */
+#define MAX_FILE_BYTES (1024 * 1024)
+
 /*
- * Set the properties of the file at path on conf: one name=value per line,
- * lines that start with # are comments, schema.registry.* properties are
- * the schema registry client's (src/kafka/registry.c).  The file may hold
- * secrets: it must be a regular file that other users cannot read.
- * *version gets what identifies the contents read.  On failure, returns false with the reason
- * in *error, naming the file and line.
+ * Read the properties file at path, which a setting names, into *lines,
+ * one string per line, without blocking: it must be a regular file that
+ * other users cannot read (it may hold secrets), of at most
+ * MAX_FILE_BYTES.  A named pipe is opened without waiting for a writer and
+ * refused, as is a device (/dev/zero, endless) or a directory; a symbolic
+ * link is followed, and what it points at judged.  *version gets what
+ * identifies the contents read.  On failure, returns false with the reason
+ * in *error, naming the file; error->missing if it does not exist.
  */
 bool
-outbox_kafka_apply_property_file(rd_kafka_conf_t *conf, const char *path,
-					OutboxFileVersion *version, OutboxPropertyError *error)
+outbox_kafka_read_file(const char *path, List **lines, OutboxFileVersion *version,
+					   OutboxPropertyError *error)
 {
-	FILE	   *file;
 	struct stat st;
-	StringInfoData line;
-	int			lineno = 0;
-	bool		ok = true;
+	StringInfoData contents;
+	int			fd;
+	ssize_t		n = 0;
+	char	   *end;
 
 	memset(error, 0, sizeof(*error));
 	memset(version, 0, sizeof(*version));
-	file = AllocateFile(path, "r");
-	if (file == NULL)
+	*lines = NIL;
+	fd = OpenTransientFile(path, O_RDONLY | O_NONBLOCK | PG_BINARY);
+	if (fd < 0)
 	{
 		int			save_errno = errno;
 
@@ -422,11 +472,11 @@ outbox_kafka_apply_property_file(rd_kafka_conf_t *conf, const char *path,
 				 "could not open Kafka properties file \"%s\": %m", path);
 		return false;
 	}
-	if (fstat(fileno(file), &st) != 0)
+	if (fstat(fd, &st) != 0)
 	{
 		snprintf(error->message, sizeof(error->message),
 				 "could not stat Kafka properties file \"%s\": %m", path);
-		FreeFile(file);
+		CloseTransientFile(fd);
 		return false;
 	}
 	file_version_of(&st, version);
@@ -434,7 +484,10 @@ outbox_kafka_apply_property_file(rd_kafka_conf_t *conf, const char *path,
 	{
 		snprintf(error->message, sizeof(error->message),
 				 "Kafka properties file \"%s\" is not a regular file", path);
-		FreeFile(file);
+		snprintf(error->detail, sizeof(error->detail),
+				 "It is %s: only a regular file is read, which cannot keep the reader waiting.",
+				 kind_of_file(st.st_mode));
+		CloseTransientFile(fd);
 		return false;
 	}
 	if ((st.st_mode & S_IRWXO) != 0)
@@ -445,42 +498,96 @@ outbox_kafka_apply_property_file(rd_kafka_conf_t *conf, const char *path,
 				"It may hold secrets: its permissions must give other users no access.",
 				sizeof(error->detail));
 		error->hint = "Remove their access, for example with chmod o-rwx.";
-		FreeFile(file);
+		CloseTransientFile(fd);
 		return false;
 	}
 
-	initStringInfo(&line);
-	while (ok && pg_get_line_buf(file, &line))
+	/* read one byte past the bound, to know a file that grew past it */
+	initStringInfo(&contents);
+	enlargeStringInfo(&contents, Min(st.st_size, MAX_FILE_BYTES) + 1);
+	while (contents.len <= MAX_FILE_BYTES)
 	{
-		char	   *text = trim(line.data);
+		if (contents.maxlen - contents.len < 2)
+			enlargeStringInfo(&contents, 8192);
+		n = read(fd, contents.data + contents.len,
+				 Min(contents.maxlen - contents.len - 1, MAX_FILE_BYTES + 1 - contents.len));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		contents.len += n;
+	}
+	if (n < 0)
+		snprintf(error->message, sizeof(error->message),
+				 "could not read Kafka properties file \"%s\": %m", path);
+	CloseTransientFile(fd);
+	if (n < 0)
+		return false;
+	if (contents.len > MAX_FILE_BYTES)
+	{
+		snprintf(error->message, sizeof(error->message),
+				 "Kafka properties file \"%s\" is too large", path);
+		snprintf(error->detail, sizeof(error->detail),
+				 "A properties file has at most %d bytes.", MAX_FILE_BYTES);
+		return false;
+	}
+	contents.data[contents.len] = '\0';
+
+	/* lines end at a newline; a line that holds a NUL byte ends there */
+	end = contents.data + contents.len;
+	for (char *line = contents.data; line < end;)
+	{
+		char	   *newline = memchr(line, '\n', end - line);
+
+		if (newline != NULL)
+			*newline = '\0';
+		*lines = lappend(*lines, line);
+		line = newline != NULL ? newline + 1 : end;
+	}
+	return true;
+}
+
+/*
+ * Set the properties of the file at path on conf: one name=value per line,
+ * lines that start with # are comments, schema.registry.* properties are
+ * the schema registry client's (src/kafka/registry.c).  The file is read
+ * by outbox_kafka_read_file, with its checks.  *version gets what
+ * identifies the contents read.  On failure, returns false with the
+ * reason in *error, naming the file and line.
+ */
+bool
+outbox_kafka_apply_property_file(rd_kafka_conf_t *conf, const char *path,
+					OutboxFileVersion *version, OutboxPropertyError *error)
+{
+	List	   *lines;
+	ListCell   *lc;
+
+	if (!outbox_kafka_read_file(path, &lines, version, error))
+		return false;
+	foreach(lc, lines)
+	{
+		char	   *text = trim(lfirst(lc));
 		char	   *name;
 		char	   *value;
 		char		where[MAXPGPATH + 32];
 
-		lineno++;
 		if (*text == '\0' || *text == '#')
 			continue;
-		snprintf(where, sizeof(where), "file \"%s\", line %d", path, lineno);
+		snprintf(where, sizeof(where), "file \"%s\", line %d", path,
+				 foreach_current_index(lc) + 1);
 		if (!split_property(text, &name, &value))
 		{
 			snprintf(error->message, sizeof(error->message),
 					 "invalid Kafka property in %s", where);
 			strlcpy(error->detail, "The line is not of the form name=value.",
 					sizeof(error->detail));
-			ok = false;
+			return false;
 		}
-		else if (strncmp(name, "schema.registry.", 16) != 0)	/* registry.c's */
-			ok = set_property(conf, name, value, true, where, error);
+		if (strncmp(name, "schema.registry.", 16) != 0 &&	/* registry.c's */
+			!set_property(conf, name, value, true, where, error))
+			return false;
 	}
-	if (ok && ferror(file))
-	{
-		snprintf(error->message, sizeof(error->message),
-				 "could not read Kafka properties file \"%s\": %m", path);
-		ok = false;
-	}
-	pfree(line.data);
-	FreeFile(file);
-	return ok;
+	return true;
 }
 
 /*
@@ -589,25 +696,86 @@ check_kafka_properties(char **newval, void **extra, GucSource source)
 }
 
 /*
+ * Is a setting from this source being set by a statement (ALTER SYSTEM,
+ * ALTER DATABASE or ROLE ... SET, SET; pg_file_settings too), rather than
+ * applied, at server start, in every session and at every reload
+ * (PGC_S_FILE outside a transaction is postgresql.conf read)?
+ */
+static bool
+set_by_statement(GucSource source)
+{
+	return source == PGC_S_TEST || source == PGC_S_SESSION ||
+		(source == PGC_S_FILE && IsTransactionState());
+}
+
+/*
+ * Would the schema registry's credentials go over plain http: is url an
+ * http URL, and does the properties file at path hold
+ * schema.registry.basic.auth.user.info?  A file that cannot be read holds
+ * none here: its own check says why.  Reads the file; never an error.
+ */
+bool
+outbox_kafka_registry_in_clear(const char *url, const char *path)
+{
+	OutboxFileVersion version;
+	OutboxPropertyError error;
+	List	   *lines;
+	ListCell   *lc;
+
+	if (url == NULL || pg_strncasecmp(url, "http://", 7) != 0 ||
+		path == NULL || *path == '\0' ||
+		!outbox_kafka_read_file(path, &lines, &version, &error))
+		return false;
+	foreach(lc, lines)
+	{
+		char	   *line = trim(lfirst(lc));
+		char	   *name;
+		char	   *value;
+
+		if (*line != '#' && split_property(line, &name, &value) &&
+			strcmp(name, "schema.registry.basic.auth.user.info") == 0 && *value != '\0')
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Warn that the schema registry's credentials go over plain http to url,
+ * which holds none (check_schema_registry_url); no message shows them.
+ */
+void
+outbox_kafka_warn_registry_in_clear(const char *url)
+{
+	ereport(WARNING,
+			(errmsg("the schema registry's credentials go over plain http"),
+			 errdetail("outbox.schema_registry_url is \"%s\", and the file that outbox.kafka_properties_file names holds schema.registry.basic.auth.user.info: whoever sees the traffic can read them.",
+					   url),
+			 errhint("Give the schema registry an https URL.")));
+}
+
+/*
  * outbox.kafka_properties_file: the file is read when a statement sets the
- * setting (ALTER SYSTEM, ALTER DATABASE ... SET, SET; pg_file_settings
- * too), and refused if it cannot be used; for ALTER DATABASE or ALTER
- * ROLE ... SET, a file that does not exist yet only earns a notice, as
- * PGC_S_TEST asks.  Not when the setting is applied, at server start, in
- * every session and at every reload (PGC_S_FILE outside a transaction is
- * postgresql.conf read): the worker reads the file itself when it builds
- * its producer, and keeps the producer it has if it cannot (kafka.c).
+ * setting (set_by_statement), and refused if it cannot be used; for ALTER
+ * DATABASE or ALTER ROLE ... SET, a file that does not exist yet only
+ * earns a notice, as PGC_S_TEST asks.  Not when the setting is applied:
+ * the worker reads the file itself when it builds its producer, and keeps
+ * the producer it has if it cannot (kafka.c).  A file that holds the
+ * schema registry's credentials while its URL is plain http earns a
+ * warning.
  */
 static bool
 check_kafka_properties_file(char **newval, void **extra, GucSource source)
 {
 	OutboxPropertyError error;
-	bool		statement = source == PGC_S_TEST || source == PGC_S_SESSION ||
-		(source == PGC_S_FILE && IsTransactionState());
 
-	if (*newval == NULL || **newval == '\0' || !statement ||
-		outbox_kafka_check_properties_file(*newval, &error))
+	if (*newval == NULL || **newval == '\0' || !set_by_statement(source))
 		return true;
+	if (outbox_kafka_check_properties_file(*newval, &error))
+	{
+		if (outbox_kafka_registry_in_clear(outbox_schema_registry_url, *newval))
+			outbox_kafka_warn_registry_in_clear(outbox_schema_registry_url);
+		return true;
+	}
 	if (error.missing && source == PGC_S_TEST)
 	{
 		ereport(NOTICE,
@@ -621,9 +789,59 @@ check_kafka_properties_file(char **newval, void **extra, GucSource source)
 }
 
 /*
- * Define outbox.kafka_properties and outbox.kafka_properties_file.  Called
- * from _PG_init in every process that loads the library, before the
- * prefix is reserved.
+ * outbox.schema_registry_url: empty, or an http or https URL without
+ * credentials (they go in the properties file, which no other role can
+ * read), query or fragment, and without white space or control characters.
+ * A statement that sets an http URL while the properties file holds the
+ * registry's credentials earns a warning.
+ */
+static bool
+check_schema_registry_url(char **newval, void **extra, GucSource source)
+{
+	const char *url = *newval;
+	const char *authority;
+
+	if (url == NULL || *url == '\0')
+		return true;
+	if (pg_strncasecmp(url, "http://", 7) == 0)
+		authority = url + 7;
+	else if (pg_strncasecmp(url, "https://", 8) == 0)
+		authority = url + 8;
+	else
+	{
+		GUC_check_errdetail("The schema registry's URL starts with http:// or https://.");
+		return false;
+	}
+	for (const char *c = url; *c != '\0'; c++)
+	{
+		if ((unsigned char) *c <= ' ' || *c == 0x7f)
+		{
+			GUC_check_errdetail("The URL may hold no white space or control character.");
+			return false;
+		}
+	}
+	if (strpbrk(url, "?#") != NULL)
+	{
+		GUC_check_errdetail("The URL may hold no query or fragment: the paths of the registry's API follow it.");
+		return false;
+	}
+	if (memchr(authority, '@', strcspn(authority, "/")) != NULL)
+	{
+		GUC_check_errmsg("invalid value for parameter \"outbox.schema_registry_url\"");
+		GUC_check_errdetail("The URL may hold no user name or password.");
+		GUC_check_errhint("Put them in the file that outbox.kafka_properties_file names, as schema.registry.basic.auth.user.info.");
+		return false;
+	}
+	if (set_by_statement(source) &&
+		outbox_kafka_registry_in_clear(url, outbox_kafka_properties_file))
+		outbox_kafka_warn_registry_in_clear(url);
+	return true;
+}
+
+/*
+ * Define outbox.kafka_properties, outbox.kafka_properties_file and
+ * outbox.schema_registry_url.  Called from _PG_init in every process that
+ * loads the library, before the prefix is reserved.
  */
 void
 outbox_kafka_define_gucs(void)
@@ -645,4 +863,13 @@ outbox_kafka_define_gucs(void)
 							   PGC_SUSET,
 							   0,
 							   check_kafka_properties_file, NULL, NULL);
+
+	DefineCustomStringVariable("outbox.schema_registry_url",
+							   "URL of the Confluent Schema Registry that Avro schemas are registered with; empty for none.",
+							   "Its credentials are schema.registry.* properties of the file that outbox.kafka_properties_file names.",
+							   &outbox_schema_registry_url,
+							   "",
+							   PGC_SUSET,
+							   0,
+							   check_schema_registry_url, NULL, NULL);
 }

@@ -25,18 +25,14 @@
  */
 #include "postgres.h"
 
-#include <sys/stat.h>
-
 #include <curl/curl.h>
 
 #include "common/hashfn.h"
 #include "common/jsonapi.h"
-#include "common/string.h"
 #include "fmgr.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "port/pg_bswap.h"
-#include "storage/fd.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/json.h"
@@ -56,6 +52,7 @@
 #define PROPERTY_PREFIX "schema.registry."
 
 PG_FUNCTION_INFO_V1(outbox_registry_check);
+PG_FUNCTION_INFO_V1(outbox_registry_warning);
 
 /* a schema registered under a subject: the hash key points at the strings */
 typedef struct SubjectSchema
@@ -209,42 +206,36 @@ trim_space(char *s)
 /*
  * The schema.registry.* properties of the file that
  * outbox.kafka_properties_file names (the worker reads the same file, and
- * checks the rest of it).  The file may hold secrets: other users must
- * have no access to it.  No message shows a value.
+ * checks the rest of it), read as outbox_kafka_read_file reads it: never
+ * blocking, a regular file that other users cannot read.  No message shows
+ * a value.
  */
 static void
 read_credentials(Credentials *cred)
 {
 	const char *path = outbox_kafka_properties_file;
-	FILE	   *file;
-	struct stat st;
-	StringInfoData line;
-	int			lineno = 0;
+	OutboxFileVersion version;
+	OutboxPropertyError error;
+	const char *problem;
+	List	   *lines;
+	ListCell   *lc;
 
 	memset(cred, 0, sizeof(*cred));
 	if (path == NULL || *path == '\0')
 		return;
-	file = AllocateFile(path, "r");
-	if (file == NULL)
+	if (!outbox_kafka_read_file(path, &lines, &version, &error))
 		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not open Kafka properties file \"%s\": %m", path)));
-	if (fstat(fileno(file), &st) != 0 || !S_ISREG(st.st_mode) ||
-		(st.st_mode & S_IRWXO) != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIG_FILE_ERROR),
-				 errmsg("Kafka properties file \"%s\" is not a regular file that only its owner can read",
-						path),
-				 errdetail("It may hold secrets: its permissions must give other users no access.")));
+				(errcode(error.missing ? ERRCODE_UNDEFINED_FILE : ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg_internal("%s", error.message),
+				 error.detail[0] ? errdetail_internal("%s", error.detail) : 0,
+				 error.hint ? errhint("%s", error.hint) : 0));
 
-	initStringInfo(&line);
-	while (pg_get_line_buf(file, &line))
+	foreach(lc, lines)
 	{
-		char	   *name = trim_space(line.data);
+		char	   *name = trim_space(lfirst(lc));
 		char	   *value = strchr(name, '=');
 		char	  **field;
 
-		lineno++;
 		if (strncmp(name, PROPERTY_PREFIX, strlen(PROPERTY_PREFIX)) != 0 || value == NULL)
 			continue;			/* Kafka's: the worker judges them */
 		*value = '\0';
@@ -264,16 +255,38 @@ read_credentials(Credentials *cred)
 			ereport(ERROR,
 					(errcode(ERRCODE_CONFIG_FILE_ERROR),
 					 errmsg("unknown schema registry property \"%s%.*s\" in file \"%s\", line %d",
-							PROPERTY_PREFIX, (int) strcspn(name, " \t:"), name, path, lineno),
+							PROPERTY_PREFIX, (int) strcspn(name, " \t:"), name, path,
+							foreach_current_index(lc) + 1),
 					 errhint("The schema registry properties are basic.auth.user.info, ssl.ca.location, ssl.certificate.location, ssl.key.location and ssl.key.password, each after \"%s\".",
 							 PROPERTY_PREFIX)));
+		if (field != &cred->user_info && field != &cred->key_password &&
+			(problem = outbox_kafka_path_problem(value)) != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIG_FILE_ERROR),
+					 errmsg("invalid schema registry property \"%s%s\" in file \"%s\", line %d",
+							PROPERTY_PREFIX, name, path, foreach_current_index(lc) + 1),
+					 errdetail_internal("%s", problem)));
 		*field = value;
 	}
-	if (ferror(file))
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not read Kafka properties file \"%s\": %m", path)));
-	FreeFile(file);
+}
+
+/*
+ * Warn that the credentials go over plain http to url, once per process,
+ * URL and properties file: the first request of a backend says it, not
+ * every one.
+ */
+static void
+warn_in_clear_once(const char *url)
+{
+	static char *warned = NULL;
+	char	   *config = psprintf("%s\n%s", url, outbox_kafka_properties_file);
+
+	if (warned != NULL && strcmp(warned, config) == 0)
+		return;
+	outbox_kafka_warn_registry_in_clear(url);
+	if (warned != NULL)
+		pfree(warned);
+	warned = MemoryContextStrdup(TopMemoryContext, config);
 }
 
 /* libcurl's write callback: the answer, up to MAX_ANSWER_BYTES */
@@ -331,6 +344,9 @@ request(const char *path, const char *body, StringInfo answer)
 
 	curl_easy_reset(curl_handle());
 	read_credentials(&cred);
+	if (cred.user_info != NULL && *cred.user_info != '\0' &&
+		pg_strncasecmp(url, "http://", 7) == 0)
+		warn_in_clear_once(url);
 	headers = curl_slist_append(headers, "Accept: " REGISTRY_MEDIA_TYPE ", application/json");
 	if (body != NULL)
 	{
@@ -658,4 +674,19 @@ outbox_registry_check(PG_FUNCTION_ARGS)
 	PG_RETURN_TEXT_P(cstring_to_text(psprintf("the schema registry at \"%s\" answers, compatibility %s",
 											  cached_url,
 											  a.compatibility ? a.compatibility : "not given")));
+}
+
+/*
+ * outbox_registry_warning() RETURNS text: for outbox_health, what is unsafe
+ * in how this session's settings reach the schema registry (credentials
+ * over plain http), or NULL.
+ */
+Datum
+outbox_registry_warning(PG_FUNCTION_ARGS)
+{
+	if (!outbox_kafka_registry_in_clear(outbox_schema_registry_url,
+										outbox_kafka_properties_file))
+		PG_RETURN_NULL();
+	PG_RETURN_TEXT_P(cstring_to_text(psprintf("credentials go over plain http to %s: schema.registry.basic.auth.user.info of the file that outbox.kafka_properties_file names",
+											  outbox_schema_registry_url)));
 }

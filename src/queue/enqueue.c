@@ -3,7 +3,9 @@
  * enqueue.c
  *		outbox_enqueue(): store an event in the caller's transaction.
  *
- * The row goes straight into a log table and its indexes.  The headers of the
+ * The row goes straight into a log table and its indexes, or through the
+ * executor's path where an operator gave the table a trigger, a constraint
+ * or an index that the direct insert would pass over.  The headers of the
  * transaction (outbox.headers) are merged under the event's own.  On a
  * topic of format cloudevents, a JSON payload gets the header content-type
  * (only here is the payload's type known), and headers that would
@@ -30,17 +32,22 @@
 #include "catalog/dependency.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_index.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
+#include "commands/trigger.h"
 #include "executor/executor.h"
 #include "mb/pg_wchar.h"
 #include "nodes/makefuncs.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/fmgrprotos.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 #include "utils/uuid.h"
 #include "utils/xid8.h"
 
@@ -232,6 +239,7 @@ typedef struct EventLog
 	Oid			tables[OUTBOX_LOG_TABLES];	/* outbox_log_0 .. 3 */
 	Oid			event_ids;		/* outbox_event_ids */
 	Oid			id_sequence;	/* outbox_event_id_seq */
+	Oid			restored;		/* outbox_restored(), the log's own trigger */
 	AttrNumber	attnum[OUTBOX_LOG_COLUMNS];	/* the same in every log table */
 	AttrNumber	event_ids_attnum[2];	/* event_id, id */
 } EventLog;
@@ -246,6 +254,16 @@ column_of(Oid relid, const char *name)
 	if (attnum == InvalidAttrNumber)
 		elog(ERROR, "relation %u has no column \"%s\"", relid, name);
 	return attnum;
+}
+
+/* the function outbox_restored() in schema nspid, InvalidOid before 1.2 */
+static Oid
+restored_function(Oid nspid)
+{
+	return GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid,
+						   CStringGetDatum("outbox_restored"),
+						   PointerGetDatum(buildoidvector(NULL, 0)),
+						   ObjectIdGetDatum(nspid));
 }
 
 /*
@@ -275,6 +293,7 @@ look_up_event_log(const OutboxExtension *ext)
 	event_log.event_ids_attnum[0] = column_of(event_log.event_ids, "event_id");
 	event_log.event_ids_attnum[1] = column_of(event_log.event_ids, "id");
 	event_log.id_sequence = outbox_relation(ext, "outbox_event_id_seq");
+	event_log.restored = restored_function(ext->schema);
 	event_log.nspid = ext->schema;
 }
 
@@ -326,56 +345,185 @@ open_log_relation(const OutboxExtension *ext, bool event_ids)
 }
 
 /*
- * Insert a row straight into the heap of rel and its indexes, as the
- * executor would, without SQL: no parse, plan or permission check.  The
- * caller's right to enqueue is the EXECUTE privilege on outbox_enqueue.
- * Nothing here is looked up by name at run time, and the only functions
- * evaluated are built in: the unique check of outbox_event_ids and
- * btree comparisons; but for an index that a superuser gave a log table
- * (see insert_log_row), evaluated with the caller's rights, as any INSERT
- * would.  values and nulls are by attribute number - 1.
+ * Did a BEFORE trigger change the row in slot from values and nulls?
  */
-static void
+static bool
+row_changed(TupleTableSlot *slot, const Datum *values, const bool *nulls)
+{
+	TupleDesc	tupdesc = slot->tts_tupleDescriptor;
+
+	slot_getallattrs(slot);
+	for (int i = 0; i < tupdesc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(tupdesc, i);
+
+		if (slot->tts_isnull[i] != nulls[i] ||
+			(!nulls[i] && !datum_image_eq(slot->tts_values[i], values[i],
+										  att->attbyval, att->attlen)))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Is trigger one of the log's own, outbox_restored and outbox_restored_row,
+ * which call outbox_restored()?  By the function looked up with the log,
+ * looked up again only for a trigger of those names that calls another:
+ * an update from 1.1 made them after this session looked.
+ */
+static bool
+is_own_trigger(const Trigger *trigger)
+{
+	if (trigger->tgfoid == event_log.restored)
+		return true;
+	if (strcmp(trigger->tgname, "outbox_restored") != 0 &&
+		strcmp(trigger->tgname, "outbox_restored_row") != 0)
+		return false;
+	event_log.restored = restored_function(event_log.nspid);
+	return trigger->tgfoid == event_log.restored;
+}
+
+/*
+ * Insert a row into rel as the executor's INSERT does, without SQL: no
+ * parse, plan or permission check (the caller's right to enqueue is the
+ * EXECUTE privilege on outbox_enqueue).  Its BEFORE and AFTER ROW INSERT
+ * triggers fire, but outbox_restored, which is for rows written by hand
+ * (restore.c); its constraints are checked (NOT NULL, CHECK, a
+ * partition's, unique and exclusion); its indexes get the row.  Statement
+ * triggers do not fire: no statement runs, as logical replication's apply
+ * fires none.  Nothing is looked up by name at run time, and what is
+ * evaluated is built in (the unique check of outbox_event_ids, btree
+ * comparisons) but for what a superuser or the table's owner gave the
+ * table, evaluated with the caller's rights, as any INSERT would.  A
+ * BEFORE trigger may raise an error or skip the row (returns false); one
+ * that changes it is refused, for the event was checked, and encoded for
+ * its topic's format, as it was given.  values and nulls are by attribute
+ * number - 1.
+ */
+static bool
 insert_row(Relation rel, Datum *values, bool *nulls)
 {
 	TupleDesc	tupdesc = RelationGetDescr(rel);
 	EState	   *estate = CreateExecutorState();
 	MemoryContext caller_context = MemoryContextSwitchTo(estate->es_query_cxt);
+	RangeTblEntry *rte = makeNode(RangeTblEntry);
 	ResultRelInfo *rri = makeNode(ResultRelInfo);
+	TriggerDesc *trigdesc;
 	TupleTableSlot *slot;
+	bool		stored = true;
+
+	rte->rtekind = RTE_RELATION;
+	rte->relid = RelationGetRelid(rel);
+	rte->relkind = rel->rd_rel->relkind;
+	rte->rellockmode = RowExclusiveLock;
+	ExecInitRangeTable(estate, list_make1(rte));
+	ExecInitResultRelation(estate, rri, 1);
+	/* the result relation's copy of the triggers, without the log's own */
+	trigdesc = rri->ri_TrigDesc;
+	for (int i = 0; trigdesc != NULL && i < trigdesc->numtriggers; i++)
+	{
+		if (is_own_trigger(&trigdesc->triggers[i]))
+			trigdesc->triggers[i].tgenabled = TRIGGER_DISABLED;
+	}
+	ExecOpenIndices(rri, false);
 
 	slot = ExecInitExtraTupleSlot(estate, tupdesc, &TTSOpsVirtual);
 	memcpy(slot->tts_values, values, tupdesc->natts * sizeof(Datum));
 	memcpy(slot->tts_isnull, nulls, tupdesc->natts * sizeof(bool));
 	ExecStoreVirtualTuple(slot);
 
-	InitResultRelInfo(rri, rel, 1, NULL, 0);
-	ExecOpenIndices(rri, false);
-	table_tuple_insert(rel, slot, GetCurrentCommandId(true), 0, NULL);
-	ExecInsertIndexTuples(rri, slot, estate, false, false, NULL, NIL);
-	ExecCloseIndices(rri);
+	AfterTriggerBeginQuery();
+	if (trigdesc != NULL && trigdesc->trig_insert_before_row)
+	{
+		stored = ExecBRInsertTriggers(estate, rri, slot);
+		if (stored && row_changed(slot, values, nulls))
+			ereport(ERROR,
+					(errcode(ERRCODE_TRIGGERED_DATA_CHANGE_VIOLATION),
+					 errmsg("a trigger on \"%s\" changed the event",
+							RelationGetRelationName(rel)),
+					 errdetail("The event was checked, and encoded for its topic's format, as it was given."),
+					 errhint("Change the event before it is enqueued; a BEFORE trigger may refuse it (an error) or skip it (NULL).")));
+	}
+	if (stored)
+	{
+		List	   *recheck;
+
+		if (tupdesc->constr != NULL)
+			ExecConstraints(rri, slot, estate);
+		if (rel->rd_rel->relispartition)
+			ExecPartitionCheck(rri, slot, estate, true);
+		table_tuple_insert(rel, slot, GetCurrentCommandId(true), 0, NULL);
+		recheck = ExecInsertIndexTuples(rri, slot, estate, false, false, NULL, NIL);
+		ExecARInsertTriggers(estate, rri, slot, recheck, NULL);
+	}
+	AfterTriggerEndQuery(estate);
+	ExecCloseResultRelations(estate);
+	ExecCloseRangeTableRelations(estate);
 	ExecResetTupleTable(estate->es_tupleTable, false);
 	MemoryContextSwitchTo(caller_context);
 	FreeExecutorState(estate);
 	table_close(rel, NoLock);
+	return stored;
+}
+
+/* the log's own CHECK constraint, which check_event enforces first */
+#define OWN_CHECK "outbox_log_tombstone_key"
+
+/*
+ * Must a row with these nulls go to log table rel by insert_row?  When an
+ * operator gave the table what the direct insert would not honour: a
+ * CHECK constraint (but the log's own), a NOT NULL the row has a null
+ * for, a ROW trigger on INSERT (but outbox_restored), a partition's
+ * constraint.  Read from the relcache: no catalog lookup.
+ */
+static bool
+needs_executor(Relation rel, const bool *nulls)
+{
+	TupleDesc	tupdesc = RelationGetDescr(rel);
+	TriggerDesc *trigdesc = rel->trigdesc;
+
+	if (rel->rd_rel->relispartition)
+		return true;
+	for (int i = 0; tupdesc->constr != NULL && i < tupdesc->constr->num_check; i++)
+	{
+		if (strcmp(tupdesc->constr->check[i].ccname, OWN_CHECK) != 0)
+			return true;
+	}
+	for (int i = 0; i < tupdesc->natts; i++)
+	{
+		if (nulls[i] && TupleDescAttr(tupdesc, i)->attnotnull)
+			return true;
+	}
+	for (int i = 0; trigdesc != NULL && i < trigdesc->numtriggers; i++)
+	{
+		Trigger    *trigger = &trigdesc->triggers[i];
+
+		if (!is_own_trigger(trigger) &&
+			trigger->tgenabled != TRIGGER_DISABLED &&
+			TRIGGER_FOR_ROW(trigger->tgtype) && TRIGGER_FOR_INSERT(trigger->tgtype))
+			return true;
+	}
+	return false;
 }
 
 /*
- * Insert a row into log table rel as insert_row does, its index entries by
- * index_insert: the log's indexes are btrees on its columns, whose keys are
- * the row's own values.  The executor's bookkeeping of them (an executor
- * state, each index's IndexInfo built again) cost as much as the two index
- * inserts, at each enqueue.  An index of another kind, unique, partial,
- * on an expression or of an exclusion constraint, sends the row through
- * insert_row.
+ * Insert a row into log table rel straight into its heap, its index
+ * entries by index_insert: the log's indexes are btrees on its columns,
+ * whose keys are the row's own values.  The executor's bookkeeping of them
+ * (an executor state, each index's IndexInfo built again) cost as much as
+ * the two index inserts, at each enqueue.  An index of another kind,
+ * unique, partial, on an expression or of an exclusion constraint, and
+ * what needs_executor names, send the row through insert_row instead;
+ * returns false if a trigger there skipped it.
  */
-static void
+static bool
 insert_log_row(Relation rel, Datum *values, bool *nulls)
 {
 	List	   *oids = RelationGetIndexList(rel);
 	Relation   *indexes = palloc(Max(list_length(oids), 1) * sizeof(Relation));
 	int			n = 0;
-	bool		plain = rel->rd_rel->relam == HEAP_TABLE_AM_OID;
+	bool		plain = rel->rd_rel->relam == HEAP_TABLE_AM_OID &&
+		!needs_executor(rel, nulls);
 	HeapTuple	tuple;
 	ListCell   *lc;
 
@@ -396,8 +544,7 @@ insert_log_row(Relation rel, Datum *values, bool *nulls)
 			index_close(indexes[i], RowExclusiveLock);
 		list_free(oids);
 		pfree(indexes);
-		insert_row(rel, values, nulls);
-		return;
+		return insert_row(rel, values, nulls);
 	}
 
 	tuple = heap_form_tuple(RelationGetDescr(rel), values, nulls);
@@ -430,6 +577,7 @@ insert_log_row(Relation rel, Datum *values, bool *nulls)
 	list_free(oids);
 	pfree(indexes);
 	table_close(rel, NoLock);
+	return true;
 }
 
 /*
@@ -478,22 +626,43 @@ new_event_id(void)
 }
 
 /*
- * Append an event to the log of ext; returns its id.  columns
- * holds every column but id, txid, event_id and created_at (by default the
- * start of the transaction).  The txid is
- * taken before the id: the claim relies on it (src/queue/reader.c).  An
- * event_id given by the caller is entered in outbox_event_ids first, so a
- * duplicate fails with 23505 before anything else is written.
+ * Append an event to the log of ext; *id gets its id.  columns holds every
+ * column but id, txid, event_id and created_at (by default the start of
+ * the transaction).  The txid is taken before the id: the claim relies on
+ * it (src/queue/reader.c).  An event_id given by the caller is entered in
+ * outbox_event_ids once the row is written, so that a duplicate fails
+ * with 23505.  Returns false if an operator's trigger on the log skipped
+ * the row (see insert_row): nothing is stored, the event_id is not taken.
  */
-static int64
+static bool
 append_event(const OutboxExtension *ext, Datum *columns, bool *nulls, Datum event_id,
-			 bool event_id_isnull, const TimestampTz *created_at)
+			 bool event_id_isnull, const TimestampTz *created_at, int64 *id)
 {
 	FullTransactionId txid = GetTopFullTransactionId();
 	Relation	log = open_log_relation(ext, false);
-	int64		id = nextval_internal(event_log.id_sequence, false);
 	Datum		values[OUTBOX_LOG_COLUMNS];
 	bool		isnull[OUTBOX_LOG_COLUMNS];
+
+	*id = nextval_internal(event_log.id_sequence, false);
+	columns[LOG_ID] = Int64GetDatum(*id);
+	nulls[LOG_ID] = false;
+	columns[LOG_TXID] = FullTransactionIdGetDatum(txid);
+	nulls[LOG_TXID] = false;
+	columns[LOG_EVENT_ID] = event_id_isnull ? new_event_id() : event_id;
+	nulls[LOG_EVENT_ID] = false;
+	columns[LOG_CREATED_AT] = TimestampTzGetDatum(created_at != NULL ? *created_at :
+												  GetCurrentTransactionStartTimestamp());
+	nulls[LOG_CREATED_AT] = false;
+
+	if (RelationGetDescr(log)->natts != OUTBOX_LOG_COLUMNS)
+		elog(ERROR, "log table \"%s\" has unexpected columns", RelationGetRelationName(log));
+	for (int i = 0; i < OUTBOX_LOG_COLUMNS; i++)
+	{
+		values[event_log.attnum[i] - 1] = columns[i];
+		isnull[event_log.attnum[i] - 1] = nulls[i];
+	}
+	if (!insert_log_row(log, values, isnull))
+		return false;
 
 	if (!event_id_isnull)
 	{
@@ -501,12 +670,12 @@ append_event(const OutboxExtension *ext, Datum *columns, bool *nulls, Datum even
 		MemoryContext cxt = CurrentMemoryContext;
 
 		values[event_log.event_ids_attnum[0] - 1] = event_id;
-		values[event_log.event_ids_attnum[1] - 1] = Int64GetDatum(id);
+		values[event_log.event_ids_attnum[1] - 1] = Int64GetDatum(*id);
 		memset(isnull, false, sizeof(isnull));
 		/* a duplicate event_id says what to do about it */
 		PG_TRY();
 		{
-			insert_row(rel, values, isnull);
+			(void) insert_row(rel, values, isnull);
 		}
 		PG_CATCH();
 		{
@@ -523,43 +692,22 @@ append_event(const OutboxExtension *ext, Datum *columns, bool *nulls, Datum even
 		}
 		PG_END_TRY();
 	}
-	else
-		event_id = new_event_id();
-
-	columns[LOG_ID] = Int64GetDatum(id);
-	nulls[LOG_ID] = false;
-	columns[LOG_TXID] = FullTransactionIdGetDatum(txid);
-	nulls[LOG_TXID] = false;
-	columns[LOG_EVENT_ID] = event_id;
-	nulls[LOG_EVENT_ID] = false;
-	columns[LOG_CREATED_AT] = TimestampTzGetDatum(created_at != NULL ? *created_at :
-												  GetCurrentTransactionStartTimestamp());
-	nulls[LOG_CREATED_AT] = false;
-
-	if (RelationGetDescr(log)->natts != OUTBOX_LOG_COLUMNS)
-		elog(ERROR, "log table \"%s\" has unexpected columns", RelationGetRelationName(log));
-	for (int i = 0; i < OUTBOX_LOG_COLUMNS; i++)
-	{
-		values[event_log.attnum[i] - 1] = columns[i];
-		isnull[event_log.attnum[i] - 1] = nulls[i];
-	}
-	insert_log_row(log, values, isnull);
-	return id;
+	return true;
 }
 
 /*
  * Validate an event of a topic with setting (NULL: none) and append it to
- * the log of ext, in the current transaction; returns the new row's id.
+ * the log of ext, in the current transaction; *id gets the new row's id.
+ * Returns false if an operator's trigger on the log skipped it.
  */
-static int64
+static bool
 store_event(const OutboxExtension *ext, const OutboxTopicSetting *setting,
 			text *topic, text *key, bytea *payload, Jsonb *headers, Datum event_id,
-			bool event_id_isnull, const TimestampTz *created_at, bool json)
+			bool event_id_isnull, const TimestampTz *created_at, bool json, int64 *id)
 {
 	Datum		columns[OUTBOX_LOG_COLUMNS];
 	bool		nulls[OUTBOX_LOG_COLUMNS];
 	const char *source = NULL;
-	int64		id;
 
 	/* the insert below bypasses the executor, which would check this */
 	PreventCommandIfReadOnly("outbox_enqueue()");
@@ -593,27 +741,29 @@ store_event(const OutboxExtension *ext, const OutboxTopicSetting *setting,
 	columns[LOG_HEADERS] = PointerGetDatum(headers);
 	nulls[LOG_HEADERS] = headers == NULL;
 
-	id = append_event(ext, columns, nulls, event_id, event_id_isnull, created_at);
-
+	if (!append_event(ext, columns, nulls, event_id, event_id_isnull, created_at, id))
+		return false;
 	outbox_wake_at_commit();
-	return id;
+	return true;
 }
 
 /*
  * Validate an event and append it to the log of ext, in the current
- * transaction; returns the new row's id.  A NULL payload is a tombstone;
- * key and headers may be NULL; json says whether the payload is JSON.
- * created_at, the record's timestamp, is the start of the transaction
- * unless given.
+ * transaction.  A NULL payload is a tombstone; key and headers may be
+ * NULL; json says whether the payload is JSON.  created_at, the record's
+ * timestamp, is the start of the transaction unless given.  Returns false
+ * if an operator's trigger on the log skipped it.
  */
-int64
+bool
 outbox_store_event(const OutboxExtension *ext, text *topic, text *key, bytea *payload,
 				   Jsonb *headers, Datum event_id, bool event_id_isnull,
 				   const TimestampTz *created_at, bool json)
 {
+	int64		id;
+
 	return store_event(ext, outbox_topic_setting_to_enqueue(ext, text_to_cstring(topic)),
 					   topic, key, payload, headers, event_id, event_id_isnull,
-					   created_at, json);
+					   created_at, json, &id);
 }
 
 /*
@@ -665,7 +815,8 @@ avro_payload(FunctionCallInfo fcinfo, const OutboxTopicSetting *setting, const c
  *				  headers jsonb, event_id uuid) RETURNS bigint
  *
  * One C function serves the three SQL signatures; the declared type of the
- * payload argument says how to turn it into bytes.
+ * payload argument says how to turn it into bytes.  NULL if an operator's
+ * trigger on the log skipped the event.
  */
 Datum
 outbox_enqueue(PG_FUNCTION_ARGS)
@@ -682,7 +833,7 @@ outbox_enqueue(PG_FUNCTION_ARGS)
 	ext = outbox_entry(fcinfo);
 	setting = outbox_topic_setting_to_enqueue(ext, text_to_cstring(PG_GETARG_TEXT_PP(0)));
 	/* the setting looked up once: the one the payload is encoded for */
-	id = store_event(ext, setting,
+	if (!store_event(ext, setting,
 					 PG_GETARG_TEXT_PP(0),
 					 PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2),
 					 setting != NULL && setting->format == OUTBOX_FORMAT_AVRO ?
@@ -693,6 +844,8 @@ outbox_enqueue(PG_FUNCTION_ARGS)
 					 PG_ARGISNULL(4),
 					 NULL,
 					 (setting == NULL || setting->format != OUTBOX_FORMAT_AVRO) &&
-					 get_fn_expr_argtype(fcinfo->flinfo, 1) == JSONBOID);
+					 get_fn_expr_argtype(fcinfo->flinfo, 1) == JSONBOID,
+					 &id))
+		PG_RETURN_NULL();		/* an operator's trigger skipped it */
 	PG_RETURN_INT64(id);
 }

@@ -17,9 +17,9 @@
 
 extern void outbox_check_topic(const char *topic, int len);
 extern bytea *outbox_utf8_payload(text *t);
-extern int64 outbox_store_event(const OutboxExtension *ext, text *topic, text *key,
-								bytea *payload, Jsonb *headers,
-								Datum event_id, bool event_id_isnull,
-								const TimestampTz *created_at, bool json);
+extern bool outbox_store_event(const OutboxExtension *ext, text *topic, text *key,
+							   bytea *payload, Jsonb *headers,
+							   Datum event_id, bool event_id_isnull,
+							   const TimestampTz *created_at, bool json);
 
 #endif							/* OUTBOX_ENQUEUE_H */

@@ -239,7 +239,7 @@ set_state(OutboxWorkerState state, const char *error)
 {
 	static bool said_refused = false;
 	TimestampTz now = GetCurrentTimestamp();
-	const char *refused = outbox_kafka_settings_refused();
+	const char *refused = outbox_kafka_settings_refused(NULL);
 	bool		clear = said_refused && refused == NULL;
 
 	if (error == NULL)
@@ -698,7 +698,10 @@ ensure_producers(const OutboxExtension *ext, const OutboxTopicSettings *settings
 
 	if (any)
 		return true;
-	if (list_length(named) == 1)
+	/* the outbox.* settings' cluster: down, or its properties file refused */
+	if (outbox_kafka_settings_refused(linitial(named)) != NULL)
+		reason = pstrdup(outbox_kafka_settings_refused(linitial(named)));
+	else if (list_length(named) == 1)
 		reason = psprintf("no Kafka broker reachable at %s", outbox_brokers);
 	else
 		reason = psprintf("no Kafka broker reachable in any of the %d clusters",
