@@ -39,7 +39,7 @@ EXTENSION = outbox
 # the scripts, and the queries file of prometheus-postgres-exporter
 # (docs/monitoring.md), installed beside them
 DATA = outbox--1.0.sql outbox--1.0--1.1.sql outbox--1.1--1.2.sql outbox--1.2.sql \
-	outbox--1.2--1.3.sql outbox--1.3--1.4.sql \
+	outbox--1.2--1.3.sql outbox--1.3.sql outbox--1.3--1.4.sql \
 	monitoring/outbox_prometheus.yaml
 PGFILEDESC = "outbox - transactional outbox publishing to Kafka"
 
