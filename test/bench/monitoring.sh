@@ -34,9 +34,11 @@ createdb bench
 psql -X -q -d postgres -c "ALTER DATABASE bench SET outbox.enabled = off" \
 	-c "CREATE ROLE prometheus LOGIN"
 sql "CREATE EXTENSION outbox"
-sql "GRANT SELECT ON outbox_stats, outbox_publish_stats TO prometheus;
+# the grants of docs/monitoring.md
+sql "GRANT SELECT ON outbox_stats, outbox_publish_stats, outbox_health TO prometheus;
 	 GRANT EXECUTE ON FUNCTION outbox_unread_topics(), outbox_worker_status(),
-		 outbox_histogram_sum(bigint[]), outbox_histogram_quantile(bigint[], double precision)
+		 outbox_cluster_status(), outbox_histogram_sum(bigint[]),
+		 outbox_histogram_quantile(bigint[], double precision)
 		 TO prometheus"
 
 # two hours of statistics for each topic, as a busy worker leaves them: a
