@@ -41,7 +41,7 @@ EXTENSION = outbox
 # prometheus-postgres-exporter and Prometheus' alert rules with their tests
 # (docs/monitoring.md)
 DATA = outbox--1.0.sql outbox--1.0--1.1.sql outbox--1.1--1.2.sql outbox--1.2.sql \
-	outbox--1.2--1.3.sql outbox--1.3--1.4.sql \
+	outbox--1.2--1.3.sql outbox--1.3.sql outbox--1.3--1.4.sql \
 	monitoring/outbox_prometheus.yaml monitoring/outbox-alerts.yml \
 	monitoring/outbox-alerts.test.yml
 PGFILEDESC = "outbox - transactional outbox publishing to Kafka"

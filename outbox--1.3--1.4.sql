@@ -4,6 +4,11 @@
 \echo Use "ALTER EXTENSION outbox UPDATE TO '1.4'" to load this file. \quit
 
 --
+-- A fresh install of 1.4 is outbox--1.3.sql followed by this script:
+-- t/017_versions.pl compares its schema with the chain's from 1.0.
+--
+
+--
 -- The schema ids of change events in Avro (src/capture/debezium_avro.c):
 -- no unique index on the fingerprint, so that a session that keeps the id
 -- of a schema never waits for another session's transaction that keeps the

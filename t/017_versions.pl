@@ -7,8 +7,10 @@
 # the same way.  Then a rolling update under load: while pgbench enqueues
 # and inserts into a captured table, ALTER EXTENSION outbox UPDATE takes a
 # database from 1.1 to 1.4: no transaction fails, every committed event is
-# published once, in the order of its key.  Last, a fresh 1.4 and the
-# chain 1.0 -> 1.1 -> 1.2 -> 1.3 -> 1.4 have the same schema, as pg_dump sees it.
+# published once, in the order of its key.  Last, a fresh install and the
+# chain from 1.0 have the same schema, as pg_dump sees it: at 1.3 (the base
+# script outbox--1.3.sql alone) and at 1.4 (outbox--1.3.sql, then
+# outbox--1.3--1.4.sql).
 
 use strict;
 use warnings;
@@ -378,13 +380,7 @@ for my $topic ('roll.t', 'roll.orders')
 	is(scalar keys %last, 4, "$topic: the four clients' keys");
 }
 
-# --- a fresh 1.4 and 1.0 -> 1.1 -> 1.2 -> 1.3 -> 1.4: the same schema
-$node->safe_psql('postgres', 'CREATE DATABASE fresh');
-$node->safe_psql('postgres', 'CREATE DATABASE chain');
-$node->safe_psql('fresh', 'CREATE EXTENSION outbox');
-$node->safe_psql('chain',
-	"CREATE EXTENSION outbox VERSION '1.0'; ALTER EXTENSION outbox UPDATE TO '1.1'; ALTER EXTENSION outbox UPDATE"
-);
+# --- a fresh install and 1.0 -> 1.1 -> ...: the same schema
 
 # The extension's schema as pg_upgrade's dump has it (which, unlike a
 # plain dump, spells out every object of an extension), without what
@@ -413,15 +409,36 @@ sub schema_of
 	s/(binary_upgrade_create_empty_extension\(.*?, )'\{[0-9,]+\}'/$1'{OIDS}'/ for @lines;
 	return \@lines;
 }
-my $fresh = schema_of('fresh');
-my $chain = schema_of('chain');
-ok(scalar(grep { /CREATE TABLE public\.outbox_log_0/ } @$fresh), 'the dump shows the tables');
-like(join("\n", @$fresh), qr/binary_upgrade_create_empty_extension\('outbox', 'public', false, '1\.4', '\{OIDS\}', '\{"\n\tWHERE id OPERATOR/,
-	'and the extension, with the filters of the tables that pg_dump keeps');
-my @diff = grep { $fresh->[$_] ne ($chain->[$_] // '') } 0 .. $#$fresh;
-is(scalar @$chain, scalar @$fresh, 'the chain\'s schema has as many lines as a fresh one');
-is(scalar @diff, 0, 'a fresh 1.4 and 1.0 -> 1.1 -> 1.2 -> 1.3 -> 1.4 have the same schema')
-  or diag(join "\n", map { "fresh: $fresh->[$_]\nchain: " . ($chain->[$_] // '') } @diff[ 0 .. ($#diff < 9 ? $#diff : 9) ]);
+
+# CREATE EXTENSION outbox VERSION $version, in a database of its own, and
+# the chain of updates from 1.0 to it in another: the same schema.
+sub fresh_is_chain
+{
+	my ($version) = @_;
+	(my $v = $version) =~ s/\.//;
+	$node->safe_psql('postgres', "CREATE DATABASE fresh$v");
+	$node->safe_psql('postgres', "CREATE DATABASE chain$v");
+	$node->safe_psql("fresh$v", "CREATE EXTENSION outbox VERSION '$version'");
+	$node->safe_psql("chain$v",
+		"CREATE EXTENSION outbox VERSION '1.0'; ALTER EXTENSION outbox UPDATE TO '1.1'; ALTER EXTENSION outbox UPDATE TO '$version'"
+	);
+	my $fresh = schema_of("fresh$v");
+	my $chain = schema_of("chain$v");
+	ok(scalar(grep { /CREATE TABLE public\.outbox_log_0/ } @$fresh), "$version: the dump shows the tables");
+	like(join("\n", @$fresh),
+		qr/binary_upgrade_create_empty_extension\('outbox', 'public', false, '\Q$version\E', '\{OIDS\}', '\{"\n\tWHERE id OPERATOR/,
+		"$version: and the extension, with the filters of the tables that pg_dump keeps");
+	my @diff = grep { $fresh->[$_] ne ($chain->[$_] // '') } 0 .. $#$fresh;
+	is(scalar @$chain, scalar @$fresh, "$version: the chain's schema has as many lines as a fresh one");
+	is(scalar @diff, 0, "$version: a fresh install and the chain from 1.0 have the same schema")
+	  or diag(join "\n", map { "fresh: $fresh->[$_]\nchain: " . ($chain->[$_] // '') } @diff[ 0 .. ($#diff < 9 ? $#diff : 9) ]);
+}
+
+# the base script of 1.3 on its own, and the newest version built on it
+fresh_is_chain('1.3');
+fresh_is_chain('1.4');
+is($node->safe_psql('postgres', "SELECT default_version FROM pg_available_extensions WHERE name = 'outbox'"),
+	'1.4', 'the newest version is the default one');
 
 $node->stop;
 $broker->stop;

@@ -10,8 +10,8 @@
 
 'use strict';
 
-const { Kafka: KafkaJS, logLevel } = require('kafkajs');
 const { Kafka } = require('cloudevents');
+const { consume, print, run } = require('./consume');
 
 const [bootstrap, count, ...topics] = process.argv.slice(2);
 
@@ -44,30 +44,7 @@ function decode(topic, partition, message) {
 	return r;
 }
 
-async function main() {
-	const kafka = new KafkaJS({ brokers: bootstrap.split(','), logLevel: logLevel.NOTHING });
-	const consumer = kafka.consumer({ groupId: `cloudevents-consume-${process.pid}` });
-	const records = [];
-	await consumer.connect();
-	await consumer.subscribe({ topics, fromBeginning: true });
-	await new Promise((resolve, reject) => {
-		const timer = setTimeout(() => reject(new Error(`${records.length} of ${count} records`)), 60000);
-		consumer.run({
-			eachMessage: async ({ topic, partition, message }) => {
-				records.push(decode(topic, partition, message));
-				if (records.length >= Number(count)) {
-					clearTimeout(timer);
-					resolve();
-				}
-			},
-		}).catch(reject);
-	});
-	await consumer.disconnect();
-	for (const r of records)
-		console.log(JSON.stringify(r));
-}
-
-main().catch((e) => {
-	console.error(e.message);
-	process.exit(1);
+run(async () => {
+	for (const { topic, partition, message } of await consume(bootstrap, topics, count, 'cloudevents-consume'))
+		print(decode(topic, partition, message));
 });

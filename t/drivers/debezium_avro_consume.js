@@ -11,9 +11,9 @@
 
 'use strict';
 
-const { Kafka, logLevel } = require('kafkajs');
 const { SchemaRegistry, SchemaType } = require('@kafkajs/confluent-schema-registry');
 const avsc = require('avsc');
+const { consume, schemaId, print, run } = require('./consume');
 
 const [bootstrap, url, count, ...topics] = process.argv.slice(2);
 
@@ -37,43 +37,12 @@ const registry = new SchemaRegistry({ host: url }, {
 	},
 });
 
-function schemaId(buffer) {
-	return buffer === null ? null : buffer.readInt32BE(1);
-}
-
-function replacer(key, value) {
-	const original = this[key];
-	if (Buffer.isBuffer(original))
-		return original.toString('base64');
-	if (typeof original === 'bigint')
-		return original.toString();
-	return value;
-}
-
-async function main() {
-	const kafka = new Kafka({ brokers: bootstrap.split(','), logLevel: logLevel.NOTHING });
-	const consumer = kafka.consumer({ groupId: `debezium-avro-consume-${process.pid}` });
-	const messages = [];
-	await consumer.connect();
-	await consumer.subscribe({ topics, fromBeginning: true });
-	await new Promise((resolve, reject) => {
-		const timer = setTimeout(() => reject(new Error(`${messages.length} of ${count} records`)), 60000);
-		consumer.run({
-			eachMessage: async ({ topic, partition, message }) => {
-				messages.push({ topic, partition, message });
-				if (messages.length >= Number(count)) {
-					clearTimeout(timer);
-					resolve();
-				}
-			},
-		}).catch(reject);
-	});
-	await consumer.disconnect();
-	for (const { topic, partition, message } of messages) {
+run(async () => {
+	for (const { topic, partition, message } of await consume(bootstrap, topics, count, 'debezium-avro-consume')) {
 		const headers = {};
 		for (const [name, value] of Object.entries(message.headers || {}))
 			headers[name] = value.toString('utf8');
-		console.log(JSON.stringify({
+		print({
 			topic,
 			partition,
 			key_schema: schemaId(message.key),
@@ -81,11 +50,6 @@ async function main() {
 			key: message.key === null ? null : await registry.decode(message.key),
 			value: message.value === null ? null : await registry.decode(message.value),
 			headers,
-		}, replacer));
+		});
 	}
-}
-
-main().catch((e) => {
-	console.error(e.stack);
-	process.exit(1);
 });

@@ -11,29 +11,9 @@
 
 'use strict';
 
-const { Kafka, logLevel } = require('kafkajs');
+const { consume, decimal, date, timestampMillis, timestampMicros, print, run } = require('./consume');
 
 const [bootstrap, count, ...topics] = process.argv.slice(2);
-
-// the unscaled value of a Decimal: big-endian two's complement
-function unscaled(base64) {
-	const bytes = Buffer.from(base64, 'base64');
-	let v = 0n;
-	for (const b of bytes)
-		v = (v << 8n) | BigInt(b);
-	if (bytes.length > 0 && bytes[0] & 0x80)
-		v -= 1n << BigInt(8 * bytes.length);
-	return v;
-}
-
-function decimal(base64, scale) {
-	let v = unscaled(base64);
-	const negative = v < 0n;
-	let digits = (negative ? -v : v).toString().padStart(scale + 1, '0');
-	if (scale > 0)
-		digits = digits.slice(0, -scale) + '.' + digits.slice(-scale);
-	return (negative ? '-' : '') + digits;
-}
 
 // a value by its Connect schema
 function decode(schema, value) {
@@ -41,18 +21,17 @@ function decode(schema, value) {
 		return null;
 	switch (schema.name) {
 		case 'org.apache.kafka.connect.data.Decimal':
-			return decimal(value, Number(schema.parameters.scale));
+			return decimal(Buffer.from(value, 'base64'), Number(schema.parameters.scale));
 		case 'io.debezium.data.VariableScaleDecimal':
-			return decimal(value.value, value.scale);
+			return decimal(Buffer.from(value.value, 'base64'), value.scale);
 		case 'io.debezium.data.Json':
 			return JSON.parse(value);
 		case 'io.debezium.time.Date':
-			return new Date(value * 86400000).toISOString().slice(0, 10);
+			return date(value);
 		case 'io.debezium.time.Timestamp':
-			return new Date(value).toISOString();
+			return timestampMillis(value);
 		case 'io.debezium.time.MicroTimestamp':
-			return new Date(Math.floor(value / 1000)).toISOString().slice(0, -1)
-				+ String(value % 1000).padStart(3, '0') + 'Z';
+			return timestampMicros(value);
 	}
 	if (schema.type === 'struct') {
 		const out = {};
@@ -74,30 +53,7 @@ function parse(buffer) {
 	return json;
 }
 
-async function main() {
-	const kafka = new Kafka({ brokers: bootstrap.split(','), logLevel: logLevel.NOTHING });
-	const consumer = kafka.consumer({ groupId: `debezium-consume-${process.pid}` });
-	const records = [];
-	await consumer.connect();
-	await consumer.subscribe({ topics, fromBeginning: true });
-	await new Promise((resolve, reject) => {
-		const timer = setTimeout(() => reject(new Error(`${records.length} of ${count} records`)), 60000);
-		consumer.run({
-			eachMessage: async ({ topic, partition, message }) => {
-				records.push({ topic, partition, key: parse(message.key), value: parse(message.value) });
-				if (records.length >= Number(count)) {
-					clearTimeout(timer);
-					resolve();
-				}
-			},
-		}).catch(reject);
-	});
-	await consumer.disconnect();
-	for (const r of records)
-		console.log(JSON.stringify(r));
-}
-
-main().catch((e) => {
-	console.error(e.message);
-	process.exit(1);
+run(async () => {
+	for (const { topic, partition, message } of await consume(bootstrap, topics, count, 'debezium-consume'))
+		print({ topic, partition, key: parse(message.key), value: parse(message.value) });
 });

@@ -19,42 +19,20 @@
 #
 # Usage: [WAKE_DELAY=3ms] test/bench/app_cost.sh [ROUND_S [ROUNDS]]	(12 s, 3 rounds; outbox.wake_delay: the default unless given)
 
-set -euo pipefail
-
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-. "$ROOT/test/common.sh"
-become_postgres "$ROOT" test/bench/app_cost.sh "$@"
-WORK=$OUTBOX_WORK
-BENCH="$ROOT/test/bench"
+PORT=54345
+. "$(dirname "$0")/common.sh" "$@"
 ROUND_S=${1:-12}
 ROUNDS=${2:-3}
-PORT=54345
-export PGHOST="$WORK" PGPORT=$PORT
 
-log() { echo "[$(date +%T)] $*" >&2; }
-sql() { psql -X -q -At -v ON_ERROR_STOP=1 -d bench -c "$1"; }
-
-start_mock_broker "$ROOT" "$WORK"
-init_outbox_server "$WORK/data" $PORT bench
-cat >> "$WORK/data/postgresql.conf" <<CONF
-shared_buffers = '2GB'
-max_wal_size = '16GB'
-checkpoint_timeout = '30min'
-wal_level = logical
-${WAKE_DELAY:+outbox.wake_delay = '$WAKE_DELAY'}
-CONF
-pg_ctl -D "$WORK/data" -l "$WORK/server.log" -w start >/dev/null
+start_broker
+start_server "$WORK/data" bench "shared_buffers = '2GB'" "max_wal_size = '16GB'" \
+	"checkpoint_timeout = '30min'" "wal_level = logical" ${WAKE_DELAY:+"outbox.wake_delay = '$WAKE_DELAY'"}
 RECV_PID=
-trap 'kill $RECV_PID 2>/dev/null || true; pg_ctl -D "$WORK/data" -m immediate -w stop >/dev/null 2>&1; kill $BROKER_PID 2>/dev/null' EXIT
-createdb bench
-psql -X -q -v ON_ERROR_STOP=1 -d bench -f "$BENCH/setup.sql"
+at_exit 'kill $RECV_PID 2>/dev/null'
+bench_database bench
 pgbench -i -q -s 10 bench >/dev/null 2>&1
 sql "CREATE PUBLICATION bench_pub FOR TABLE app_outbox"
 
-worker_pid() { sql "SELECT pid FROM outbox_worker_status() WHERE database = 'bench'"; }
-# CPU in ms (clock ticks of 10 ms) of a process, its threads included
-cpu_ms_of() { awk '{ print ($14 + $15) * 10 }' "/proc/$1/stat"; }
-worker_cpu_ms() { cpu_ms_of "$(worker_pid)"; }
 # busy CPU of the whole machine, in ms
 machine_cpu_ms() { awk '/^cpu / { print ($2 + $3 + $4 + $7 + $8) * 10 }' /proc/stat; }
 set_enabled() {
@@ -65,7 +43,7 @@ set_enabled() {
 }
 # the worker publishes what waited, then the tables start empty
 settle() {
-	until [ "$(sql "SELECT count(*) FROM outbox_unread_topics()")" = 0 ]; do sleep 0.5; done
+	wait_drained
 	sql "TRUNCATE app_outbox, pgbench_history, outbox_ledger"
 	sql "VACUUM ANALYZE" 2>/dev/null
 	sql "CHECKPOINT"
@@ -79,10 +57,10 @@ run_round() {
 	out=$(pgbench -n -M prepared -T "$ROUND_S" -c 4 -j 2 -s 10 -f "$BENCH/$script" bench 2>"$WORK/pgbench.err")
 	busy[$setup]=$((${busy[$setup]:-0} + $(machine_cpu_ms) - cpu0))
 	xacts[$setup]=$((${xacts[$setup]:-0} + $(echo "$out" | sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p')))
-	sum[$setup]=$((${sum[$setup]:-0} + $(echo "$out" | sed -n 's/^tps = \([0-9]*\).*/\1/p')))
+	sum[$setup]=$((${sum[$setup]:-0} + $(echo "$out" | tps)))
 }
 
-cpu_ms=0
+worker_ms=0
 broker_ms=0
 recv_ms=0
 events=0
@@ -102,14 +80,14 @@ for round in $(seq 1 "$ROUNDS"); do
 		[ -n "$walsender" ]; do
 		sleep 0.1
 	done
-	recv0=$(($(cpu_ms_of $RECV_PID) + $(cpu_ms_of "$walsender")))
+	recv0=$(($(cpu_ms $RECV_PID) + $(cpu_ms "$walsender")))
 	run_round walsender tpcb_outbox.sql
 	# what the round wrote, decoded and sent
 	lsn=$(sql "SELECT pg_current_wal_lsn()")
 	until [ "$(sql "SELECT sent_lsn >= '$lsn' FROM pg_stat_replication WHERE pid = $walsender")" = t ]; do
 		sleep 0.1
 	done
-	recv_ms=$((recv_ms + $(cpu_ms_of $RECV_PID) + $(cpu_ms_of "$walsender") - recv0))
+	recv_ms=$((recv_ms + $(cpu_ms $RECV_PID) + $(cpu_ms "$walsender") - recv0))
 	kill $RECV_PID
 	wait $RECV_PID 2>/dev/null || true
 	RECV_PID=
@@ -121,16 +99,15 @@ for round in $(seq 1 "$ROUNDS"); do
 	set_enabled on idle
 	settle
 	cpu0=$(worker_cpu_ms)
-	broker0=$(cpu_ms_of $BROKER_PID)
+	broker0=$(cpu_ms $BROKER_PID)
 	run_round worker tpcb_enqueue.sql
-	until [ "$(sql "SELECT count(*) FROM outbox_unread_topics()")" = 0 ]; do sleep 0.2; done
-	cpu_ms=$((cpu_ms + $(worker_cpu_ms) - cpu0))
-	broker_ms=$((broker_ms + $(cpu_ms_of $BROKER_PID) - broker0))
+	wait_drained
+	worker_ms=$((worker_ms + $(worker_cpu_ms) - cpu0))
+	broker_ms=$((broker_ms + $(cpu_ms $BROKER_PID) - broker0))
 	events=$((events + $(sql "SELECT coalesce(sum(cardinality(ids)), 0) FROM outbox_ledger")))
 	batches=$((batches + $(sql "SELECT count(*) FROM outbox_ledger")))
 done
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 for s in outbox walsender off worker; do
 	printf '%-10s %8d tps\n' "$s" $((sum[$s] / ROUNDS))
 done
@@ -140,5 +117,5 @@ echo "walsender vs outbox: $(ratio "${sum[walsender]}" "${sum[outbox]}")"
 echo "off vs outbox:       $(ratio "${sum[off]}" "${sum[outbox]}")"
 per_xact() { awk -v c="$1" -v n="$2" 'BEGIN { printf "%.0f", 1000 * c / n }'; }
 echo "machine CPU per transaction (us): $(for s in outbox walsender off worker; do printf '%s %s  ' $s "$(per_xact "${busy[$s]}" "${xacts[$s]}")"; done)"
-echo "publishing, CPU per event: walsender + pg_recvlogical $(per_xact "$recv_ms" "${xacts[walsender]}") us; worker $(per_xact "$cpu_ms" "$events") + broker $(per_xact "$broker_ms" "$events") us"
+echo "publishing, CPU per event: walsender + pg_recvlogical $(per_xact "$recv_ms" "${xacts[walsender]}") us; worker $(per_xact "$worker_ms" "$events") + broker $(per_xact "$broker_ms" "$events") us"
 echo "worker: $(ratio "$events" "$batches") events per batch, outbox.wake_delay = $(sql 'SHOW outbox.wake_delay')"

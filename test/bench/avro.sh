@@ -3,7 +3,8 @@
 # What Avro costs: the same 10-field event on a topic of format avro
 # (checked against its schema and encoded at enqueue) and on a topic
 # without settings (the jsonb as given), in one server, with the test
-# schema registry (test/schema_registry.js, which needs node and avsc):
+# schema registry (test/schema_registry, which installs avsc the first
+# time):
 #
 #   enqueue   pgbench, one event per transaction, 2 clients, prepared,
 #             ROUNDS interleaved rounds of ROUND_S seconds per topic: the
@@ -14,38 +15,21 @@
 #
 # Usage: test/bench/avro.sh [ROUND_S [ROUNDS [DRAIN_N]]]	(10 s, 3 rounds, 200000)
 
-set -euo pipefail
-
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-. "$ROOT/test/common.sh"
-become_postgres "$ROOT" test/bench/avro.sh "$@"
-WORK=$OUTBOX_WORK
-BENCH="$ROOT/test/bench"
+PORT=54346
+. "$(dirname "$0")/common.sh" "$@"
 ROUND_S=${1:-10}
 ROUNDS=${2:-3}
 DRAIN_N=${3:-200000}
 ENQUEUE_N=100000
-PORT=54346
-export PGHOST="$WORK" PGPORT=$PORT
 
-log() { echo "[$(date +%T)] $*" >&2; }
-sql() { psql -X -q -At -v ON_ERROR_STOP=1 -d bench -c "$1"; }
-
-start_mock_broker "$ROOT" "$WORK"
+start_broker
 mkfifo "$WORK/registry.in"
-node "$ROOT/test/schema_registry.js" < "$WORK/registry.in" > "$WORK/registry.out" 2>&1 &
-REGISTRY_PID=$!
+"$ROOT/test/schema_registry" < "$WORK/registry.in" > "$WORK/registry.out" 2> "$WORK/registry.err" &
+at_exit "kill $! 2>/dev/null"
 exec 4> "$WORK/registry.in"
 until [ -s "$WORK/registry.out" ]; do sleep 0.1; done
-init_outbox_server "$WORK/data" $PORT bench
-cat >> "$WORK/data/postgresql.conf" <<CONF
-shared_buffers = '1GB'
-max_wal_size = '16GB'
-checkpoint_timeout = '30min'
-outbox.schema_registry_url = '$(head -1 "$WORK/registry.out")'
-CONF
-pg_ctl -D "$WORK/data" -l "$WORK/server.log" -w start >/dev/null
-trap 'pg_ctl -D "$WORK/data" -m immediate -w stop >/dev/null 2>&1; kill $BROKER_PID $REGISTRY_PID 2>/dev/null' EXIT
+start_server "$WORK/data" bench "shared_buffers = '1GB'" "max_wal_size = '16GB'" \
+	"checkpoint_timeout = '30min'" "outbox.schema_registry_url = '$(head -1 "$WORK/registry.out")'"
 createdb bench
 psql -X -q -v ON_ERROR_STOP=1 -d bench <<'SQL'
 CREATE EXTENSION outbox;
@@ -76,17 +60,14 @@ cat > "$WORK/enqueue.sql" <<'SQL'
 SELECT outbox_enqueue(:topic, bench_event(:id), key => (:id % 10000)::text);
 SQL
 
-published() { sql "SELECT published FROM outbox_worker_status() WHERE database = 'bench'"; }
-now() { date +%s.%N; }
 # the worker has published everything, the log starts empty
 settle() {
-	until [ "$(sql "SELECT count(*) FROM outbox_unread_topics()")" = 0 ]; do sleep 0.5; done
+	wait_drained
 	sql "TRUNCATE outbox_ledger" 2>/dev/null || true
 	sql "CHECKPOINT"
 }
-tps() {
-	pgbench -n -M prepared -T "$ROUND_S" -c 2 -j 2 -D topic="$1" -f "$WORK/enqueue.sql" bench 2>"$WORK/pgbench.err" |
-		sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | cut -d. -f1
+enqueue_tps() {
+	pgbench -n -M prepared -T "$ROUND_S" -c 2 -j 2 -D topic="$1" -f "$WORK/enqueue.sql" bench 2>"$WORK/pgbench.err" | tps
 }
 # cpu_us TOPIC: the backend's CPU time per enqueue, in microseconds, over
 # ENQUEUE_N events in one statement
@@ -104,17 +85,11 @@ SQL
 # drain TOPIC: events per second for the worker to publish DRAIN_N events
 # committed at once, from the first delivery to the last
 drain() {
-	local base first="" first_count p t
+	local base
 	settle
 	base=$(published)
 	sql "SELECT count(outbox_enqueue('$1', bench_event(i), key => (i % 10000)::text)) FROM generate_series(1, $DRAIN_N) i" >/dev/null
-	while :; do
-		p=$(published) t=$(now)
-		[ -z "$first" ] && [ "$p" -gt "$base" ] && first=$t first_count=$((p - base))
-		[ "$p" -ge $((base + DRAIN_N)) ] && break
-		sleep 0.02
-	done
-	awk -v n="$((DRAIN_N - first_count))" -v s="$first" -v e="$t" 'BEGIN { printf "%.0f", n / (e - s) }'
+	publish_rate "$base" "$DRAIN_N"
 }
 
 declare -A sum
@@ -122,7 +97,7 @@ for round in $(seq 1 "$ROUNDS"); do
 	log "round $round of $ROUNDS: enqueue"
 	for topic in bench.json bench.avro; do
 		settle
-		sum[$topic]=$((${sum[$topic]:-0} + $(tps $topic)))
+		sum[$topic]=$((${sum[$topic]:-0} + $(enqueue_tps $topic)))
 	done
 done
 settle

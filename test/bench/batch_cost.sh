@@ -19,46 +19,21 @@
 #
 # Usage: [WAKE_DELAY=3ms] test/bench/batch_cost.sh [RATE_S [ROUND_S [ROUNDS]]]	(20 s, 6 s, 3; outbox.wake_delay: the default unless given)
 
-set -euo pipefail
-
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-. "$ROOT/test/common.sh"
-become_postgres "$ROOT" test/bench/batch_cost.sh "$@"
-WORK=$OUTBOX_WORK
-BENCH="$ROOT/test/bench"
+PORT=54346
+. "$(dirname "$0")/common.sh" "$@"
 RATE_S=${1:-20}
 ROUND_S=${2:-6}
 ROUNDS=${3:-3}
-PORT=54346
 DATA=$(mktemp -d /dev/shm/outbox_bench.XXXXXX)
-export PGHOST="$WORK" PGPORT=$PORT
+at_exit 'rm -rf "$DATA"'
 
-log() { echo "[$(date +%T)] $*" >&2; }
-sql() { psql -X -q -At -v ON_ERROR_STOP=1 -d "${2:-bench}" -c "$1"; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b == 0 ? 0 : a / b) }'; }
-
-start_mock_broker "$ROOT" "$WORK"
-init_outbox_server "$DATA" $PORT bench
-cat >> "$DATA/postgresql.conf" <<CONF
-shared_buffers = '1GB'
-max_wal_size = '8GB'
-checkpoint_timeout = '30min'
-track_commit_timestamp = on
-${WAKE_DELAY:+outbox.wake_delay = '$WAKE_DELAY'}
-CONF
-pg_ctl -D "$DATA" -l "$WORK/server.log" -w start >/dev/null
-trap 'pg_ctl -D "$DATA" -m immediate -w stop >/dev/null 2>&1; rm -rf "$DATA"; kill $BROKER_PID 2>/dev/null' EXIT
-for db in bench baseline; do
-	createdb "$db"
-	psql -X -q -v ON_ERROR_STOP=1 -d "$db" -f "$BENCH/setup.sql"
-done
+start_broker
+start_server "$DATA" bench "shared_buffers = '1GB'" "max_wal_size = '8GB'" "checkpoint_timeout = '30min'" \
+	"track_commit_timestamp = on" ${WAKE_DELAY:+"outbox.wake_delay = '$WAKE_DELAY'"}
+bench_database bench
+bench_database baseline
 log "data directory in $DATA (tmpfs), outbox.wake_delay = $(sql 'SHOW outbox.wake_delay')"
 
-worker_pid() { sql "SELECT pid FROM outbox_worker_status() WHERE database = 'bench'"; }
-worker_cpu_ms() { awk '{ print ($14 + $15) * 10 }' "/proc/$(worker_pid)/stat"; }
-wait_drained() {
-	until [ "$(sql "SELECT count(*) FROM outbox_unread_topics()")" = 0 ]; do sleep 0.2; done
-}
 # rows the worker writes: the tables of the extension but the log
 rows_written() {
 	sql "SELECT sum(n_tup_ins + n_tup_upd + n_tup_del) FROM pg_stat_user_tables
@@ -95,9 +70,9 @@ worker_wal() {
 			}'
 }
 
-# rate_run NAME SCRIPT TX_PER_S EVENTS_PER_TX: pgbench at a fixed rate for
+# rate_row NAME SCRIPT TX_PER_S EVENTS_PER_TX: pgbench at a fixed rate for
 # RATE_S, then its figures
-rate_run() {
+rate_row() {
 	local cpu cpu0 ids0 rows0 lsn0 lsn1 kept events batches rows app_max p50 p99 max wal xacts
 	sql "TRUNCATE outbox_ledger, bench_latency"
 	sql "CHECKPOINT"
@@ -107,9 +82,7 @@ rate_run() {
 	sql "SELECT pg_stat_force_next_flush()" >/dev/null
 	rows0=$(rows_written)
 	lsn0=$(sql "SELECT pg_current_wal_insert_lsn()")
-	rm -f "$WORK"/rate_log.*
-	kept=$(pgbench -n -M prepared -R "$3" -T "$RATE_S" -c 4 -j 2 -l --log-prefix="$WORK/rate_log" \
-		-f "$BENCH/$2" bench 2>"$WORK/pgbench.err" | sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | cut -d. -f1)
+	kept=$(rate_run "$2" "$3" "$RATE_S")
 	wait_drained
 	sleep 1.5	# the worker's statistics reach pgstat at most once a second
 	lsn1=$(sql "SELECT pg_current_wal_insert_lsn()")
@@ -118,17 +91,9 @@ rate_run() {
 	batches=$(sql "SELECT count(*) FROM outbox_ledger")
 	rows=$(($(rows_written) - rows0))
 	read -r wal xacts <<<"$(worker_wal "$lsn0" "$lsn1")"
-	app_max=$(cat "$WORK"/rate_log.* | awk '{ t = ($3 - $7) / 1000; if (t > m) m = t } END { printf "%.1f", m }')
-	# from the commit of the enqueuing transaction to the recorded delivery
-	sql "INSERT INTO bench_latency
-		 SELECT l.id, 1000 * extract(epoch FROM g.published_at - pg_xact_commit_timestamp(l.txid::xid))
-		   FROM outbox_log l
-		   JOIN outbox_ledger g ON int8range(g.first_id, g.last_id, '[]') @> l.id AND l.id = ANY (g.ids)
-		  WHERE l.id > $ids0"
-	read -r p50 p99 max <<<"$(sql "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 1),
-										  round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)::numeric, 1),
-										  round(max(ms)::numeric, 1)
-									 FROM bench_latency" | tr '|' ' ')"
+	app_max=$(cat "$WORK/app_max")
+	copy_latencies "l.id > $ids0"
+	read -r p50 p99 max _ <<<"$(latencies)"
 	printf '%-16s kept %5s tx/s  latency p50 %5s  p99 %5s  max %5s ms (app slowest %s ms; targets 3, 10, 50)\n' \
 		"$1" "$kept" "$p50" "$p99" "$max" "$app_max"
 	cpu=$(($(worker_cpu_ms) - cpu0))
@@ -142,9 +107,9 @@ rate_run() {
 log "1. fixed rates, ${RATE_S}s each"
 sql "SELECT outbox_enqueue('orders', '{}'::jsonb)" >/dev/null
 wait_drained
-rate_run "1000 tx/s x 1" enqueue.sql 1000 1
-rate_run "2000 tx/s x 1" enqueue.sql 2000 1
-rate_run "1000 tx/s x 10" enqueue10.sql 1000 10
+rate_row "1000 tx/s x 1" enqueue.sql 1000 1
+rate_row "2000 tx/s x 1" enqueue.sql 2000 1
+rate_row "1000 tx/s x 10" enqueue10.sql 1000 10
 
 if command -v strace >/dev/null; then
 	log "2. system calls of the worker at 1,000 tx/s, 10 s"
@@ -163,19 +128,17 @@ if command -v strace >/dev/null; then
 fi
 
 log "3. enqueue vs the hand-written INSERT, $ROUNDS rounds of ${ROUND_S}s"
-declare -A tps
+declare -A runs
 for round in $(seq 1 "$ROUNDS"); do
 	for variant in order_enqueue.sql:simple order_outbox.sql:simple order_enqueue.sql:prepared order_outbox.sql:prepared; do
 		IFS=: read -r script mode <<<"$variant"
 		sql "TRUNCATE orders, app_outbox, outbox_log, outbox_retries, outbox_ledger" baseline
 		sql "CHECKPOINT" baseline
-		tps[$variant]="${tps[$variant]:-} $(pgbench -n -M "$mode" -T "$ROUND_S" -c 4 -j 2 -f "$BENCH/$script" baseline 2>"$WORK/pgbench.err" |
-			sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | cut -d. -f1)"
+		runs[$variant]="${runs[$variant]:-} $(pgbench -n -M "$mode" -T "$ROUND_S" -c 4 -j 2 -f "$BENCH/$script" baseline 2>"$WORK/pgbench.err" | tps)"
 	done
 done
-median() { echo "$1" | tr ' ' '\n' | sed '/^$/d' | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 for mode in simple prepared; do
-	e=$(median "${tps[order_enqueue.sql:$mode]}")
-	o=$(median "${tps[order_outbox.sql:$mode]}")
+	e=$(median <<<"${runs[order_enqueue.sql:$mode]}")
+	o=$(median <<<"${runs[order_outbox.sql:$mode]}")
 	echo "enqueue vs INSERT ($mode): $e vs $o tps, $(ratio "$e" "$o") (target >= 1.0)"
 done

@@ -20,35 +20,20 @@
 #
 # Usage: test/bench/clusters.sh [PHASE_S [RATE]]	(20 s at 200 tx/s)
 
-set -euo pipefail
-
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-. "$ROOT/test/common.sh"
-become_postgres "$ROOT" test/bench/clusters.sh "$@"
-WORK=$OUTBOX_WORK
+PORT=54346
+. "$(dirname "$0")/common.sh" "$@"
 PHASE_S=${1:-20}
 RATE=${2:-200}
-PORT=54346
-export PGHOST="$WORK" PGPORT=$PORT
-
-log() { echo "[$(date +%T)] $*" >&2; }
-sql() { psql -X -q -At -v ON_ERROR_STOP=1 -d bench -c "$1"; }
 
 # two brokers: the first's control input on fd 4, the second's on fd 3
 mkdir "$WORK/a" "$WORK/b"
-start_mock_broker "$ROOT" "$WORK/a"
+start_broker "$WORK/a"
 exec 4>&3
-FIRST_PID=$BROKER_PID FIRST=$BROKERS
-start_mock_broker "$ROOT" "$WORK/b"
+FIRST=$BROKERS
+start_broker "$WORK/b"
 SECOND=$BROKERS
 BROKERS=$FIRST
-init_outbox_server "$WORK/data" $PORT bench
-cat >> "$WORK/data/postgresql.conf" <<CONF
-track_commit_timestamp = on
-outbox.poll_interval = '100ms'
-CONF
-pg_ctl -D "$WORK/data" -l "$WORK/server.log" -w start >/dev/null
-trap 'pg_ctl -D "$WORK/data" -m immediate -w stop >/dev/null 2>&1; kill $FIRST_PID $BROKER_PID 2>/dev/null' EXIT
+start_server "$WORK/data" bench "track_commit_timestamp = on" "outbox.poll_interval = '100ms'"
 createdb bench
 sql "CREATE EXTENSION outbox"
 sql "SELECT outbox_set_topic('down.*', '$SECOND')"
@@ -61,21 +46,6 @@ SELECT outbox_enqueue('down.t', '{"n": 1}'::jsonb, key => :k::text);
 END;
 SQL
 
-# copy_latencies ID: the latencies of up.t's events after ID, in ms
-copy_latencies() {
-	sql "INSERT INTO bench_latency
-		 SELECT l.id, 1000 * extract(epoch FROM g.published_at - pg_xact_commit_timestamp(l.txid::xid))
-		   FROM outbox_log l
-		   JOIN outbox_ledger g ON int8range(g.first_id, g.last_id, '[]') @> l.id AND l.id = ANY (g.ids)
-		  WHERE l.topic = 'up.t' AND l.id > $1
-		 ON CONFLICT DO NOTHING"
-}
-latencies() {
-	sql "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 1),
-				round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)::numeric, 1),
-				round(max(ms)::numeric, 1), count(*)
-		   FROM bench_latency" | tr '|' ' '
-}
 # phase NAME: the load for PHASE_S seconds, then up.t's latencies
 phase() {
 	local from
@@ -86,7 +56,7 @@ phase() {
 	until [ "$(sql "SELECT pending + failed = 0 FROM outbox_stats WHERE topic = 'up.t'")" = t ]; do
 		sleep 0.2
 	done
-	copy_latencies "$from"
+	copy_latencies "l.topic = 'up.t' AND l.id > $from"
 	read -r p50 p99 max count <<<"$(latencies)"
 	printf '%-28s %8s %8s %8s %8s\n' "$1" "$p50" "$p99" "$max" "$count"
 	sql "SELECT 'over 50 ms: ' || count(*) FILTER (WHERE ms > 50) || ' events, committed in '
@@ -98,11 +68,9 @@ phase() {
 back() {
 	local held start
 	held=$(sql "SELECT pending + failed FROM outbox_stats WHERE topic = 'down.t'")
-	start=$(date +%s.%N)
-	until [ "$(sql "SELECT pending + failed = 0 FROM outbox_stats WHERE topic IS NULL")" = t ]; do
-		sleep 0.2
-	done
-	log "the other cluster $1 held $held events; all published $(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }') s after it came back"
+	start=$(now)
+	wait_drained
+	log "the other cluster $1 held $held events; all published $(awk -v s="$start" -v e="$(now)" 'BEGIN { printf "%.1f", e - s }') s after it came back"
 }
 
 until [ "$(sql "SELECT state FROM outbox_worker_status() WHERE database = 'bench'")" = idle ]; do

@@ -15,14 +15,9 @@
 #
 # Usage: test/bench/enqueue_cost.sh	(about 3 minutes; needs valgrind)
 
-set -euo pipefail
-
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-. "$ROOT/test/common.sh"
-become_postgres "$ROOT" test/bench/enqueue_cost.sh "$@"
-WORK=$OUTBOX_WORK
+. "$(dirname "$0")/common.sh" "$@"
 DATA=$(mktemp -d /dev/shm/outbox_enqueue_cost.XXXXXX)
-trap 'rm -rf "$DATA"' EXIT
+at_exit 'rm -rf "$DATA"'
 
 if ! command -v valgrind >/dev/null; then
 	echo "test/bench/enqueue_cost.sh: valgrind is needed (apt-get install valgrind)" >&2
@@ -33,7 +28,7 @@ initdb -D "$DATA" -A trust >/dev/null
 echo "shared_preload_libraries = 'outbox'" >> "$DATA/postgresql.conf"
 single() { postgres --single -j -D "$DATA" "$@" 2>/dev/null; }
 echo "CREATE DATABASE bench;" | single postgres >/dev/null
-single bench < "$ROOT/test/bench/setup.sql" >/dev/null
+single bench < "$BENCH/setup.sql" >/dev/null
 
 # transactions KIND MODE N: N application transactions, ids from a fixed
 # seed, as statements for postgres --single -j (each ends with ";" and an

@@ -14,58 +14,31 @@
 #
 # Usage: test/bench/monitoring.sh	(about 3 minutes on 2 cores)
 
-set -euo pipefail
-
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-. "$ROOT/test/common.sh"
-become_postgres "$ROOT" test/bench/monitoring.sh "$@"
-WORK=$OUTBOX_WORK
+PORT=54345
+. "$(dirname "$0")/common.sh" "$@"
 QUERIES=$ROOT/monitoring/outbox_prometheus.yaml
 EXPORTER=/usr/bin/prometheus-postgres-exporter
 UNREAD_N=10000000
 SMALL_N=1000
 RUNS=15
 TOPICS=10
-PORT=54345
-export PGHOST="$WORK" PGPORT=$PORT
-RESULTS=$WORK/results.txt
-: > "$RESULTS"
 
-log() { echo "[$(date +%T)] $*" >&2; }
-sql() { psql -X -q -At -v ON_ERROR_STOP=1 -d bench -c "$1"; }
-# the same table row as test/bench/run.sh: name, ours, baseline, ratio, target
-result() {
-	local verdict
-	verdict=$(awk -v r="$4" -v t="$5" 'BEGIN { split(t, a, " "); print (t == "-") ? "-" : ((a[1] == ">=" && r >= a[2]) || (a[1] == "<=" && r <= a[2])) ? "pass" : "MISS" }')
-	printf '%-44s %12s %12s %8s %8s  %s\n' "$1" "$2" "$3" "$4" "$5" "$verdict" | tee -a "$RESULTS" >&2
-}
-
-start_mock_broker "$ROOT" "$WORK"
-init_outbox_server "$WORK/data" $PORT bench
-cat >> "$WORK/data/postgresql.conf" <<CONF
-shared_buffers = '2GB'
-max_wal_size = '16GB'
-checkpoint_timeout = '30min'
-CONF
-pg_ctl -D "$WORK/data" -l "$WORK/server.log" -w start >/dev/null
+start_broker
+# the server's 4 GB removed once it has stopped; the logs stay in $WORK
+at_exit 'rm -rf "$WORK/data"'
+start_server "$WORK/data" bench "shared_buffers = '2GB'" "max_wal_size = '16GB'" "checkpoint_timeout = '30min'"
 EXPORTER_PID=
-# the server stopped and its 4 GB removed; the logs stay in $WORK
-cleanup() {
-	[ -n "$EXPORTER_PID" ] && kill "$EXPORTER_PID" 2>/dev/null
-	pg_ctl -D "$WORK/data" -m immediate -w stop >/dev/null 2>&1
-	kill "$BROKER_PID" 2>/dev/null
-	rm -rf "$WORK/data"
-}
-trap cleanup EXIT
+at_exit '[ -z "$EXPORTER_PID" ] || kill "$EXPORTER_PID" 2>/dev/null'
 
 createdb bench
 psql -X -q -d postgres -c "ALTER DATABASE bench SET outbox.enabled = off" \
 	-c "CREATE ROLE prometheus LOGIN"
 sql "CREATE EXTENSION outbox"
+# the grants of docs/monitoring.md
 sql "GRANT SELECT ON outbox_stats, outbox_publish_stats, outbox_health, outbox_topic_settings
 		 TO prometheus;
 	 GRANT EXECUTE ON FUNCTION outbox_unread_topics(), outbox_worker_status(),
-		 outbox_cluster_status(), outbox_topic(text),
+		 outbox_cluster_status(), outbox_topic(text), outbox_registry_warning(),
 		 outbox_histogram_sum(bigint[]), outbox_histogram_quantile(bigint[], double precision)
 		 TO prometheus"
 
@@ -101,14 +74,13 @@ awk -v dir="$WORK" '
 	inq { sub(/^    /, ""); print > file }
 ' "$QUERIES"
 
-# median QUERY_FILE: the median time, in ms, of RUNS runs of the query in
+# query_ms QUERY_FILE: the median time, in ms, of RUNS runs of the query in
 # the file as the monitoring role, after one run to warm up
-median() {
+query_ms() {
 	local args=(-c '\timing on')
 	for _ in $(seq 0 "$RUNS"); do args+=(-f "$1"); done
 	psql -X -q -d bench -U prometheus -o /dev/null "${args[@]}" |
-		sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -n +2 | sort -n |
-		awk '{ t[NR] = $1 } END { printf "%.2f", t[int((NR + 1) / 2)] }'
+		sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -n +2 | median | xargs printf '%.2f'
 }
 
 echo "SELECT * FROM outbox_stats" > "$WORK/query_outbox_stats_view.sql"
@@ -134,7 +106,7 @@ exporter_scrape() {
 		d=$(curl -sf "http://127.0.0.1:$port/metrics" |
 			sed -n 's/^pg_exporter_last_scrape_duration_seconds \(.*\)/\1/p')
 		awk -v d="$d" 'BEGIN { printf "%.2f\n", 1000 * d }'
-	done | sort -n | awk '{ t[NR] = $1 } END { printf "%.2f", t[int((NR + 1) / 2)] }'
+	done | median | xargs printf '%.2f'
 	kill "$EXPORTER_PID"
 	wait "$EXPORTER_PID" 2>/dev/null || true
 	EXPORTER_PID=
@@ -147,13 +119,13 @@ measure() {
 	local total=0 q ms
 	for q in "$WORK"/query_outbox*.sql; do
 		[ "$q" = "$WORK/query_outbox_stats_view.sql" ] && continue
-		ms=$(median "$q")
+		ms=$(query_ms "$q")
 		log "  $(basename "$q" .sql): $ms ms"
 		total=$(awk -v a="$total" -v b="$ms" 'BEGIN { printf "%.2f", a + b }')
 		[ "$q" = "$WORK/query_outbox_unread.sql" ] && unread[$1]=$ms
 	done
 	scrape[$1]=$total
-	view[$1]=$(median "$WORK/query_outbox_stats_view.sql")
+	view[$1]=$(query_ms "$WORK/query_outbox_stats_view.sql")
 	exporter[$1]=$(exporter_scrape)
 	log "  $1: queries $total ms, outbox_stats ${view[$1]} ms, exporter's scrape ${exporter[$1]} ms"
 }
@@ -188,8 +160,7 @@ measure bulk
 sql "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(3600)%'" >/dev/null
 wait $BULK_PID || true
 
-echo "benchmark                                            ours     baseline    ratio   target" | tee -a "$RESULTS" >&2
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b == 0 ? 0 : a / b) }'; }
+result_header
 row() {	# name label-ours label-baseline array [target]
 	local -n a=$4
 	result "$1" "${a[$2]}" "${a[$3]}" "$(ratio "${a[$2]}" "${a[$3]}")" "${5:-<= 1.5}"

@@ -17,24 +17,13 @@
 #
 # Usage: test/bench/on_demand.sh	(about 6 minutes)
 
-set -euo pipefail
-
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-. "$ROOT/test/common.sh"
-become_postgres "$ROOT" test/bench/on_demand.sh "$@"
-WORK=$OUTBOX_WORK
-MEASURE_S=30
 PORT=54344
-export PGHOST="$WORK" PGPORT=$PORT
+. "$(dirname "$0")/common.sh" "$@"
+MEASURE_S=30
 
-log() { echo "[$(date +%T)] $*" >&2; }
-sql() { psql -X -q -At -v ON_ERROR_STOP=1 -d "${2:-postgres}" -c "$1"; }
-
-start_mock_broker "$ROOT" "$WORK"
-init_outbox_server "$WORK/data" $PORT '*'
-pg_ctl -D "$WORK/data" -l "$WORK/server.log" -w start >/dev/null
-trap 'pg_ctl -D "$WORK/data" -m immediate -w stop >/dev/null 2>&1; kill $BROKER_PID 2>/dev/null' EXIT
-log "max_worker_processes = $(sql 'SHOW max_worker_processes'), outbox.worker_idle_timeout = $(sql 'SHOW outbox.worker_idle_timeout')"
+start_broker
+start_server "$WORK/data" '*'
+log "max_worker_processes = $(sql 'SHOW max_worker_processes' postgres), outbox.worker_idle_timeout = $(sql 'SHOW outbox.worker_idle_timeout' postgres)"
 
 # make_databases FROM TO: databases dbFROM..dbTO with the extension
 make_databases() {
@@ -72,20 +61,9 @@ until [ "$(sql "SELECT count(*) FROM outbox_worker_status() WHERE pid IS NOT NUL
 done
 sleep 5
 
-# cpu_ticks: user + system clock ticks of the launcher and every worker
-cpu_ticks() {
-	local total=0 pid
-	for pid in $(sql "SELECT pid FROM pg_stat_activity WHERE backend_type IN ('outbox worker', 'outbox launcher')"); do
-		total=$((total + $(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null || echo 0)))
-	done
-	echo $total
-}
 log "measuring ${MEASURE_S}s"
-before=$(cpu_ticks)
-sleep $MEASURE_S
-after=$(cpu_ticks)
-echo "50 idle databases ($(sql "SELECT count(*) FROM outbox_worker_status() WHERE state = 'parked'" db1) parked, $(sql "SELECT count(*) FROM outbox_worker_status() WHERE pid IS NOT NULL" db1) with a worker): $(awk -v t=$((after - before)) -v hz="$(getconf CLK_TCK)" -v s=$MEASURE_S \
-	'BEGIN { printf "%.2f", 100 * t / hz / s }')% of one core (target < 0.5%)"
+share=$(workers_core_share $MEASURE_S)
+echo "50 idle databases ($(sql "SELECT count(*) FROM outbox_worker_status() WHERE state = 'parked'" db1) parked, $(sql "SELECT count(*) FROM outbox_worker_status() WHERE pid IS NOT NULL" db1) with a worker): $share% of one core (target < 0.5%)"
 
 # --- 3. a trickle in 8 databases, bursts in 4 more
 sql 'CREATE ROLE trickler LOGIN'

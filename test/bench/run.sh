@@ -13,156 +13,78 @@
 #
 # As root it first prepares the machine, then runs as the postgres user.
 
-set -euo pipefail
-
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-. "$ROOT/test/common.sh"
-become_postgres "$ROOT" test/bench/run.sh "$@"
-WORK=$OUTBOX_WORK
-BENCH=$ROOT/test/bench
+PORT=54339
+. "$(dirname "$0")/common.sh" "$@"
 
 if [ "${1:-}" = "--quick" ]; then
 	PGBENCH_S=4 RATE_S=15 LONG_S=60 HOLD_S=60 DRAIN_N=200000 HISTORY_N=200000 FLAT_N=50000 SUSTAIN_S=45
 else
 	PGBENCH_S=8 RATE_S=60 LONG_S=300 HOLD_S=300 DRAIN_N=1000000 HISTORY_N=1000000 FLAT_N=200000 SUSTAIN_S=90
 fi
-PORT=54339
-export PGHOST="$WORK" PGPORT=$PORT
-RESULTS=$WORK/results.txt
-: > "$RESULTS"
-
-log() { echo "[$(date +%T)] $*" >&2; }
-sql() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$1" -c "$2"; }
-now() { date +%s.%N; }
-# a table row: name, ours, baseline, ratio, target (">= 0.95", or "-" for
-# a row that explains another)
-result() {
-	local verdict
-	verdict=$(awk -v r="$4" -v t="$5" 'BEGIN { split(t, a, " "); print (t == "-") ? "-" : ((a[1] == ">=" && r >= a[2]) || (a[1] == "<=" && r <= a[2])) ? "pass" : "MISS" }')
-	printf '%-50s %11s %11s %8s %8s  %s\n' "$1" "$2" "$3" "$4" "$5" "$verdict" | tee -a "$RESULTS" >&2
-}
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b == 0 ? 0 : a / b) }'; }
 rate() { awk -v n="$1" -v s="$2" 'BEGIN { printf "%.0f", n / s }'; }
 
 # --- a broker and a server; the worker publishes from database "bench",
 # baselines run in database "baseline" where no worker looks
-start_mock_broker "$ROOT" "$WORK"
-
-init_outbox_server "$WORK/data" $PORT bench
-cat >> "$WORK/data/postgresql.conf" <<CONF
-shared_buffers = '2GB'
-max_wal_size = '16GB'
-checkpoint_timeout = '30min'
-max_connections = 50
-track_commit_timestamp = on
-CONF
-pg_ctl -D "$WORK/data" -l "$WORK/server.log" -w start >/dev/null
-trap 'pg_ctl -D "$WORK/data" -m immediate -w stop >/dev/null 2>&1; kill $BROKER_PID 2>/dev/null' EXIT
+start_broker
+start_server "$WORK/data" bench "shared_buffers = '2GB'" "max_wal_size = '16GB'" \
+	"checkpoint_timeout = '30min'" "max_connections = 50" "track_commit_timestamp = on"
 for db in bench baseline; do
-	createdb "$db"
-	psql -X -q -v ON_ERROR_STOP=1 -d "$db" -f "$BENCH/setup.sql"
+	bench_database "$db"
 	pgbench -i -q -s 10 "$db" >/dev/null 2>&1
 done
-sql baseline "CREATE EXTENSION pgq"
+sql "CREATE EXTENSION pgq" baseline
 
 set_retention() {
-	sql bench "ALTER SYSTEM SET outbox.published_retention = '$1'"
-	sql bench "SELECT pg_reload_conf()" >/dev/null
+	sql "ALTER SYSTEM SET outbox.published_retention = '$1'"
+	sql "SELECT pg_reload_conf()" >/dev/null
 	sleep 2
 }
 reset_tables() {
-	sql "$1" "TRUNCATE orders, app_outbox, outbox_log, outbox_retries, outbox_ledger, outbox_publish_stats, relay_outbox, bench_latency, pgbench_history"
-	sql "$1" "VACUUM ANALYZE"
-	sql "$1" "CHECKPOINT"
+	sql "TRUNCATE orders, app_outbox, outbox_log, outbox_retries, outbox_ledger, outbox_publish_stats, relay_outbox, bench_latency, pgbench_history" "$1"
+	sql "VACUUM ANALYZE" "$1"
+	sql "CHECKPOINT" "$1"
 }
 # fill_outbox DATABASE COUNT [KEYS]: COUNT events over KEYS keys (10000),
 # committed at once
 fill_outbox() {
-	sql "$1" "SELECT count(outbox_enqueue('bench', bench_payload(i), key => (i % ${3:-10000})::text)) FROM generate_series(1, $2) i" >/dev/null
+	sql "SELECT count(outbox_enqueue('bench', bench_payload(i), key => (i % ${3:-10000})::text)) FROM generate_series(1, $2) i" "$1" >/dev/null
 }
-# what the worker of "bench" has published since it started (shared memory)
-published() { sql bench "SELECT published FROM outbox_worker_status() WHERE database = 'bench'"; }
-worker_pid() { sql bench "SELECT pid FROM outbox_worker_status() WHERE database = 'bench'"; }
-# the worker's CPU time so far, in milliseconds
-worker_cpu_ms() { awk '{ print ($14 + $15) * 10 }' "/proc/$(worker_pid)/stat"; }
 # drain_worker COUNT [KEYS]: events per second for the worker to publish
 # COUNT events committed at once, from the first delivery recorded to the
 # last; leaves in $WORK/wal the WAL bytes per event of the enqueue and of
 # the publishing
 drain_worker() {
-	local lsn0 lsn1 base first=""
+	local lsn0 lsn1 base events_per_s
 	reset_tables bench
 	base=$(published)
-	lsn0=$(sql bench "SELECT pg_current_wal_insert_lsn()")
+	lsn0=$(sql "SELECT pg_current_wal_insert_lsn()")
 	fill_outbox bench "$1" "${2:-10000}"
-	lsn1=$(sql bench "SELECT pg_current_wal_insert_lsn()")
-	while :; do
-		local p t
-		p=$(published) t=$(now)
-		[ -z "$first" ] && [ "$p" -gt "$base" ] && first=$t first_count=$((p - base))
-		[ "$p" -ge $((base + $1)) ] && break
-		sleep 0.02
-	done
-	sql bench "SELECT round(pg_wal_lsn_diff('$lsn1', '$lsn0') / $1), round(pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '$lsn1') / $1)" | tr '|' ' ' > "$WORK/wal"
-	awk -v n="$(($1 - first_count))" -v s="$first" -v e="$t" 'BEGIN { printf "%.0f", n / (e - s) }'
+	lsn1=$(sql "SELECT pg_current_wal_insert_lsn()")
+	events_per_s=$(publish_rate "$base" "$1")
+	sql "SELECT round(pg_wal_lsn_diff('$lsn1', '$lsn0') / $1), round(pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '$lsn1') / $1)" | tr '|' ' ' > "$WORK/wal"
+	echo "$events_per_s"
 }
 # pgbench_tps DATABASE SCRIPT CLIENTS MODE: tps of SCRIPT (a file of
 # test/bench, or the name of a pgbench built-in script)
 pgbench_tps() {
 	local script="-f $BENCH/$2"
 	case $2 in *.sql) ;; *) script="-b $2" ;; esac
-	pgbench -n -M "$4" -T "$PGBENCH_S" -c "$3" -j "$(( $3 < 2 ? 1 : 2 ))" -s 10 $script "$1" 2>"$WORK/pgbench.err" |
-		sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | cut -d. -f1
+	pgbench -n -M "$4" -T "$PGBENCH_S" -c "$3" -j "$(( $3 < 2 ? 1 : 2 ))" -s 10 $script "$1" 2>"$WORK/pgbench.err" | tps
 }
-# copy_latencies: the latencies of the events published since the last
-# copy, from the log and the ledger into bench_latency, before retention
-# takes them: from the commit of the enqueuing transaction (its commit
-# timestamp) to the recording of the delivery report.  Events up to 20,000
-# ids back are looked at again, so that one still in flight at a copy is
-# taken at the next.
-copy_latencies() {
-	sql bench "INSERT INTO bench_latency
-			   SELECT l.id, 1000 * extract(epoch FROM g.published_at - pg_xact_commit_timestamp(l.txid::xid))
-				 FROM outbox_log l
-				 JOIN outbox_ledger g ON int8range(g.first_id, g.last_id, '[]') @> l.id AND l.id = ANY (g.ids)
-				WHERE l.id > (SELECT coalesce(max(id), 0) - 20000 FROM bench_latency)
-			   ON CONFLICT DO NOTHING"
-}
-# latencies: p50 p99 max of bench_latency, in ms
-latencies() {
-	sql bench "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 1),
-					  round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)::numeric, 1),
-					  round(max(ms)::numeric, 1)
-				 FROM bench_latency" | tr '|' ' '
-}
-# wait until nothing is due in "bench"
-wait_drained() {
-	until [ "$(sql bench "SELECT pending + failed = 0 FROM outbox_stats WHERE topic IS NULL")" = t ]; do
-		sleep 0.2
-	done
-}
-# rate_run SCRIPT TX_PER_S SECONDS: pgbench at a fixed rate in "bench";
-# prints the transactions per second it kept, and leaves in
-# $WORK/app_max the application's own slowest transaction in ms (from its
-# start, not from its scheduled time; its COMMIT included): an event
-# cannot be published before its commit is on disk and visible, so a
-# commit that waits for the disk delays its events as much
-rate_run() {
-	rm -f "$WORK"/rate_log.*
-	pgbench -n -M prepared -R "$2" -T "$3" -c 4 -j 2 -l --log-prefix="$WORK/rate_log" \
-		-f "$BENCH/$1" bench 2>"$WORK/pgbench.err" |
-		sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | cut -d. -f1
-	cat "$WORK"/rate_log.* | awk '{ t = ($3 - $7) / 1000; if (t > m) m = t } END { printf "%.1f\n", m }' > "$WORK/app_max"
-}
+# copy_recent: the latencies of the events published since the last copy
+# into bench_latency (copy_latencies), before retention takes them.
+# Events up to 20,000 ids back are looked at again, so that one still in
+# flight at a copy is taken at the next.
+copy_recent() { copy_latencies "l.id > (SELECT coalesce(max(id), 0) - 20000 FROM bench_latency)"; }
 
-echo "benchmark                                                 ours    baseline    ratio   target" | tee "$RESULTS" >&2
+result_header
 
 # --- 1. enqueue cost: the same application transaction with
 # outbox_enqueue and with the outbox table users write by hand, pgbench,
 # three interleaved rounds, the median of each variant counts; no worker
 # (database "baseline").  A variant is SCRIPT:CLIENTS:MODE.
 log "enqueue cost (pgbench, 3 rounds of ${PGBENCH_S}s per variant)"
-declare -A tps wal
+declare -A runs wal
 VARIANTS="order_enqueue.sql:4:simple order_outbox.sql:4:simple
 	order_enqueue.sql:1:prepared order_outbox.sql:1:prepared
 	order_enqueue.sql:4:prepared order_outbox.sql:4:prepared
@@ -172,21 +94,21 @@ for round in 1 2 3; do
 	for variant in $VARIANTS; do
 		reset_tables baseline
 		IFS=: read -r script clients mode <<<"$variant"
-		lsn=$(sql baseline "SELECT pg_current_wal_insert_lsn()")
-		xacts=$(sql baseline "SELECT xact_commit FROM pg_stat_database WHERE datname = 'baseline'")
-		tps[$variant]="${tps[$variant]:-} $(pgbench_tps baseline "$script" "$clients" "$mode")" ||
+		lsn=$(sql "SELECT pg_current_wal_insert_lsn()" baseline)
+		xacts=$(sql "SELECT xact_commit FROM pg_stat_database WHERE datname = 'baseline'" baseline)
+		runs[$variant]="${runs[$variant]:-} $(pgbench_tps baseline "$script" "$clients" "$mode")" ||
 			{ log "pgbench failed: $(cat "$WORK/pgbench.err")"; exit 1; }
-		sql baseline "SELECT pg_stat_force_next_flush()" >/dev/null
-		wal[$variant]=$(sql baseline "SELECT round(pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '$lsn') /
-									  (SELECT xact_commit - $xacts FROM pg_stat_database WHERE datname = 'baseline'))")
+		sql "SELECT pg_stat_force_next_flush()" baseline >/dev/null
+		wal[$variant]=$(sql "SELECT round(pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '$lsn') /
+									  (SELECT xact_commit - $xacts FROM pg_stat_database WHERE datname = 'baseline'))" baseline)
 	done
 done
 for variant in $VARIANTS; do
-	tps[$variant]=$(echo ${tps[$variant]} | tr ' ' '\n' | sort -n | sed -n 2p)
-	log "  $variant: ${tps[$variant]} tps (median), ${wal[$variant]} B of WAL per transaction"
+	runs[$variant]=$(median <<<"${runs[$variant]}")
+	log "  $variant: ${runs[$variant]} tps (median), ${wal[$variant]} B of WAL per transaction"
 done
 pair() {	# name ours-variant baseline-variant target
-	result "$1" "${tps[$2]}" "${tps[$3]}" "$(ratio "${tps[$2]}" "${tps[$3]}")" "$4"
+	result "$1" "${runs[$2]}" "${runs[$3]}" "$(ratio "${runs[$2]}" "${runs[$3]}")" "$4"
 }
 pair "enqueue vs hand-written outbox (tps, simple, 4 cl.)" order_enqueue.sql:4:simple order_outbox.sql:4:simple ">= 1.0"
 pair "enqueue vs hand-written outbox (tps, prep., 1 cl.)" order_enqueue.sql:1:prepared order_outbox.sql:1:prepared ">= 1.0"
@@ -206,8 +128,8 @@ latency_rows() {	# name script tx/s events/s seconds
 	sleep 2
 	kept=$(rate_run "$2" "$3" "$5")
 	wait_drained
-	copy_latencies
-	read -r p50 p99 max <<<"$(latencies)"
+	copy_recent
+	read -r p50 p99 max _ <<<"$(latencies)"
 	read -r b50 b99 bmax <<<"$("$BENCH/producer" "$BROKERS" "bare.$4" $(($4 * $5)) 10000 "$4")"
 	log "  $1: kept $kept tx/s; p50 $p50, p99 $p99, max $max ms; bare producer p50 $b50, p99 $b99, max $bmax ms; the application's slowest transaction $(cat "$WORK/app_max") ms"
 	result "latency p50 (ms), $1" "$p50" "$b50" "$p50" "<= 3"
@@ -226,23 +148,23 @@ latency_rows "2000 tx/s x 1" enqueue.sql 2000 2000 "$RATE_S"
 log "latency at 500 events/s for ${LONG_S}s, with rotations, retention and checkpoints"
 set_retention 40s
 reset_tables bench
-rotations=$(sql bench "SELECT current_log FROM outbox_reader")
+rotations=$(sql "SELECT current_log FROM outbox_reader")
 rate_run enqueue.sql 500 "$LONG_S" > "$WORK/long.tps" &
 LOAD_PID=$!
 checkpoints=0
 for ((s = 5; s <= LONG_S; s += 5)); do
 	sleep 5
-	copy_latencies
+	copy_recent
 	if [ $((s % (LONG_S / 3))) -eq 0 ] && [ "$s" -lt "$LONG_S" ]; then
-		sql bench "CHECKPOINT"
+		sql "CHECKPOINT"
 		checkpoints=$((checkpoints + 1))
 	fi
 done
 wait $LOAD_PID
 wait_drained
-copy_latencies
-read -r p50 p99 max <<<"$(latencies)"
-moved=$(sql bench "SELECT (current_log - $rotations + 4) % 4 FROM outbox_reader")
+copy_recent
+read -r p50 p99 max _ <<<"$(latencies)"
+moved=$(sql "SELECT (current_log - $rotations + 4) % 4 FROM outbox_reader")
 log "  500 ev/s for ${LONG_S}s: p50 $p50, p99 $p99, max $max ms; $checkpoints checkpoints, log now $moved tables on; the application's slowest transaction $(cat "$WORK/app_max") ms"
 grep -E 'emptied|rotat|checkpoint complete' "$WORK/server.log" | tail -3 >&2 || true
 result "latency max (ms), 500 ev/s for ${LONG_S}s, rotating" "$max" "-" "$max" "<= 50"
@@ -258,8 +180,7 @@ app_tps() {	# database
 	reset_tables "$1"
 	pgbench -n -M prepared -R 1000 -T "$RATE_S" -c 2 -j 1 -f "$BENCH/enqueue10.sql" "$1" >/dev/null 2>&1 &
 	local load=$!
-	pgbench -n -M prepared -T "$RATE_S" -c 4 -j 2 -b tpcb-like "$1" 2>/dev/null |
-		sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | cut -d. -f1
+	pgbench -n -M prepared -T "$RATE_S" -c 4 -j 2 -b tpcb-like "$1" 2>/dev/null | tps
 	wait $load
 }
 with_worker=$(app_tps bench)
@@ -287,21 +208,21 @@ sqlonly() {	# keep
 }
 sql_keep=$(sqlonly true)
 log "  the worker's SQL alone: $sql_keep events/s"
-sql baseline "SELECT pgq.drop_queue('bench', true) FROM pgq.queue WHERE queue_name = 'bench'" >/dev/null
-sql baseline "SELECT pgq.create_queue('bench'); SELECT pgq.register_consumer('bench', 'bench');
-			  SELECT pgq.set_queue_config('bench', 'ticker_max_count', '1000')" >/dev/null
-sql baseline "SELECT format('SELECT count(pgq.insert_event(''bench'', ''bench'', bench_payload(i)::text)) FROM generate_series(%s, %s) i', n, n + 999)
-				FROM generate_series(1, $DRAIN_N, 1000) n" > "$WORK/pgq_fill.sql"
+sql "SELECT pgq.drop_queue('bench', true) FROM pgq.queue WHERE queue_name = 'bench'" baseline >/dev/null
+sql "SELECT pgq.create_queue('bench'); SELECT pgq.register_consumer('bench', 'bench');
+			  SELECT pgq.set_queue_config('bench', 'ticker_max_count', '1000')" baseline >/dev/null
+sql "SELECT format('SELECT count(pgq.insert_event(''bench'', ''bench'', bench_payload(i)::text)) FROM generate_series(%s, %s) i', n, n + 999)
+				FROM generate_series(1, $DRAIN_N, 1000) n" baseline > "$WORK/pgq_fill.sql"
 sed 's/$/; SELECT pgq.ticker();/' "$WORK/pgq_fill.sql" | psql -X -q -v ON_ERROR_STOP=1 -d baseline >/dev/null
-sql baseline "SELECT pgq.force_tick('bench'); SELECT pgq.ticker()" >/dev/null
-batches=$(sql baseline "SELECT count(*) - 1 FROM pgq.tick t JOIN pgq.queue q ON q.queue_id = t.tick_queue WHERE q.queue_name = 'bench'")
+sql "SELECT pgq.force_tick('bench'); SELECT pgq.ticker()" baseline >/dev/null
+batches=$(sql "SELECT count(*) - 1 FROM pgq.tick t JOIN pgq.queue q ON q.queue_id = t.tick_queue WHERE q.queue_name = 'bench'" baseline)
 start=$(now)
 pgbench -n -M prepared -c 1 -t "$batches" -f "$BENCH/pgq_batch.sql" baseline >"$WORK/pgq.out" 2>&1 ||
 	{ log "PgQ's batch read failed: $(tail -3 "$WORK/pgq.out")"; exit 1; }
 pgq=$(rate "$DRAIN_N" "$(awk -v s="$start" -v e="$(now)" 'BEGIN { print e - s }')")
 log "  PgQ's batch read: $pgq events/s"
 reset_tables baseline
-sql baseline "INSERT INTO relay_outbox (topic, key, payload) SELECT 'relay', (i % 10000)::text, convert_to(bench_payload(i)::text, 'UTF8') FROM generate_series(1, $DRAIN_N) i"
+sql "INSERT INTO relay_outbox (topic, key, payload) SELECT 'relay', (i % 10000)::text, convert_to(bench_payload(i)::text, 'UTF8') FROM generate_series(1, $DRAIN_N) i" baseline
 start=$(now)
 /usr/bin/python3 "$BENCH/relay.py" "host=$WORK port=$PORT dbname=baseline" "$BROKERS" 100 drain
 relay=$(rate "$DRAIN_N" "$(awk -v s="$start" -v e="$(now)" 'BEGIN { print e - s }')")
@@ -332,18 +253,11 @@ reset_tables bench
 base=$(published)
 fill_outbox bench "$HISTORY_N"
 until [ "$(published)" -ge $((base + HISTORY_N)) ]; do sleep 0.2; done
-sql bench "VACUUM ANALYZE"
-sql bench "CHECKPOINT"
+sql "VACUUM ANALYZE"
+sql "CHECKPOINT"
 base=$(published)
 fill_outbox bench "$FLAT_N"
-first=""
-while :; do
-	p=$(published) t=$(now)
-	[ -z "$first" ] && [ "$p" -gt "$base" ] && first=$t first_count=$((p - base))
-	[ "$p" -ge $((base + FLAT_N)) ] && break
-	sleep 0.02
-done
-kept=$(awk -v n="$((FLAT_N - first_count))" -v s="$first" -v e="$t" 'BEGIN { printf "%.0f", n / (e - s) }')
+kept=$(publish_rate "$base" "$FLAT_N")
 log "  empty log $empty, with history $kept events/s"
 result "drain with history kept vs empty (ev/s)" "$kept" "$empty" "$(ratio "$kept" "$empty")" ">= 0.95"
 
@@ -351,13 +265,13 @@ result "drain with history kept vs empty (ev/s)" "$kept" "$empty" "$(ratio "$kep
 # with and without it; the tables the worker updates, their dead tuples
 log "a held snapshot, 2,000 events/s for ${HOLD_S}s, with and without"
 table_state() {
-	sql bench "SELECT string_agg(relname || ' ' || pg_size_pretty(pg_relation_size(relid)) || ' ' || n_dead_tup || ' dead', ', ' ORDER BY relname)
+	sql "SELECT string_agg(relname || ' ' || pg_size_pretty(pg_relation_size(relid)) || ' ' || n_dead_tup || ' dead', ', ' ORDER BY relname)
 				 FROM pg_stat_user_tables WHERE relname IN ('outbox_reader', 'outbox_ledger', 'outbox_publish_stats')"
 }
 held_run() {	# hold: yes or no; prints tps p99 cpu-per-1000 size
 	local holder="" kept cpu0 cpu1 p0 p1 p50 p99 max size
 	reset_tables bench
-	sql bench "VACUUM outbox_reader, outbox_ledger, outbox_publish_stats"
+	sql "VACUUM outbox_reader, outbox_ledger, outbox_publish_stats"
 	log "  before ($1): $(table_state)"
 	if [ "$1" = yes ]; then
 		psql -X -q -d bench -c "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM outbox_reader; SELECT pg_sleep($HOLD_S + 10); COMMIT" >/dev/null 2>&1 &
@@ -368,11 +282,11 @@ held_run() {	# hold: yes or no; prints tps p99 cpu-per-1000 size
 	kept=$(rate_run enqueue.sql 2000 "$HOLD_S")
 	wait_drained
 	cpu1=$(worker_cpu_ms) p1=$(published)
-	copy_latencies
-	read -r p50 p99 max <<<"$(latencies)"
-	size=$(sql bench "SELECT pg_relation_size('outbox_reader') + pg_relation_size('outbox_ledger') + pg_relation_size('outbox_publish_stats')")
+	copy_recent
+	read -r p50 p99 max _ <<<"$(latencies)"
+	size=$(sql "SELECT pg_relation_size('outbox_reader') + pg_relation_size('outbox_ledger') + pg_relation_size('outbox_publish_stats')")
 	log "  after ($1): $(table_state); kept $kept tx/s, p50 $p50, p99 $p99, max $max ms; the application's slowest transaction $(cat "$WORK/app_max") ms"
-	[ -n "$holder" ] && { sql bench "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%pg_sleep%' AND pid <> pg_backend_pid()" >/dev/null; wait $holder || true; }
+	[ -n "$holder" ] && { sql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%pg_sleep%' AND pid <> pg_backend_pid()" >/dev/null; wait $holder || true; }
 	echo "$kept $p99 $(awk -v c=$((cpu1 - cpu0)) -v n=$((p1 - p0)) 'BEGIN { printf "%.1f", 1000 * c / n }') $size"
 }
 read -r free_tps free_p99 free_cpu free_size <<<"$(held_run no)"
@@ -388,7 +302,7 @@ set_retention 0
 reset_tables bench
 pid=$(worker_pid)
 rss() { awk '/RssAnon/ { print $2 }' "/proc/$pid/status"; }	# private memory
-size() { sql bench "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c WHERE c.relname IN ('outbox_log_0', 'outbox_log_1', 'outbox_log_2', 'outbox_log_3', 'outbox_ledger', 'outbox_reader', 'outbox_retries', 'outbox_event_ids')"; }
+size() { sql "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c WHERE c.relname IN ('outbox_log_0', 'outbox_log_1', 'outbox_log_2', 'outbox_log_3', 'outbox_ledger', 'outbox_reader', 'outbox_retries', 'outbox_event_ids')"; }
 rss_start=$(rss)
 published_start=$(published)
 pgbench -n -M prepared -T "$SUSTAIN_S" -c 4 -j 2 -f "$BENCH/enqueue.sql" bench > "$WORK/sustain.out" 2>&1 &

@@ -8,36 +8,19 @@
 #
 # Usage: test/bench/standby.sh	(about 2 minutes)
 
-set -euo pipefail
-
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-. "$ROOT/test/common.sh"
-become_postgres "$ROOT" test/bench/standby.sh "$@"
-WORK=$OUTBOX_WORK
-BENCH=$ROOT/test/bench
+PORT=54341
+. "$(dirname "$0")/common.sh" "$@"
 RATE=500
 SECONDS_RUN=20
-PORT=54341
 STANDBY_PORT=54342
-export PGHOST="$WORK" PGPORT=$PORT
 
-log() { echo "[$(date +%T)] $*" >&2; }
-sql() { psql -X -q -At -v ON_ERROR_STOP=1 -d bench -c "$1"; }
-
-start_mock_broker "$ROOT" "$WORK"
-
-init_outbox_server "$WORK/primary" $PORT bench
-echo "shared_buffers = '1GB'" >> "$WORK/primary/postgresql.conf"
-echo "local replication all trust" >> "$WORK/primary/pg_hba.conf"
-pg_ctl -D "$WORK/primary" -l "$WORK/primary.log" -w start >/dev/null
-trap 'pg_ctl -D "$WORK/standby" -m immediate -w stop >/dev/null 2>&1; pg_ctl -D "$WORK/primary" -m immediate -w stop >/dev/null 2>&1; kill $BROKER_PID 2>/dev/null' EXIT
-createdb bench
-psql -X -q -v ON_ERROR_STOP=1 -d bench -f "$BENCH/setup.sql"
+start_broker
+start_server "$WORK/primary" bench "shared_buffers = '1GB'"
+bench_database bench
 sql "SELECT pg_create_physical_replication_slot('standby1')" >/dev/null
 pg_basebackup -D "$WORK/standby" -R -S standby1 >/dev/null
-cat >> "$WORK/standby/postgresql.conf" <<CONF
-port = $STANDBY_PORT
-CONF
+echo "port = $STANDBY_PORT" >> "$WORK/standby/postgresql.conf"
+at_exit 'pg_ctl -D "$WORK/standby" -m immediate -w stop >/dev/null 2>&1'
 pg_ctl -D "$WORK/standby" -l "$WORK/standby.log" -w start >/dev/null
 until [ "$(sql "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'")" = 1 ]; do sleep 0.1; done
 
