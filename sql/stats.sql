@@ -50,6 +50,23 @@ SELECT topic, pending, failed, abandoned,
 TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids, outbox_publish_stats;
 SELECT * FROM outbox_stats;
 
+-- a reader row that lists a hundred running and a hundred draining
+-- transactions, as a claim made while that many wrote leaves it, is read
+-- whole: by monitoring, and by a claim that finds it moved since
+SELECT count(outbox_enqueue('many', 'x'::text)) AS enqueued FROM generate_series(1, 1000);
+UPDATE outbox_reader
+   SET last_id = 0, drain_upto = 0, drain_after = 0,
+	   running = (SELECT array_agg(x::text::xid8) FROM generate_series(1000, 1099) x),
+	   draining = (SELECT array_agg(x::text::xid8) FROM generate_series(2000, 2099) x);
+SELECT topic, unread FROM outbox_unread_topics() ORDER BY topic;
+SELECT topic, pending FROM outbox_stats;
+BEGIN;
+SELECT count(*) AS claimed, min(topic) AS topic FROM outbox_claim(10);
+ROLLBACK;
+SELECT cardinality(running) AS running, cardinality(draining) AS draining FROM outbox_reader;
+TRUNCATE outbox_log;
+UPDATE outbox_reader SET last_id = 0, running = '{}', draining = '{}';
+
 -- the worker's status, from shared memory: this database's worker is off
 -- (a server's other databases may have workers of their own)
 SELECT database = current_database() AS this_database, pid, state, last_error

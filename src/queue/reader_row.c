@@ -111,6 +111,9 @@ outbox_reader_row_read(const OutboxExtension *ext, Snapshot snapshot,
 		TableScanDesc scan = table_beginscan(rel, snapshot, 0, NULL);
 
 		found = table_scan_getnextslot(scan, ForwardScanDirection, slot);
+		/* the slot points at the scan's tuple, which table_endscan frees */
+		if (found)
+			ExecMaterializeSlot(slot);
 		table_endscan(scan);
 	}
 	if (!found)
