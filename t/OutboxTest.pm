@@ -45,24 +45,30 @@ END
 	$_->{h}->kill_kill(grace => 2) for grep { $_->{h}->pumpable } @brokers;
 }
 
+# Start @cmd, a program of the tests that prints where it listens on its
+# first line and then takes commands on its standard input; stopped when
+# the test ends.  Returns an object of $class whose $field is the first
+# match of $pattern in that line.
+sub start_program
+{
+	my ($class, $field, $pattern, @cmd) = @_;
+	my ($in, $out, $err) = ('', '', '');
+	my $h = IPC::Run::start(\@cmd, \$in, \$out, \$err);
+	$h->pump until $out =~ /\n/ || !$h->pumpable;
+	my ($address) = $out =~ $pattern or die "@cmd: $err";
+	$out = '';
+	my $program = bless { h => $h, in => \$in, out => \$out, $field => $address },
+	  $class;
+	push @brokers, $program;
+	return $program;
+}
+
 # Start a mock cluster of $count brokers; returns an OutboxTest::Broker.
 sub start_broker
 {
 	my ($count) = @_;
-	my ($in, $out, $err) = ('', '', '');
-	my $h = IPC::Run::start([ "$root/test/mock_broker", $count // 1 ],
-		\$in, \$out, \$err);
-	$h->pump until $out =~ /\n/;
-	my ($bootstrap) = $out =~ /^(\S+)\n/;
-	$out = '';
-	my $broker = bless {
-		h => $h,
-		in => \$in,
-		out => \$out,
-		bootstrap => $bootstrap
-	}, 'OutboxTest::Broker';
-	push @brokers, $broker;
-	return $broker;
+	return start_program('OutboxTest::Broker', 'bootstrap', qr/^(\S+)\n/,
+		"$root/test/mock_broker", $count // 1);
 }
 
 # Start a cluster that accepts connections and answers nothing
@@ -73,21 +79,8 @@ sub start_broker
 sub start_black_hole
 {
 	my ($port, $target) = @_;
-	my ($in, $out, $err) = ('', '', '');
-	my $h = IPC::Run::start(
-		[ "$root/test/black_hole.pl", $port // 0, $target // () ],
-		\$in, \$out, \$err);
-	$h->pump until $out =~ /\n/ || !$h->pumpable;
-	my ($bootstrap) = $out =~ /^(\S+)\n/ or die "black_hole.pl: $err";
-	$out = '';
-	my $hole = bless {
-		h => $h,
-		in => \$in,
-		out => \$out,
-		bootstrap => $bootstrap
-	}, 'OutboxTest::Broker';
-	push @brokers, $hole;
-	return $hole;
+	return start_program('OutboxTest::Broker', 'bootstrap', qr/^(\S+)\n/,
+		"$root/test/black_hole.pl", $port // 0, $target // ());
 }
 
 # Why node's modules @specs (name@version) cannot be used here, or undef:
@@ -129,22 +122,11 @@ sub node_module_unavailable
 sub start_schema_registry
 {
 	my (%opts) = @_;
-	my ($in, $out, $err) = ('', '', '');
 	my @args = map { defined $opts{$_} ? ("--" . ($_ =~ tr/_/-/r), $opts{$_}) : () }
 	  qw(user tls client_ca);
-	my $h = IPC::Run::start([ 'node', "$root/test/schema_registry.js", @args ],
-		\$in, \$out, \$err);
-	$h->pump until $out =~ /\n/ || !$h->pumpable;
-	my ($url) = $out =~ /^(http\S+)\n/ or die "schema_registry.js: $err";
-	$out = '';
-	my $registry = bless {
-		h => $h,
-		in => \$in,
-		out => \$out,
-		url => $url,
-		user => $opts{user}
-	}, 'OutboxTest::SchemaRegistry';
-	push @brokers, $registry;
+	my $registry = start_program('OutboxTest::SchemaRegistry', 'url',
+		qr/^(http\S+)\n/, 'node', "$root/test/schema_registry.js", @args);
+	$registry->{user} = $opts{user};
 	return $registry;
 }
 
@@ -165,21 +147,39 @@ sub outbox_node
 	return $node;
 }
 
+# What kcat prints of every record of $topic, in the format @format gives
+# (-J, or -f and a format string).
+sub kcat_consume
+{
+	my ($broker, $topic, @format) = @_;
+	my ($out, $err) = ('', '');
+	IPC::Run::run(
+		[
+			'kcat', '-C', '-q', '-e',
+			'-b', $broker->{bootstrap},
+			'-t', $topic, @format
+		],
+		'>', \$out, '2>', \$err);
+	return $out;
+}
+
+# @records (hashes with partition and offset) in the order of the log, as
+# a list reference.
+sub in_log_order
+{
+	my (@records) = @_;
+	return [ sort { $a->{partition} <=> $b->{partition}
+			  || $a->{offset} <=> $b->{offset} } @records ];
+}
+
 # Every record of $topic, in (partition, offset) order: hashes with
 # partition, offset, key, payload (undef for a tombstone), headers and
 # timestamp (milliseconds since the Unix epoch, as the record carries it).
 sub kafka_read
 {
 	my ($broker, $topic) = @_;
-	my ($out, $err) = ('', '');
-	IPC::Run::run(
-		[
-			'kcat', '-C', '-q', '-e', '-Z',
-			'-b', $broker->{bootstrap},
-			'-t', $topic,
-			'-f', "%p\x1f%o\x1f%k\x1f%S\x1f%h\x1f%T\x1f%s\x1e"
-		],
-		'>', \$out, '2>', \$err);
+	my $out = kcat_consume($broker, $topic,
+		'-Z', '-f', "%p\x1f%o\x1f%k\x1f%S\x1f%h\x1f%T\x1f%s\x1e");
 	my @records;
 	for my $raw (split /\x1e/, $out)
 	{
@@ -195,8 +195,7 @@ sub kafka_read
 			timestamp => $t
 		  };
 	}
-	return [ sort { $a->{partition} <=> $b->{partition}
-			  || $a->{offset} <=> $b->{offset} } @records ];
+	return in_log_order(@records);
 }
 
 # Every record of $topic, in (partition, offset) order, as kcat -J gives
@@ -207,18 +206,9 @@ sub kafka_read
 sub kafka_read_json
 {
 	my ($broker, $topic) = @_;
-	my ($out, $err) = ('', '');
-	IPC::Run::run(
-		[
-			'kcat', '-C', '-q', '-e', '-J',
-			'-b', $broker->{bootstrap},
-			'-t', $topic
-		],
-		'>', \$out, '2>', \$err);
 	my $json = JSON::PP->new->utf8;
-	my @records = map { $json->decode($_) } grep { /\S/ } split /\n/, $out;
-	return [ sort { $a->{partition} <=> $b->{partition}
-			  || $a->{offset} <=> $b->{offset} } @records ];
+	return in_log_order(map { $json->decode($_) } grep { /\S/ } split /\n/,
+		  kcat_consume($broker, $topic, '-J'));
 }
 
 # The "n" of each record's payload ({"n": 1}), by key, in the order the
