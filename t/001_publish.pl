@@ -10,10 +10,9 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep);
 
-my $broker = start_broker(1);
-
 # an hour-long poll interval: only the commit wakeup can explain a delivery
-my $node = outbox_node('publish', $broker, 'outbox.poll_interval' => '1h');
+my ($node, $broker) =
+  outbox_node_with_broker('publish', 'outbox.poll_interval' => '1h');
 
 ok( wait_for_sql($node,
 		"SELECT count(*) = 2 FROM pg_stat_activity WHERE backend_type IN ('outbox launcher', 'outbox worker')"

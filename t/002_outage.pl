@@ -10,32 +10,17 @@ use OutboxTest;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $broker = start_broker(1);
-my $node = outbox_node(
-	'outage', $broker,
+my ($node, $broker) = outbox_node_with_broker(
+	'outage',
 	'outbox.delivery_timeout' => '3s',
 	'outbox.max_attempts' => '2');
 
-sub enqueue
-{
-	my ($topic, $from, $to) = @_;
-	$node->safe_psql('postgres',
-		"SELECT outbox_enqueue('$topic', ('{\"n\": ' || i || '}')::jsonb, key => (i % 7)::text) FROM generate_series($from, $to) i"
-	);
-}
-
-sub event_ids
-{
-	my ($topic) = @_;
-	return [ sort split /\n/,
-		  $node->safe_psql('postgres',
-			"SELECT event_id FROM outbox_messages WHERE topic = '$topic'") ];
-}
+# Enqueue events $from..$to of $topic, {"n": i}, in seven keys.
+sub enqueue { enqueue_events($node, @_, keys => 7); }
 
 # --- broker down, then up: nothing lost, nothing failed or abandoned
 enqueue('outage', 1, 100);
-ok(wait_for_sql($node, "SELECT bool_and(status = 'published') FROM outbox_messages"),
-	'events published while the broker is up');
+ok(all_published($node), 'events published while the broker is up');
 
 $broker->command('down -1');
 enqueue('outage', 101, 400);
@@ -55,13 +40,9 @@ ok( $node->safe_psql('postgres',
 	'events wait as pending');
 
 $broker->command('up -1');
-ok( wait_for_sql(
-		$node,
-		"SELECT bool_and(status = 'published') FROM outbox_messages WHERE topic = 'outage'"
-	),
+ok(all_published($node, 'outage'),
 	'once the broker is back every event is published');
-my %arrived = map { $_->{headers}{event_id} => 1 } @{ kafka_read($broker, 'outage') };
-is(scalar(grep { !$arrived{$_} } @{ event_ids('outage') }),
+is(missing_events($node, 'outage', @{ kafka_read($broker, 'outage') }),
 	0, 'every committed event arrived');
 ok($node->log_contains("Kafka cluster $broker->{bootstrap} is unreachable: no broker answers"),
 	'the outage is logged');
@@ -74,20 +55,13 @@ enqueue('moved', 1, 200);
 $node->safe_psql('postgres',
 	"ALTER SYSTEM SET outbox.brokers = '$broker2->{bootstrap}'; SELECT pg_reload_conf()");
 enqueue('moved', 201, 400);
-ok( wait_for_sql(
-		$node,
-		"SELECT bool_and(status = 'published') FROM outbox_messages WHERE topic = 'moved'"
-	),
+ok(all_published($node, 'moved'),
 	'events enqueued around the reload are published');
-%arrived = map { $_->{headers}{event_id} => 1 }
-  (@{ kafka_read($broker, 'moved') }, @{ kafka_read($broker2, 'moved') });
-is(scalar(grep { !$arrived{$_} } @{ event_ids('moved') }),
+is( missing_events($node, 'moved',
+		@{ kafka_read($broker, 'moved') }, @{ kafka_read($broker2, 'moved') }),
 	0, 'every event arrived at the old or the new cluster');
 enqueue('after-reload', 1, 10);
-ok( wait_for_sql(
-		$node,
-		"SELECT bool_and(status = 'published') FROM outbox_messages WHERE topic = 'after-reload'"
-	),
+ok(all_published($node, 'after-reload'),
 	'events after the reload are published');
 is(scalar @{ kafka_read($broker2, 'after-reload') }, 10, 'to the new cluster');
 ok($node->log_contains('Kafka settings changed, rebuilding the producer'),
@@ -104,10 +78,7 @@ like($stderr, qr/Kafka property "no.such.thing" is not allowed in outbox.kafka_p
 $node->append_conf('postgresql.conf', "outbox.kafka_properties = 'acks=maybe'\n");
 $node->reload;
 enqueue('after-bad-reload', 1, 10);
-ok( wait_for_sql(
-		$node,
-		"SELECT bool_and(status = 'published') FROM outbox_messages WHERE topic = 'after-bad-reload'"
-	),
+ok(all_published($node, 'after-bad-reload'),
 	'the worker keeps publishing with the previous settings');
 ok( $node->wait_for_log(
 		qr/Kafka property "acks" is not allowed in outbox.kafka_properties/),

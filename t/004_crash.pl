@@ -11,40 +11,23 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
-my $broker = start_broker(1);
-my $node = outbox_node(
-	'crash', $broker,
+my ($node, $broker) = outbox_node_with_broker(
+	'crash',
 	'outbox.batch_size' => '500',
 	'restart_after_crash' => 'on');
-
-sub all_published
-{
-	my ($topic, $seconds) = @_;
-	return wait_for_sql($node,
-		"SELECT bool_and(status = 'published') FROM outbox_messages WHERE topic = '$topic'",
-		$seconds);
-}
 
 # Every committed event of $topic arrived; returns the count of duplicates.
 sub check_arrivals
 {
 	my ($topic, $what) = @_;
-	my @ids = split /\n/,
-	  $node->safe_psql('postgres',
-		"SELECT event_id FROM outbox_messages WHERE topic = '$topic'");
-	my %arrived;
-	$arrived{ $_->{headers}{event_id} }++ for @{ kafka_read($broker, $topic) };
-	is(scalar(grep { !$arrived{$_} } @ids), 0, "$what: every event arrived");
-	my $duplicates = 0;
-	$duplicates += $_ - 1 for values %arrived;
-	return $duplicates;
+	my $records = kafka_read($broker, $topic);
+	is(missing_events($node, $topic, @$records), 0, "$what: every event arrived");
+	return @$records - distinct_events($records);
 }
 
 # --- SIGKILL mid-batch: slow acks keep a batch in flight when it dies
 $broker->command('rtt 1 300');
-$node->safe_psql('postgres',
-	"SELECT outbox_enqueue('killed', ('{\"n\": ' || i || '}')::jsonb, key => (i % 11)::text) FROM generate_series(1, 3000) i"
-);
+enqueue_events($node, 'killed', 1, 3000, keys => 11);
 my $pid = worker_pid($node);
 ok( wait_for_sql($node,
 		"SELECT count(*) > 0 FROM outbox_messages WHERE topic = 'killed' AND status = 'published'"),
@@ -54,7 +37,7 @@ ok( wait_for_activity($node, 'publishing'),
 kill 'KILL', $pid;
 $broker->command('rtt 1 0');
 my $killed_at = time;
-ok(all_published('killed', 60), 'after the crash every event is published');
+ok(all_published($node, 'killed', 60), 'after the crash every event is published');
 my $recovery = time - $killed_at;
 ok($recovery < 15, sprintf('within seconds of the crash (%.1fs)', $recovery));
 isnt(worker_pid($node), $pid, 'by a new worker');
@@ -69,19 +52,15 @@ ok($duplicates <= 1500,
 
 # --- a backlog survives a server restart
 $broker->command('down -1');
-$node->safe_psql('postgres',
-	"SELECT outbox_enqueue('backlog', ('{\"n\": ' || i || '}')::jsonb) FROM generate_series(1, 2000) i"
-);
+enqueue_events($node, 'backlog', 1, 2000);
 $node->restart;
 $broker->command('up -1');
-ok(all_published('backlog', 60), 'the backlog is published after a restart');
+ok(all_published($node, 'backlog', 60), 'the backlog is published after a restart');
 check_arrivals('backlog', 'restart');
 
 # --- SIGTERM: the batch in flight is finished and recorded
 $broker->command('rtt 1 300');
-$node->safe_psql('postgres',
-	"SELECT outbox_enqueue('stopped', ('{\"n\": ' || i || '}')::jsonb) FROM generate_series(1, 2000) i"
-);
+enqueue_events($node, 'stopped', 1, 2000);
 ok( wait_for_activity($node, 'publishing'),
 	'a batch is in flight');
 $node->stop('fast');
@@ -94,7 +73,7 @@ is( $node->safe_psql(
 	),
 	'0',
 	'no event failed because of the shutdown');
-ok(all_published('stopped', 60), 'the rest is published after the start');
+ok(all_published($node, 'stopped', 60), 'the rest is published after the start');
 $duplicates = check_arrivals('stopped', 'SIGTERM');
 is($duplicates, 0, 'the batch in flight was recorded: no duplicates');
 

@@ -11,11 +11,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep);
 
-my $PRODUCE_MESSAGE_TOO_LARGE = 10;
-
-my $broker = start_broker(1);
-my $node = outbox_node(
-	'operations', $broker,
+my ($node, $broker) = outbox_node_with_broker(
+	'operations',
 	'outbox.published_retention' => '2s',
 	'outbox.dead_letter_topic' => 'dead.letters',
 	'outbox.poll_interval' => '100ms');
@@ -79,7 +76,7 @@ ok( wait_for_sql($node,
 	'outbox_stats still counts them');
 
 # --- a permanently refused event is abandoned and sent to the dead-letter topic
-$broker->command("produce_errors 1 $PRODUCE_MESSAGE_TOO_LARGE");
+$broker->command("produce_errors 1 $MESSAGE_TOO_LARGE");
 $node->safe_psql('postgres',
 	"SELECT outbox_enqueue('secret', '{\"n\": 1}'::jsonb, key => 'k1', headers => '{\"trace\": \"t1\"}')"
 );

@@ -15,11 +15,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
-my $INVALID_TIMESTAMP = 32;
-
-my $broker = start_broker(1);
-my $node = outbox_node(
-	'hardening', $broker,
+my ($node, $broker) = outbox_node_with_broker(
+	'hardening',
 	'outbox.poll_interval' => '100ms',
 	'outbox.retry_base_delay' => '200ms',
 	'outbox.retry_jitter' => '0',
@@ -104,8 +101,7 @@ reconfigure($node, "SET outbox.max_message_bytes = 2000");
 $broker->command("produce_errors 1 $INVALID_TIMESTAMP");
 $node->safe_psql('postgres',
 	"SELECT outbox_enqueue('order.t', 'o' || i || repeat('.', 600), key => 'K') FROM generate_series(1, 5) i");
-ok( wait_for_sql($node,
-		"SELECT bool_and(status = 'published') FROM outbox_messages WHERE topic = 'order.t'"),
+ok(all_published($node, 'order.t'),
 	'every event of the key is published');
 my @order = map { substr($_->{payload}, 0, 2) } @{ kafka_read($broker, 'order.t') };
 is_deeply(\@order, [qw(o1 o2 o3 o4 o5)], "in their order, once each (Kafka has @order)");
@@ -123,8 +119,7 @@ reconfigure($node, "SET outbox.batch_size = 2");
 $broker->command("produce_errors 1 $INVALID_TIMESTAMP");
 $node->safe_psql('postgres',
 	"SELECT outbox_enqueue('batches.t', 'b' || i, key => 'K') FROM generate_series(1, 6) i");
-ok( wait_for_sql($node,
-		"SELECT bool_and(status = 'published') FROM outbox_messages WHERE topic = 'batches.t'"),
+ok(all_published($node, 'batches.t'),
 	'every event of the key is published, across batches');
 @order = map { $_->{payload} } @{ kafka_read($broker, 'batches.t') };
 is_deeply(\@order, [qw(b1 b2 b3 b4 b5 b6)], "in their order, once each (Kafka has @order)");
@@ -141,8 +136,7 @@ reconfigure($node, "RESET outbox.batch_size");
 $broker->command("produce_errors 1 $INVALID_TIMESTAMP");
 my $first = $node->safe_psql('postgres',
 	"SELECT outbox_enqueue('locked.t', 'l1'::text, key => 'K')");
-ok( wait_for_sql($node,
-		"SELECT status = 'failed' FROM outbox_messages WHERE id = $first"),
+ok(wait_for_status($node, $first, 'failed'),
 	'the first event of the key failed once');
 my ($in, $out, $err) = ('', '', '');
 my $holder = IPC::Run::start(
@@ -154,8 +148,7 @@ my $holder = IPC::Run::start(
 	],
 	\$in, \$out, \$err);
 $holder->finish;
-ok( wait_for_sql($node,
-		"SELECT bool_and(status = 'published') FROM outbox_messages WHERE topic = 'locked.t'"),
+ok(all_published($node, 'locked.t'),
 	'all three are published once the lock is gone');
 is_deeply([ map { $_->{payload} } @{ kafka_read($broker, 'locked.t') } ],
 	[qw(l1 l2 l3)], 'in their order: the locked first one was not overtaken');
@@ -213,8 +206,7 @@ is( $node->safe_psql('postgres',
 		"SELECT bool_and(status = 'pending' AND attempts = 0) FROM outbox_messages WHERE topic = 'pause.t'"),
 	't', 'no attempt is charged for a batch that failed to record');
 $node->safe_psql('postgres', 'ALTER TABLE outbox_publish_stats DROP CONSTRAINT no_more');
-ok( wait_for_sql($node,
-		"SELECT bool_and(status = 'published') FROM outbox_messages WHERE topic = 'pause.t'"),
+ok(all_published($node, 'pause.t'),
 	'published once the error is gone');
 ok( wait_for_sql($node,
 		"SELECT state = 'idle' AND last_error IS NULL FROM outbox_worker_status()"),
@@ -228,8 +220,7 @@ ok( wait_for_sql($node,
 	),
 	'brokers unreachable: the status says so, with the reason');
 $broker->command('up -1');
-ok( wait_for_sql($node,
-		"SELECT bool_and(status = 'published') FROM outbox_messages WHERE topic = 'outage.t'"),
+ok(all_published($node, 'outage.t'),
 	'published when the broker is back');
 
 # --- a delivery timeout near INT_MAX does not overflow the deadline

@@ -18,14 +18,9 @@ use Time::HiRes qw(time usleep);
 my $broker = start_broker(1);
 my $node = PostgreSQL::Test::Cluster->new('database');
 $node->init(extra => [ '--encoding=SQL_ASCII', '--locale=C' ]);
-$node->append_conf(
-	'postgresql.conf', qq{
-shared_preload_libraries = 'outbox'
-outbox.brokers = '$broker->{bootstrap}'
-outbox.databases = 'app'
-outbox.poll_interval = '100ms'
-log_min_messages = 'log'
-});
+$node->append_conf('postgresql.conf',
+	outbox_settings($broker, 'outbox.databases' => 'app',
+		'outbox.poll_interval' => '100ms'));
 $node->start;
 # outbox_worker_status() is read from here; the worker does not serve it
 $node->safe_psql('postgres', 'CREATE EXTENSION outbox');

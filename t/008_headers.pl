@@ -13,8 +13,8 @@ use Test::More;
 
 my $TRACEPARENT = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
 
-my $broker = start_broker(1);
-my $node = outbox_node('headers', $broker, 'outbox.poll_interval' => '100ms');
+my ($node, $broker) =
+  outbox_node_with_broker('headers', 'outbox.poll_interval' => '100ms');
 $node->safe_psql(
 	'postgres', qq{
 	CREATE TABLE orders (id int PRIMARY KEY, total numeric);

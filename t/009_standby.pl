@@ -24,10 +24,7 @@ sub pair
 	my $primary = PostgreSQL::Test::Cluster->new("${name}_primary");
 	$primary->init(allows_streaming => 1);
 	$primary->append_conf('postgresql.conf',
-		"shared_preload_libraries = 'outbox'\n"
-		  . "outbox.brokers = '$broker->{bootstrap}'\n"
-		  . "outbox.poll_interval = '100ms'\n"
-		  . join('', map { "$_ = '$conf{$_}'\n" } sort keys %conf));
+		outbox_settings($broker, 'outbox.poll_interval' => '100ms', %conf));
 	$primary->start;
 	$primary->safe_psql('postgres',
 		"SELECT pg_create_physical_replication_slot('standby1'); CREATE EXTENSION outbox");
@@ -43,8 +40,7 @@ sub pair
 sub enqueue
 {
 	my ($node, $topic, $count) = @_;
-	$node->safe_psql('postgres',
-		"SELECT outbox_enqueue('$topic', 'e' || i, key => (i % 5)::text) FROM generate_series(1, $count) i");
+	enqueue_events($node, $topic, 1, $count, keys => 5);
 	return;
 }
 
@@ -54,8 +50,7 @@ sub fail_over
 {
 	my ($primary, $standby, %conf) = @_;
 	$primary->stop('immediate');
-	$standby->append_conf('postgresql.conf',
-		join('', map { "$_ = '$conf{$_}'\n" } sort keys %conf));
+	$standby->append_conf('postgresql.conf', conf_lines(%conf));
 	$standby->start if !defined $standby->{_pid};
 	$standby->promote;
 	$standby->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()');
@@ -74,8 +69,7 @@ is($standby->safe_psql('postgres', 'SELECT state FROM outbox_worker_status()'),
 	'standby', 'on the standby the worker does not run, and the status says so');
 
 enqueue($primary, 'gated.before', 20);
-ok( wait_for_sql($primary,
-		"SELECT bool_and(status = 'published') FROM outbox_messages WHERE topic = 'gated.before'"),
+ok(all_published($primary, 'gated.before'),
 	'with the standby streaming, events are published');
 $primary->wait_for_catchup($standby);
 
@@ -100,8 +94,7 @@ is( $primary->safe_psql('postgres',
 	'10 true',
 	'the events wait untouched, and oldest_due_age grows');
 $standby->start;
-ok( wait_for_sql($primary,
-		"SELECT bool_and(status = 'published') FROM outbox_messages WHERE topic = 'gated.paused'"),
+ok(all_published($primary, 'gated.paused'),
 	'publishing resumes by itself when the standby is back');
 $primary->wait_for_catchup($standby);
 
@@ -113,15 +106,12 @@ fail_over($primary, $standby, 'outbox.standby_slots' => '');
 is($standby->safe_psql('postgres', "SELECT count(*) FROM outbox_messages WHERE topic = 'gated.lost'"),
 	'0', 'the promoted standby does not have the 50 transactions');
 enqueue($standby, 'gated.after', 5);
-ok( wait_for_sql($standby,
-		"SELECT bool_and(status = 'published') FROM outbox_messages WHERE topic IN ('gated.after', 'gated.before', 'gated.paused')"),
+ok(all_published($standby, [ 'gated.after', 'gated.before', 'gated.paused' ]),
 	'after promotion it publishes what is due, and what is new');
 is(kafka_count('gated.lost'), 0, 'zero phantom events in Kafka');
-my %arrived = map { $_->{headers}{event_id} => 1 }
-  (@{ kafka_read($broker, 'gated.before') }, @{ kafka_read($broker, 'gated.paused') });
-is( scalar(grep { !$arrived{$_} } split /\n/,
-		$standby->safe_psql('postgres',
-			"SELECT event_id FROM outbox_messages WHERE topic IN ('gated.before', 'gated.paused')")),
+is( missing_events(
+		$standby, [ 'gated.before', 'gated.paused' ],
+		@{ kafka_read($broker, 'gated.before') }, @{ kafka_read($broker, 'gated.paused') }),
 	0,
 	'every event committed on the promoted side arrived');
 my $extra = kafka_count('gated.before') + kafka_count('gated.paused') - 30;
@@ -132,8 +122,7 @@ $standby->stop;
 ($primary, $standby) = pair('ungated');
 $standby->stop;
 enqueue($primary, 'ungated.lost', 50);
-ok( wait_for_sql($primary,
-		"SELECT bool_and(status = 'published') FROM outbox_messages WHERE topic = 'ungated.lost'"),
+ok(all_published($primary, 'ungated.lost'),
 	'without the setting the worker publishes at once');
 fail_over($primary, $standby);
 is($standby->safe_psql('postgres', "SELECT count(*) FROM outbox_messages WHERE topic = 'ungated.lost'"),

@@ -14,10 +14,11 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
-my $broker_a = start_broker(1);
+my ($node, $broker_a) =
+  outbox_node_with_broker('databases', 'outbox.poll_interval' => '200ms');
 my $broker_b = start_broker(1);
-my $node = outbox_node('databases', $broker_a, 'outbox.poll_interval' => '200ms');
-# the extension in postgres (created by outbox_node) has a worker too
+# the extension in postgres (created by outbox_node_with_broker) has a
+# worker too
 for my $db (qw(db1 db2 db3 plain))
 {
 	$node->safe_psql('postgres', "CREATE DATABASE $db");

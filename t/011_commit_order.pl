@@ -13,8 +13,8 @@ use OutboxTest;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $broker = start_broker(1);
-my $node = outbox_node('commit_order', $broker,
+my ($node, $broker) = outbox_node_with_broker(
+	'commit_order',
 	'max_prepared_transactions' => '10',
 	'outbox.poll_interval' => '1h');
 worker_pid($node);

@@ -14,9 +14,8 @@ use OutboxTest;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $broker = start_broker(1);
 # (the extension in postgres answers outbox_worker_status(); up's is 1.0)
-my $node = outbox_node('upgrade', $broker);
+my ($node, $broker) = outbox_node_with_broker('upgrade');
 $node->safe_psql('postgres', 'CREATE DATABASE up');
 
 # rows in every state, written by hand: this library runs none of 1.0's C

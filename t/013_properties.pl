@@ -17,16 +17,15 @@ use POSIX ();
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $broker = start_broker(1);
-my $shop_broker = start_broker(1);
-my $dir = PostgreSQL::Test::Utils::tempdir;
-my $node = outbox_node(
-	'properties', $broker,
+my ($node, $broker) = outbox_node_with_broker(
+	'properties',
 	'outbox.poll_interval' => '100ms',
 	'log_statement' => 'none',
 	'log_min_messages' => 'warning',
 	# a secret in postgresql.conf, unused without TLS
 	'outbox.kafka_properties' => 'client.id=main;ssl.key.password=Secret-conf');
+my $shop_broker = start_broker(1);
+my $dir = PostgreSQL::Test::Utils::tempdir;
 
 # Run $sql in $db as the superuser; the SQLSTATE and text of its error, or
 # an empty SQLSTATE if it succeeded.
@@ -46,16 +45,6 @@ sub echoes
 	my ($err, $name, $value) = @_;
 	return $err =~ /\Q$name=$value\E|"\Q$value\E"/
 	  || (length($value) > 5 && $err =~ /(?<![\w.])\Q$value\E(?![\w.])/);
-}
-
-sub write_file
-{
-	my ($path, $mode, $text) = @_;
-	open my $fh, '>', $path or die "$path: $!";
-	print $fh $text;
-	close $fh;
-	chmod $mode, $path;
-	return $path;
 }
 
 # Wait until last_error of the worker of $db is like $pattern (SQL LIKE),

@@ -14,13 +14,10 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
-my $TOPIC_AUTHORIZATION_FAILED = 29;
-
 # outbox.delivery_timeout stays at its 30 s: what a refused topic held
 # its batch for
-my $broker = start_broker(1);
-my $node = outbox_node(
-	'topics', $broker,
+my ($node, $broker) = outbox_node_with_broker(
+	'topics',
 	'outbox.poll_interval' => '100ms',
 	'outbox.retry_base_delay' => '2s',
 	'outbox.retry_jitter' => '0');

@@ -11,11 +11,8 @@ use OutboxTest;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $LEADER_NOT_AVAILABLE = 5;
-
-my $broker = start_broker(1);
-my $node = outbox_node(
-	'timestamps', $broker,
+my ($node, $broker) = outbox_node_with_broker(
+	'timestamps',
 	'outbox.poll_interval' => '100ms',
 	'outbox.delivery_timeout' => '500ms',
 	'outbox.retry_base_delay' => '1s',

@@ -17,12 +17,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
-my $INVALID_TIMESTAMP = 32;
-my $TOPIC_AUTHORIZATION_FAILED = 29;
-
-my $broker = start_broker(1);
-my $node = outbox_node(
-	'hostile', $broker,
+my ($node, $broker) = outbox_node_with_broker(
+	'hostile',
 	'outbox.poll_interval' => '100ms',
 	'outbox.retry_base_delay' => '200ms',
 	'outbox.retry_jitter' => '0',

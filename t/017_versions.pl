@@ -21,8 +21,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
-my $broker = start_broker(1);
-my $node = outbox_node('versions', $broker, 'outbox.poll_interval' => '100ms');
+my ($node, $broker) =
+  outbox_node_with_broker('versions', 'outbox.poll_interval' => '100ms');
 my $started = $node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()');
 
 # Run $sql in $db; (SQLSTATE or '' on success, output, error text).

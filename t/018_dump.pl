@@ -22,19 +22,17 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
-my $TOPIC_AUTHORIZATION_FAILED = 29;
 my @topics = qw(load.t denied.t flaky.t pub.t open.t orders.changes);
 
-my $broker = start_broker(1);
-my $copy_broker = start_broker(1);
-my $second_broker = start_broker(1);
-my $quiet_broker = start_broker(1);
-my $node = outbox_node(
-	'dump', $broker,
+my ($node, $broker) = outbox_node_with_broker(
+	'dump',
 	'outbox.poll_interval' => '100ms',
 	'outbox.batch_size' => '100',
 	'outbox.retry_base_delay' => '2s',
 	'outbox.retry_jitter' => '0');
+my $copy_broker = start_broker(1);
+my $second_broker = start_broker(1);
+my $quiet_broker = start_broker(1);
 my $dir = PostgreSQL::Test::Utils::tempdir;
 
 $node->safe_psql('postgres', 'CREATE DATABASE shop');

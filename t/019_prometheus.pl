@@ -62,8 +62,8 @@ sub doc_block
 
 sub doc_sql { return doc_block('sql', @_); }
 
-my $broker = start_broker(1);
-my $node = outbox_node('prometheus', $broker, 'outbox.poll_interval' => '200ms');
+my ($node, $broker) =
+  outbox_node_with_broker('prometheus', 'outbox.poll_interval' => '200ms');
 $node->safe_psql('postgres', 'CREATE DATABASE billing');
 $node->safe_psql('billing', 'CREATE EXTENSION outbox');
 
@@ -204,9 +204,7 @@ is(metric($m, 'outbox_unread_events', database => 'postgres'), 0, 'nor their unr
 sub enqueue
 {
 	my ($db, $topic, $n) = @_;
-	$node->safe_psql($db,
-		"SELECT outbox_enqueue('$topic', jsonb_build_object('n', i), key => (i % 7)::text) FROM generate_series(1, $n) i"
-	);
+	enqueue_events($node, $topic, 1, $n, keys => 7, dbname => $db);
 }
 
 sub published

@@ -46,8 +46,7 @@ sub run_driver
 	return $out;
 }
 
-my $broker = start_broker(1);
-my $node = outbox_node('drivers', $broker);
+my ($node, $broker) = outbox_node_with_broker('drivers');
 $node->safe_psql('postgres', 'CREATE ROLE app_role LOGIN');
 my $dsn = 'host=' . $node->host . ' port=' . $node->port . ' dbname=postgres user=app_role';
 my @pg_args = ($node->host, $node->port, 'postgres', 'app_role');

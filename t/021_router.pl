@@ -22,8 +22,8 @@ use OutboxTest;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $broker = start_broker(1);
-my $node = outbox_node('router', $broker, 'outbox.poll_interval' => '100ms');
+my ($node, $broker) =
+  outbox_node_with_broker('router', 'outbox.poll_interval' => '100ms');
 $node->safe_psql(
 	'postgres', q{
 	CREATE TABLE outboxevent (

@@ -21,8 +21,8 @@ use Test::More;
 
 my $TOPIC = 'dbserver1.shop.items';
 
-my $broker = start_broker(1);
-my $node = outbox_node('changes', $broker, 'outbox.poll_interval' => '100ms');
+my ($node, $broker) =
+  outbox_node_with_broker('changes', 'outbox.poll_interval' => '100ms');
 $node->safe_psql(
 	'postgres', q{
 	CREATE SCHEMA shop;

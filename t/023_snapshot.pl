@@ -25,10 +25,10 @@ my $WRITERS = 4;
 my $RATE = 400;				# transactions per second, all writers
 my $LONGEST_WAIT_MS = 2000;	# what "never held up for long" allows
 
-my $broker = start_broker(1);
+my ($node, $broker) =
+  outbox_node_with_broker('snapshot', 'outbox.poll_interval' => '100ms');
 # the mock broker keeps about 5 MB per partition: enough partitions for all
 $broker->command("create $TOPIC 64");
-my $node = outbox_node('snapshot', $broker, 'outbox.poll_interval' => '100ms');
 $node->safe_psql(
 	'postgres', qq{
 	CREATE TABLE accounts (id bigint PRIMARY KEY, balance int NOT NULL, note text);

@@ -18,9 +18,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
-my $broker = start_broker(1);
-my $node = outbox_node(
-	'demand', $broker,
+my ($node, $broker) = outbox_node_with_broker(
+	'demand',
 	'max_worker_processes' => 5,
 	'outbox.worker_idle_timeout' => '300ms',
 	'outbox.poll_interval' => '200ms');

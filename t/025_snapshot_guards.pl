@@ -33,9 +33,9 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep);
 
-my $broker = start_broker(1);
+my ($node, $broker) =
+  outbox_node_with_broker('snapshot_guards', 'outbox.poll_interval' => '100ms');
 $broker->command('create dbz.public.items 1');
-my $node = outbox_node('snapshot_guards', $broker, 'outbox.poll_interval' => '100ms');
 worker_pid($node);
 
 #

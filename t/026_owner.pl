@@ -13,8 +13,8 @@ use OutboxTest;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $broker = start_broker(1);
-my $node = outbox_node('owner', $broker, 'outbox.poll_interval' => '100ms');
+my ($node, $broker) =
+  outbox_node_with_broker('owner', 'outbox.poll_interval' => '100ms');
 $node->safe_psql(
 	'postgres', q{
 	CREATE ROLE table_owner LOGIN;

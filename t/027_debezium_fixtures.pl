@@ -26,8 +26,8 @@ use Test::More;
 my $drivers = dirname(__FILE__) . '/drivers';
 my $PARTITIONS = 4;    # what the mock cluster auto-creates
 
-my $broker = start_broker(1);
-my $node = outbox_node('fixtures', $broker, 'outbox.poll_interval' => '100ms');
+my ($node, $broker) =
+  outbox_node_with_broker('fixtures', 'outbox.poll_interval' => '100ms');
 my $has = sub {
 	$node->safe_psql('postgres',
 		"SELECT count(*) FROM pg_available_extensions WHERE name = '$_[0]'") eq '1';

@@ -14,35 +14,21 @@ use OutboxTest;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $main = start_broker(1);
-my $other = start_broker(1);
-my $node = outbox_node(
-	'clusters', $main,
+my ($node, $main) = outbox_node_with_broker(
+	'clusters',
 	'outbox.poll_interval' => '100ms',
 	'outbox.batch_size' => '50');
+my $other = start_broker(1);
 
-sub enqueue
-{
-	my ($topic, $from, $to) = @_;
-	$node->safe_psql('postgres',
-		"SELECT outbox_enqueue('$topic', ('{\"n\": ' || i || '}')::jsonb, key => (i % 5)::text) FROM generate_series($from, $to) i"
-	);
-}
-
-sub all_published
-{
-	my ($topic) = @_;
-	return wait_for_sql($node,
-		"SELECT bool_and(status = 'published') FROM outbox_messages WHERE topic = '$topic'"
-	);
-}
+# Enqueue events $from..$to of $topic, {"n": i}, in five keys.
+sub enqueue { enqueue_events($node, @_, keys => 5); }
 
 # --- topics routed by pattern, a producer per cluster
 $node->safe_psql('postgres',
 	"SELECT outbox_set_topic('billing.*', '$other->{bootstrap}')");
 enqueue('orders', 1, 100);
 enqueue('billing.invoices', 1, 100);
-ok(all_published('orders') && all_published('billing.invoices'),
+ok(all_published($node, 'orders') && all_published($node, 'billing.invoices'),
 	'events of both clusters are published');
 is(distinct_events(kafka_read($main, 'orders')), 100, 'orders on the main cluster');
 is(distinct_events(kafka_read($other, 'billing.invoices')),
@@ -64,7 +50,7 @@ ok( wait_for_sql(
 	),
 	'the cluster that is down shows as unreachable');
 enqueue('orders', 101, 300);
-ok(all_published('orders'),
+ok(all_published($node, 'orders'),
 	'the main cluster\'s events are published while the other is down');
 is(distinct_events(kafka_read($main, 'orders')), 300, 'every one of them arrived');
 is( $node->safe_psql(
@@ -91,7 +77,8 @@ is( $node->safe_psql(
 	'outbox_health says which cluster is down, of how many');
 
 $other->command('up -1');
-ok(all_published('billing.invoices'), 'once it is back its events are published');
+ok(all_published($node, 'billing.invoices'),
+	'once it is back its events are published');
 is($node->safe_psql('postgres', "SELECT status FROM outbox_health WHERE signal = 'brokers'"),
 	'ok', 'and outbox_health is well again');
 my $billing = kafka_read($other, 'billing.invoices');
@@ -130,7 +117,7 @@ my $own = properties_file('own');
 $node->safe_psql('postgres', "SELECT outbox_set_topic('own.*', NULL, '$own')");
 enqueue('own.events', 1, 50);
 enqueue('orders', 301, 350);
-ok(all_published('own.events') && all_published('orders'),
+ok(all_published($node, 'own.events') && all_published($node, 'orders'),
 	'a topic with a properties file of its own is published');
 is(distinct_events(kafka_read($main, 'own.events')), 50, 'to the main cluster\'s brokers');
 my $rows = "SELECT string_agg(brokers || ' [' || properties_file || '] ' || state, ', '"
@@ -164,7 +151,8 @@ ok( wait_for_sql(
   or diag($node->safe_psql('postgres', "SELECT detail FROM outbox_health WHERE signal = 'brokers'"));
 sleep 3;	# librdkafka says all brokers down again as it retries
 $main->command('up -1');
-ok(all_published('own.events') && all_published('orders'), 'once it is back every event is published');
+ok(all_published($node, 'own.events') && all_published($node, 'orders'),
+	'once it is back every event is published');
 ok($node->wait_for_log(qr/Kafka cluster \Q$main->{bootstrap} (properties file $own)\E is reachable again/, $offset),
 	'the producer with its own file says it is reachable again');
 for my $name ($main->{bootstrap}, "$main->{bootstrap} (properties file $own)")
@@ -186,7 +174,8 @@ ok( wait_for_sql(
 	),
 	'the other cluster publishes the first events');
 $node->safe_psql('postgres', "SELECT outbox_reset_topic('billing.*')");
-ok(all_published('billing.moved'), 'every event is published after the move');
+ok(all_published($node, 'billing.moved'),
+	'every event is published after the move');
 my $old = records_by_key(kafka_read($other, 'billing.moved'));
 my $new = records_by_key(kafka_read($main, 'billing.moved'));
 is( distinct_events(kafka_read($other, 'billing.moved')) +

@@ -23,26 +23,15 @@ plan skip_all => "the test schema registry needs avsc: $no_avsc" if $no_avsc;
 
 my $root = File::Spec->rel2abs(dirname(__FILE__) . '/..');
 my $registry = start_schema_registry(user => 'outbox:Secret-registry');
-my $broker = start_broker(1);
 my $dir = PostgreSQL::Test::Utils::tempdir;
-
-sub write_file
-{
-	my ($path, $mode, $text) = @_;
-	open my $fh, '>', $path or die "$path: $!";
-	print $fh $text;
-	close $fh;
-	chmod $mode, $path;
-	return $path;
-}
 
 # the registry's credentials beside the Kafka properties the worker takes
 my $properties = write_file("$dir/kafka.properties", 0600,
 	"client.id=registry-test\n"
 	  . "schema.registry.basic.auth.user.info = outbox:Secret-registry\n");
 
-my $node = outbox_node(
-	'registry', $broker,
+my ($node, $broker) = outbox_node_with_broker(
+	'registry',
 	'outbox.poll_interval' => '100ms',
 	'outbox.schema_registry_url' => $registry->{url},
 	'outbox.kafka_properties_file' => $properties);

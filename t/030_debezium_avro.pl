@@ -60,9 +60,8 @@ plan skip_all => "the consumer's modules: $no_modules" if $no_modules;
 
 my $drivers = File::Spec->rel2abs(dirname(__FILE__) . '/drivers');
 my $registry = start_schema_registry();
-my $broker = start_broker(1);
-my $node = outbox_node(
-	'dbzavro', $broker,
+my ($node, $broker) = outbox_node_with_broker(
+	'dbzavro',
 	'outbox.poll_interval' => '100ms',
 	'outbox.schema_registry_url' => $registry->{url});
 

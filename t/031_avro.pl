@@ -26,9 +26,8 @@ plan skip_all => "the test schema registry needs avsc: $no_avsc" if $no_avsc;
 
 my $drivers = File::Spec->rel2abs(dirname(__FILE__) . '/drivers');
 my $registry = start_schema_registry();
-my $broker = start_broker(1);
-my $node = outbox_node(
-	'avro', $broker,
+my ($node, $broker) = outbox_node_with_broker(
+	'avro',
 	'outbox.poll_interval' => '100ms',
 	'outbox.schema_registry_url' => $registry->{url});
 

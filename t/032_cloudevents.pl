@@ -21,9 +21,8 @@ use Test::More;
 
 my $drivers = dirname(__FILE__) . '/drivers';
 
-my $broker = start_broker(1);
-my $node = outbox_node(
-	'cloudevents', $broker,
+my ($node, $broker) = outbox_node_with_broker(
+	'cloudevents',
 	'outbox.poll_interval' => '100ms',
 	'outbox.enabled' => 'off',
 	'outbox.dead_letter_topic' => 'ce.dead');

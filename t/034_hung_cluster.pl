@@ -17,9 +17,8 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $main = start_broker(1);
-my $node = outbox_node(
-	'hung', $main,
+my ($node, $main) = outbox_node_with_broker(
+	'hung',
 	'outbox.poll_interval' => '100ms',
 	'outbox.delivery_timeout' => '3s',
 	# one charge per timeout, and none again within a phase's checks
@@ -31,10 +30,7 @@ my $node = outbox_node(
 sub enqueue
 {
 	my ($topic, $from, $to, $prefix) = @_;
-	$prefix //= '';
-	$node->safe_psql('postgres',
-		"SELECT outbox_enqueue('$topic', ('{\"n\": ' || i || '}')::jsonb, key => '$prefix' || (i % 3)) FROM generate_series($from, $to) i"
-	);
+	enqueue_events($node, $topic, $from, $to, keys => 3, prefix => $prefix);
 	return;
 }
 
@@ -58,9 +54,7 @@ sub latency
 	  $node->safe_psql('postgres',
 		"SELECT outbox_enqueue('orders', '{\"n\": $orders}'::jsonb, key => 'k'); SELECT clock_timestamp()"
 	  );
-	wait_for_sql($node,
-		"SELECT status = 'published' FROM outbox_messages WHERE id = $id", 90)
-	  or return 999;
+	wait_for_status($node, $id, 'published', 90) or return 999;
 	return $node->safe_psql('postgres',
 		"SELECT round(extract(epoch FROM published_at - '$committed')::numeric, 3) FROM outbox_messages WHERE id = $id"
 	);

@@ -27,10 +27,8 @@ use Time::HiRes qw(time usleep);
 
 my $TICK = 1.5;
 my $BOUND = 15;
-my $LEADER_NOT_AVAILABLE = 5;
 
-my $broker = start_broker(1);
-my $node = outbox_node('turns', $broker);
+my ($node, $broker) = outbox_node_with_broker('turns');
 is($node->safe_psql('postgres', 'SHOW max_worker_processes'), '8',
 	'max_worker_processes is the default');
 

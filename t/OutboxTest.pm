@@ -1,7 +1,8 @@
 
 # Helpers for the outbox TAP tests: a mock Kafka cluster (test/mock_broker),
 # a test schema registry (test/schema_registry.js), a server with the
-# worker, and reading what arrived in Kafka with kcat.
+# worker, enqueueing events and waiting for them, and reading what arrived
+# in Kafka with kcat.
 
 package OutboxTest;
 
@@ -21,9 +22,20 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 
 our @EXPORT = qw(start_broker start_black_hole node_module_unavailable start_schema_registry
-  outbox_node kafka_read kafka_read_json wait_for_records wait_for_sql
-  wait_for_activity worker_pid reconfigure records_by_key keys_in_order
-  distinct_events);
+  conf_lines outbox_settings outbox_node outbox_node_with_broker
+  kafka_read kafka_read_json wait_for_records wait_for_sql
+  wait_for_activity worker_pid reconfigure
+  enqueue_events all_published wait_for_status missing_events
+  records_by_key keys_in_order distinct_events write_file
+  $LEADER_NOT_AVAILABLE $MESSAGE_TOO_LARGE $TOPIC_AUTHORIZATION_FAILED
+  $INVALID_TIMESTAMP);
+
+# Kafka error codes (the protocol's) that the tests have the mock broker
+# answer with ("produce_errors 1 $TOPIC_AUTHORIZATION_FAILED")
+our $LEADER_NOT_AVAILABLE = 5;
+our $MESSAGE_TOO_LARGE = 10;
+our $TOPIC_AUTHORIZATION_FAILED = 29;
+our $INVALID_TIMESTAMP = 32;
 
 # the repository: this file is in its t/
 my $root = File::Spec->rel2abs(dirname(__FILE__) . '/..');
@@ -45,24 +57,30 @@ END
 	$_->{h}->kill_kill(grace => 2) for grep { $_->{h}->pumpable } @brokers;
 }
 
+# Start @cmd, a program of the tests that prints where it listens on its
+# first line and then takes commands on its standard input; stopped when
+# the test ends.  Returns an object of $class whose $field is the first
+# match of $pattern in that line.
+sub start_program
+{
+	my ($class, $field, $pattern, @cmd) = @_;
+	my ($in, $out, $err) = ('', '', '');
+	my $h = IPC::Run::start(\@cmd, \$in, \$out, \$err);
+	$h->pump until $out =~ /\n/ || !$h->pumpable;
+	my ($address) = $out =~ $pattern or die "@cmd: $err";
+	$out = '';
+	my $program = bless { h => $h, in => \$in, out => \$out, $field => $address },
+	  $class;
+	push @brokers, $program;
+	return $program;
+}
+
 # Start a mock cluster of $count brokers; returns an OutboxTest::Broker.
 sub start_broker
 {
 	my ($count) = @_;
-	my ($in, $out, $err) = ('', '', '');
-	my $h = IPC::Run::start([ "$root/test/mock_broker", $count // 1 ],
-		\$in, \$out, \$err);
-	$h->pump until $out =~ /\n/;
-	my ($bootstrap) = $out =~ /^(\S+)\n/;
-	$out = '';
-	my $broker = bless {
-		h => $h,
-		in => \$in,
-		out => \$out,
-		bootstrap => $bootstrap
-	}, 'OutboxTest::Broker';
-	push @brokers, $broker;
-	return $broker;
+	return start_program('OutboxTest::Broker', 'bootstrap', qr/^(\S+)\n/,
+		"$root/test/mock_broker", $count // 1);
 }
 
 # Start a cluster that accepts connections and answers nothing
@@ -73,21 +91,8 @@ sub start_broker
 sub start_black_hole
 {
 	my ($port, $target) = @_;
-	my ($in, $out, $err) = ('', '', '');
-	my $h = IPC::Run::start(
-		[ "$root/test/black_hole.pl", $port // 0, $target // () ],
-		\$in, \$out, \$err);
-	$h->pump until $out =~ /\n/ || !$h->pumpable;
-	my ($bootstrap) = $out =~ /^(\S+)\n/ or die "black_hole.pl: $err";
-	$out = '';
-	my $hole = bless {
-		h => $h,
-		in => \$in,
-		out => \$out,
-		bootstrap => $bootstrap
-	}, 'OutboxTest::Broker';
-	push @brokers, $hole;
-	return $hole;
+	return start_program('OutboxTest::Broker', 'bootstrap', qr/^(\S+)\n/,
+		"$root/test/black_hole.pl", $port // 0, $target // ());
 }
 
 # Why node's modules @specs (name@version) cannot be used here, or undef:
@@ -129,40 +134,78 @@ sub node_module_unavailable
 sub start_schema_registry
 {
 	my (%opts) = @_;
-	my ($in, $out, $err) = ('', '', '');
 	my @args = map { defined $opts{$_} ? ("--" . ($_ =~ tr/_/-/r), $opts{$_}) : () }
 	  qw(user tls client_ca);
-	my $h = IPC::Run::start([ 'node', "$root/test/schema_registry.js", @args ],
-		\$in, \$out, \$err);
-	$h->pump until $out =~ /\n/ || !$h->pumpable;
-	my ($url) = $out =~ /^(http\S+)\n/ or die "schema_registry.js: $err";
-	$out = '';
-	my $registry = bless {
-		h => $h,
-		in => \$in,
-		out => \$out,
-		url => $url,
-		user => $opts{user}
-	}, 'OutboxTest::SchemaRegistry';
-	push @brokers, $registry;
+	my $registry = start_program('OutboxTest::SchemaRegistry', 'url',
+		qr/^(http\S+)\n/, 'node', "$root/test/schema_registry.js", @args);
+	$registry->{user} = $opts{user};
 	return $registry;
 }
 
-# A server with the library preloaded, the worker pointed at $broker and
-# the extension created.  %conf adds postgresql.conf settings.
+# postgresql.conf lines that set %conf, in the order of their names.
+sub conf_lines
+{
+	my (%conf) = @_;
+	return join('', map { "$_ = '$conf{$_}'\n" } sort keys %conf);
+}
+
+# The postgresql.conf lines of a server with the library preloaded and the
+# worker pointed at $broker, logging at level log; %conf adds settings.
+sub outbox_settings
+{
+	my ($broker, %conf) = @_;
+	return "shared_preload_libraries = 'outbox'\n"
+	  . "outbox.brokers = '$broker->{bootstrap}'\n"
+	  . "log_min_messages = 'log'\n"
+	  . conf_lines(%conf);
+}
+
+# A server named $name, started with outbox_settings($broker, %conf), the
+# extension created in its database postgres.
 sub outbox_node
 {
 	my ($name, $broker, %conf) = @_;
 	my $node = PostgreSQL::Test::Cluster->new($name);
 	$node->init;
-	my $settings = "shared_preload_libraries = 'outbox'\n"
-	  . "outbox.brokers = '$broker->{bootstrap}'\n"
-	  . "log_min_messages = 'log'\n";
-	$settings .= "$_ = '$conf{$_}'\n" for sort keys %conf;
-	$node->append_conf('postgresql.conf', $settings);
+	$node->append_conf('postgresql.conf', outbox_settings($broker, %conf));
 	$node->start;
 	$node->safe_psql('postgres', 'CREATE EXTENSION outbox');
 	return $node;
+}
+
+# A mock cluster of one broker and a server whose worker publishes to it,
+# as outbox_node makes it (%conf adds postgresql.conf settings): what most
+# tests start with.  Returns the server and the broker.
+sub outbox_node_with_broker
+{
+	my ($name, %conf) = @_;
+	my $broker = start_broker(1);
+	return (outbox_node($name, $broker, %conf), $broker);
+}
+
+# What kcat prints of every record of $topic, in the format @format gives
+# (-J, or -f and a format string).
+sub kcat_consume
+{
+	my ($broker, $topic, @format) = @_;
+	my ($out, $err) = ('', '');
+	IPC::Run::run(
+		[
+			'kcat', '-C', '-q', '-e',
+			'-b', $broker->{bootstrap},
+			'-t', $topic, @format
+		],
+		'>', \$out, '2>', \$err);
+	return $out;
+}
+
+# @records (hashes with partition and offset) in the order of the log, as
+# a list reference.
+sub in_log_order
+{
+	my (@records) = @_;
+	return [ sort { $a->{partition} <=> $b->{partition}
+			  || $a->{offset} <=> $b->{offset} } @records ];
 }
 
 # Every record of $topic, in (partition, offset) order: hashes with
@@ -171,15 +214,8 @@ sub outbox_node
 sub kafka_read
 {
 	my ($broker, $topic) = @_;
-	my ($out, $err) = ('', '');
-	IPC::Run::run(
-		[
-			'kcat', '-C', '-q', '-e', '-Z',
-			'-b', $broker->{bootstrap},
-			'-t', $topic,
-			'-f', "%p\x1f%o\x1f%k\x1f%S\x1f%h\x1f%T\x1f%s\x1e"
-		],
-		'>', \$out, '2>', \$err);
+	my $out = kcat_consume($broker, $topic,
+		'-Z', '-f', "%p\x1f%o\x1f%k\x1f%S\x1f%h\x1f%T\x1f%s\x1e");
 	my @records;
 	for my $raw (split /\x1e/, $out)
 	{
@@ -195,8 +231,7 @@ sub kafka_read
 			timestamp => $t
 		  };
 	}
-	return [ sort { $a->{partition} <=> $b->{partition}
-			  || $a->{offset} <=> $b->{offset} } @records ];
+	return in_log_order(@records);
 }
 
 # Every record of $topic, in (partition, offset) order, as kcat -J gives
@@ -207,18 +242,9 @@ sub kafka_read
 sub kafka_read_json
 {
 	my ($broker, $topic) = @_;
-	my ($out, $err) = ('', '');
-	IPC::Run::run(
-		[
-			'kcat', '-C', '-q', '-e', '-J',
-			'-b', $broker->{bootstrap},
-			'-t', $topic
-		],
-		'>', \$out, '2>', \$err);
 	my $json = JSON::PP->new->utf8;
-	my @records = map { $json->decode($_) } grep { /\S/ } split /\n/, $out;
-	return [ sort { $a->{partition} <=> $b->{partition}
-			  || $a->{offset} <=> $b->{offset} } @records ];
+	return in_log_order(map { $json->decode($_) } grep { /\S/ } split /\n/,
+		  kcat_consume($broker, $topic, '-J'));
 }
 
 # The "n" of each record's payload ({"n": 1}), by key, in the order the
@@ -290,6 +316,68 @@ sub wait_for_sql
 		usleep(10_000);
 	}
 	return 0;
+}
+
+# Enqueue events $from..$to of $topic in one transaction, {"n": i}; %opts:
+# keys (event i's key is i % keys; no key without it), prefix (before the
+# key: prefix || i % keys), dbname (default postgres).
+sub enqueue_events
+{
+	my ($node, $topic, $from, $to, %opts) = @_;
+	my $prefix = $opts{prefix} // '';
+	my $key = defined $opts{keys} ? ", key => '$prefix' || (i % $opts{keys})" : '';
+	$node->safe_psql($opts{dbname} // 'postgres',
+		"SELECT outbox_enqueue('$topic', ('{\"n\": ' || i || '}')::jsonb$key) FROM generate_series($from, $to) i"
+	);
+	return;
+}
+
+# The SQL condition "topic IN (...)" of $topics: a topic or a list of them.
+sub topic_in
+{
+	my ($topics) = @_;
+	return 'topic IN (' . join(', ', map { "'$_'" } ref $topics ? @$topics : $topics) . ')';
+}
+
+# Wait until every event of $topics (a topic, a list of them, or undef:
+# every topic) is published, and there is one at least; false on timeout.
+sub all_published
+{
+	my ($node, $topics, $seconds) = @_;
+	my $where = defined $topics ? ' WHERE ' . topic_in($topics) : '';
+	return wait_for_sql($node,
+		"SELECT bool_and(status = 'published') FROM outbox_messages$where",
+		$seconds);
+}
+
+# Wait until event $id has $status; false on timeout.
+sub wait_for_status
+{
+	my ($node, $id, $status, $seconds) = @_;
+	return wait_for_sql($node,
+		"SELECT status = '$status' FROM outbox_messages WHERE id = $id", $seconds);
+}
+
+# How many events $node committed to $topics (a topic or a list of them)
+# that none of @records carries (by their event_id header).
+sub missing_events
+{
+	my ($node, $topics, @records) = @_;
+	my %arrived = map { $_->{headers}{event_id} => 1 } @records;
+	return scalar grep { !$arrived{$_} } split /\n/,
+	  $node->safe_psql('postgres',
+		'SELECT event_id FROM outbox_messages WHERE ' . topic_in($topics));
+}
+
+# Write $text to the file $path, with permissions $mode; returns $path.
+sub write_file
+{
+	my ($path, $mode, $text) = @_;
+	open my $fh, '>', $path or die "$path: $!";
+	print $fh $text;
+	close $fh;
+	chmod $mode, $path;
+	return $path;
 }
 
 # Wait until the worker's activity in pg_stat_activity starts with $prefix;
