@@ -29,5 +29,9 @@ extern void outbox_stats_add(HTAB *stats, Datum topic, OutboxStatsOutcome outcom
 extern void outbox_stats_merge(HTAB *into, HTAB *from);
 extern void outbox_stats_clear(HTAB *stats);
 extern void outbox_stats_write(const OutboxExtension *ext, HTAB *stats);
+extern void outbox_stats_begin(MemoryContext cxt);
+extern HTAB *outbox_stats_current(void);
+extern void outbox_stats_write_due(const OutboxExtension *ext, bool now);
+extern void outbox_stats_committed(void);
 
 #endif							/* OUTBOX_STATS_H */

@@ -89,8 +89,6 @@
  */
 #define RUN_MAX_MS 100
 #define RUN_MAX_BYTES (2 * OUTBOX_BATCH_MAX_BYTES)
-/* how often the statistics summed in memory are written */
-#define STATS_INTERVAL_MS 1000
 /* how much freed memory the worker keeps for its next turns */
 #define KEEP_FREED_BYTES (4 * 1024 * 1024)
 /* how long a snapshot whose chunk failed waits */
@@ -147,16 +145,6 @@ static List *run_batches = NIL;
 static OutboxBatch *run_late = NULL;
 /* a batch is produced: SIGTERM lets the transaction finish */
 static volatile sig_atomic_t batch_produced = false;
-/*
- * Statistics of committed batches not written yet, in stats_cxt; those of
- * the current transaction; when they were last written, and whether the
- * current transaction writes them.
- */
-static MemoryContext stats_cxt = NULL;
-static HTAB *unwritten_stats = NULL;
-static HTAB *run_stats = NULL;
-static TimestampTz stats_written_at = 0;
-static bool stats_writing = false;
 static int	consecutive_errors = 0;
 static TimestampTz next_cleanup = 0;
 static TimestampTz next_snapshot_look = 0;
@@ -637,7 +625,7 @@ record_late_reports(const OutboxExtension *ext)
 	policy = outbox_retry_policy();
 	pgstat_report_activity(STATE_RUNNING, "recording late delivery reports");
 	outbox_record_late(ext, late, outbox_published_retention != 0, &policy,
-					   run_stats);
+					   outbox_stats_current());
 	run_late = late;
 }
 
@@ -936,7 +924,7 @@ claim_next(const OutboxExtension *ext, const OutboxBatch *in_flight)
 	return batch;
 }
 
-/* Record the outcomes of a batch, summing its statistics in run_stats. */
+/* Record the outcomes of a batch, summing its statistics in memory. */
 static void
 record_batch(const OutboxExtension *ext, OutboxBatch *batch)
 {
@@ -944,7 +932,7 @@ record_batch(const OutboxExtension *ext, OutboxBatch *batch)
 
 	pgstat_report_activity(STATE_RUNNING, "recording delivery outcomes");
 	outbox_record_outcomes(ext, batch, outbox_published_retention != 0, &policy,
-						   run_stats);
+						   outbox_stats_current());
 }
 
 /*
@@ -1213,44 +1201,6 @@ run_batches_of(const OutboxExtension *ext, bool *undo)
 }
 
 /*
- * Write the statistics of the committed batches and of this transaction's
- * if it is time to; outbox_stats_written() says they were, after commit.
- */
-static void
-write_stats(const OutboxExtension *ext, bool now)
-{
-	HTAB	   *all;
-
-	if (!now && !TimestampDifferenceExceeds(stats_written_at, GetCurrentTimestamp(),
-											STATS_INTERVAL_MS))
-		return;
-	if (hash_get_num_entries(unwritten_stats) + hash_get_num_entries(run_stats) == 0)
-		return;
-	all = outbox_stats_create(CurrentMemoryContext);
-	outbox_stats_merge(all, unwritten_stats);
-	outbox_stats_merge(all, run_stats);
-	outbox_stats_write(ext, all);
-	stats_writing = true;
-}
-
-/*
- * After the commit of a turn's transaction: the statistics it wrote are
- * written, those it summed are kept until they are.
- */
-static void
-stats_committed(void)
-{
-	if (stats_writing)
-	{
-		outbox_stats_clear(unwritten_stats);
-		stats_written_at = GetCurrentTimestamp();
-	}
-	else
-		outbox_stats_merge(unwritten_stats, run_stats);
-	stats_writing = false;
-}
-
-/*
  * Delete one batch of expired events, and rotate the log, each in a
  * transaction of its own, if it is time to, removing the schema ids kept
  * twice with the rotation.  Returns true if there may be more to delete
@@ -1382,10 +1332,10 @@ record_failed_batches(MemoryContext cxt, List *batches)
 			if (reported)
 				record_batch(&ext, batch);
 		}
-		write_stats(&ext, true);
+		outbox_stats_write_due(&ext, true);
 	}
 	end_work(cxt);
-	stats_committed();
+	outbox_stats_committed();
 	foreach(lc, batches)
 		count_outcomes(lfirst(lc));
 }
@@ -1408,8 +1358,7 @@ recover_from_error(MemoryContext cxt, ErrorData *edata)
 	run_batches = NIL;
 	run_late = NULL;
 	batch_produced = false;
-	stats_writing = false;
-	run_stats = outbox_stats_create(cxt);
+	outbox_stats_begin(cxt);
 
 	ereport(LOG,
 			(errmsg("publishing batch failed: %s", edata->message),
@@ -1430,7 +1379,7 @@ recover_from_error(MemoryContext cxt, ErrorData *edata)
 			FlushErrorState();
 			AbortCurrentTransaction();
 			MemoryContextSwitchTo(cxt);
-			stats_writing = false;
+			outbox_stats_begin(cxt);
 		}
 		PG_END_TRY();
 	}
@@ -1455,7 +1404,7 @@ run_turn(MemoryContext cxt, bool *exit)
 	ListCell   *lc;
 
 	begin_work("claiming due events", cxt);
-	run_stats = outbox_stats_create(cxt);
+	outbox_stats_begin(cxt);
 	step = next_step(&ext);
 	if (step != STEP_PUBLISH)
 	{
@@ -1468,9 +1417,9 @@ run_turn(MemoryContext cxt, bool *exit)
 		undo_work(cxt);
 	else
 	{
-		write_stats(&ext, false);
+		outbox_stats_write_due(&ext, false);
 		end_work(cxt);
-		stats_committed();
+		outbox_stats_committed();
 	}
 	foreach(lc, run_batches)
 		count_outcomes(lfirst(lc));
@@ -1585,10 +1534,6 @@ publish_loop(void)
 	MemoryContext loop_cxt = AllocSetContextCreate(TopMemoryContext,
 												   "outbox worker loop",
 												   ALLOCSET_DEFAULT_SIZES);
-
-	stats_cxt = AllocSetContextCreate(TopMemoryContext, "outbox unwritten statistics",
-									  ALLOCSET_SMALL_SIZES);
-	unwritten_stats = outbox_stats_create(stats_cxt);
 
 	for (;;)
 	{
