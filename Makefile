@@ -33,6 +33,7 @@ OBJS = \
 	src/queue/retention.o \
 	src/queue/stats.o \
 	src/queue/utility.o \
+	src/worker/publish.o \
 	src/worker/standby.o \
 	src/worker/worker.o
 

@@ -258,3 +258,53 @@ outbox_slot_clusters(OutboxWorkerSlot *slot, pid_t pid, int *n)
 	*n = copy->count;
 	return clusters;
 }
+
+/*
+ * Show the producers of the calling worker in its slot, my_slot: each
+ * cluster, the unreachable ones first (see outbox_slot_show_clusters), and
+ * the broker connections up, each cluster (its brokers) counted once
+ * however many producers it has (-1 if none is open).  The caller holds no
+ * lock.
+ */
+void
+outbox_slot_show_producers(OutboxWorkerSlot *my_slot)
+{
+	List	   *producers = outbox_kafka_producers();
+	OutboxProducerStatus *clusters = palloc(sizeof(OutboxProducerStatus) *
+											(list_length(producers) + 1));
+	int			n = 0;
+	int			brokers_up = -1;
+	ListCell   *lc;
+
+	foreach(lc, producers)
+	{
+		OutboxProducerStatus status;
+
+		outbox_kafka_status(lfirst(lc), &status);
+		if (status.open && !status.reachable)
+		{
+			memmove(&clusters[1], &clusters[0], sizeof(OutboxProducerStatus) * n);
+			clusters[0] = status;
+		}
+		else
+			clusters[n] = status;
+		n++;
+	}
+	/* of the producers of the same brokers, the one with most up counts */
+	for (int i = 0; i < n; i++)
+	{
+		bool		skip = clusters[i].brokers_up < 0;
+
+		for (int j = 0; j < n && !skip; j++)
+			skip = j != i && strcmp(clusters[j].brokers, clusters[i].brokers) == 0 &&
+				(clusters[j].brokers_up > clusters[i].brokers_up ||
+				 (clusters[j].brokers_up == clusters[i].brokers_up && j < i));
+		if (!skip)
+			brokers_up = Max(brokers_up, 0) + clusters[i].brokers_up;
+	}
+	outbox_slot_show_clusters(my_slot, clusters, n);
+	pfree(clusters);
+	outbox_slot_lock();
+	my_slot->brokers_up = brokers_up;
+	outbox_slot_unlock();
+}
