@@ -31,6 +31,7 @@ OBJS = \
 	src/queue/record.o \
 	src/queue/restore.o \
 	src/queue/retention.o \
+	src/queue/retries.o \
 	src/queue/stats.o \
 	src/queue/utility.o \
 	src/worker/publish.o \

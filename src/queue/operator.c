@@ -25,17 +25,7 @@
 #include "queue/claim.h"
 #include "queue/operator.h"
 #include "queue/reader.h"
-#include "queue/record.h"
-
-/* the pending and failed events of id $1 (all if null) abandoned, error $2 */
-static OutboxPlan abandon_plan = {
-	"UPDATE %1$s.outbox_retries m"
-	"   SET status = 'abandoned', next_attempt_at = NULL,"
-	"       last_error = coalesce(m.last_error, $2)"
-	" WHERE (m.id = $1 OR $1 IS NULL) AND m.status IN ('pending', 'failed')"
-	" RETURNING m.id",
-	2, {INT8OID, TEXTOID}
-};
+#include "queue/retries.h"
 
 static OutboxPlan undelivered_plan = {
 	"SELECT count(*) FROM %1$s.outbox_retries m WHERE m.status IN ('pending', 'failed')"
@@ -210,36 +200,6 @@ copy_unread(const OutboxExtension *ext, OutboxReaderRow *row)
 }
 
 /*
- * Abandon the pending and failed events of the retry table of the given
- * ids (a bigint[] datum; all of them if it is null), with last_error
- * error if they have none, and copy them to the dead-letter topic.
- * Returns how many were abandoned.  The caller is connected to SPI and has
- * copied the unread log events among them to the retry table.
- */
-static int64
-abandon(const OutboxExtension *ext, Datum id, bool all, const char *error,
-		const char *dead_letter_topic)
-{
-	Datum		values[2] = {id, CStringGetTextDatum(error)};
-	char		nulls[2] = {all ? 'n' : ' ', ' '};
-	Datum	   *ids;
-	int			n;
-
-	if (SPI_execute_plan(outbox_plan(ext, &abandon_plan), values, nulls, false, 0) < 0)
-		elog(ERROR, "outbox statement failed");
-	n = (int) SPI_processed;
-	ids = palloc((n + 1) * sizeof(Datum));
-	for (int i = 0; i < n; i++)
-	{
-		bool		isnull;
-
-		ids[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
-	}
-	outbox_send_dead_letters(ext, outbox_array(ids, NULL, n, INT8OID), dead_letter_topic);
-	return n;
-}
-
-/*
  * outbox_abandon(id bigint) RETURNS integer
  *
  * Give up on a pending or failed event on purpose: it becomes abandoned
@@ -265,7 +225,7 @@ outbox_abandon(PG_FUNCTION_ARGS)
 		unread(&row.reader, events[0].id,
 			   DatumGetFullTransactionId(events[0].values[LOG_TXID])))
 		outbox_copy_to_retries(ext, &events, 1);
-	abandoned = abandon(ext, id, false, "abandoned by outbox_abandon()",
+	abandoned = outbox_retries_abandon(ext, id, false, "abandoned by outbox_abandon()",
 						outbox_dead_letter_topic);
 	SPI_finish();
 	if (abandoned > 0)
@@ -294,7 +254,7 @@ outbox_discard(PG_FUNCTION_ARGS)
 	SPI_connect();
 	outbox_lock_reader(ext, true, &row);
 	copy_unread(ext, &row);
-	discarded = abandon(ext, (Datum) 0, true, "discarded by outbox_discard()", "");
+	discarded = outbox_retries_abandon(ext, (Datum) 0, true, "discarded by outbox_discard()", "");
 	SPI_finish();
 	PG_RETURN_INT64(discarded);
 }

@@ -31,9 +31,9 @@
 #include "utils/timestamp.h"
 
 #include "base/guc.h"
-#include "queue/claim.h"
 #include "queue/reader.h"
 #include "queue/record.h"
+#include "queue/retries.h"
 #include "queue/stats.h"
 
 /*
@@ -89,22 +89,6 @@ static OutboxPlan refused_plan = {
 	"  FROM unnest($1::bigint[], $2::boolean[], $3::timestamptz[]) AS u(id, abandoned, next_attempt_at)"
 	" WHERE m.id = u.id",
 	3, {INT8ARRAYOID, BOOLARRAYOID, TIMESTAMPTZARRAYOID}
-};
-
-/*
- * Copies of abandoned events ($1 ids) for the dead-letter topic $2, with
- * headers saying where they come from; none of that topic's own events.
- */
-static OutboxPlan dead_letter_plan = {
-	"INSERT INTO %1$s.outbox_retries (topic, key, payload, headers)"
-	" SELECT $2, m.key, m.payload,"
-	"        coalesce(m.headers, '{}') || jsonb_build_object('original_topic', m.topic,"
-	"            'original_event_id', m.event_id::text, 'attempts', m.attempts::text,"
-	"            'last_error', coalesce(m.last_error, ''))"
-	"   FROM %1$s.outbox_retries m"
-	"  WHERE m.id = ANY ($1) AND m.status = 'abandoned' AND $2 <> '' AND m.topic <> $2"
-	"  ORDER BY m.id",
-	2, {INT8ARRAYOID, TEXTOID}
 };
 
 /* the rows of the retry table of the given ids, as the columns of the log */
@@ -227,19 +211,6 @@ retry_delay_ms(int attempts, double base_ms, double max_ms, double jitter)
 	double		delay = Min(base_ms * pow(2.0, Min(Max(attempts - 1, 0), 60)), max_ms);
 
 	return delay * (1.0 + jitter * (2.0 * pg_prng_double(&pg_global_prng_state) - 1.0));
-}
-
-/*
- * Copy abandoned events (ids, a bigint[] datum) to the dead-letter topic,
- * unless topic is empty.  The caller is connected to SPI.
- */
-void
-outbox_send_dead_letters(const OutboxExtension *ext, Datum ids, const char *topic)
-{
-	Datum		values[2] = {ids, CStringGetTextDatum(topic)};
-
-	if (topic[0] != '\0')
-		outbox_run(ext, &dead_letter_plan, values, -1);
 }
 
 /* an event of the retry table and the attempts it has had */
