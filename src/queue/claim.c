@@ -34,9 +34,9 @@
 #include "utils/wait_event.h"
 
 #include "queue/claim.h"
-#include "queue/retries.h"
 #include "queue/reader.h"
 #include "queue/reader_row.h"
+#include "queue/retries.h"
 
 /* the claim lock: a sub-object of the extension that no catalog object has */
 #define CLAIM_LOCK_SUBID 1
@@ -53,17 +53,6 @@ static OutboxPlan save_plan_1_1 = {
 	"UPDATE %1$s.outbox_reader SET last_id = $1, running = $2, draining = $3,"
 	" drain_upto = $4, drain_after = $5, unrecorded = unrecorded + $6",
 	6, {INT8OID, XID8ARRAYOID, XID8ARRAYOID, INT8OID, INT8OID, INT8OID}
-};
-
-/*
- * The claim's test of due events but for the log past last_id:
- * transactions that ended since they were running, due events of the
- * retry table.
- */
-static OutboxPlan retries_due_plan = {
-	"SELECT EXISTS (SELECT FROM %1$s.outbox_retries m"
-	"               WHERE m.status IN ('pending', 'failed')"
-	"               AND (m.next_attempt_at IS NULL OR m.next_attempt_at <= now()))"
 };
 
 /*
@@ -276,12 +265,13 @@ outbox_claim_batch(const OutboxExtension *ext, int batch_size, int64 max_bytes,
 
 		/* this transaction's own writes to the retry table count */
 		CommandCounterIncrement();
-		unfinished = outbox_retries_hold(ext, "outbox_retries_due", 0, -1);
+		unfinished = outbox_retries_unfinished(ext);
 		if (unfinished)
 			nretried = outbox_retries_claim(ext, batch_size,
-									 outbox_array(in_flight_ids, NULL, nin_flight, INT8OID),
-									 outbox_array(held_topics, NULL, nheld, TEXTOID),
-									 &bytes_left, batch->events, cxt);
+											outbox_array(in_flight_ids, NULL, nin_flight,
+														 INT8OID),
+											outbox_array(held_topics, NULL, nheld, TEXTOID),
+											&bytes_left, batch->events, cxt);
 		spi_cxt = MemoryContextSwitchTo(cxt);
 		nlog = outbox_read_log(ext, &row.reader, batch_size - nretried,
 							   &bytes_left, batch->events + nretried);
@@ -289,9 +279,10 @@ outbox_claim_batch(const OutboxExtension *ext, int batch_size, int64 max_bytes,
 		batch->full = nretried + nlog >= batch_size || bytes_left <= 0;
 		if (nlog > 0 &&
 			(unfinished ||
-			 outbox_retries_hold(ext, "outbox_retries_pkey", batch->events[nretried].id,
-						  batch->events[nretried + nlog - 1].id)))
-			nlog = outbox_retries_hold_back(ext, batch->events + nretried, nlog, &batch->held_back);
+			 outbox_retries_between(ext, batch->events[nretried].id,
+									batch->events[nretried + nlog - 1].id)))
+			nlog = outbox_retries_hold_back(ext, batch->events + nretried, nlog,
+											&batch->held_back);
 		outbox_save_reader(ext, &row, nlog);
 		batch->count = nretried + nlog;
 	}
@@ -319,7 +310,6 @@ events_waiting(const OutboxExtension *ext, bool due)
 {
 	Snapshot	snapshot = GetActiveSnapshot();
 	OutboxReaderRow row;
-	bool		isnull;
 	bool		waiting;
 
 	outbox_lock_reader_table(ext, AccessShareLock);
@@ -331,13 +321,9 @@ events_waiting(const OutboxExtension *ext, bool due)
 			return true;
 
 	if (due)
-	{
-		SPI_connect();
-		waiting = DatumGetBool(outbox_run_value(ext, &retries_due_plan, NULL, &isnull));
-		SPI_finish();
-	}
+		waiting = outbox_retries_due(ext);
 	else
-		waiting = outbox_retries_hold(ext, "outbox_retries_due", 0, -1);
+		waiting = outbox_retries_unfinished(ext);
 	return waiting || outbox_log_has_after(ext, row.reader.last_id);
 }
 
