@@ -273,9 +273,7 @@ producer_of_topic(const OutboxTopicSettings *settings, const char *topic)
 
 	if (topic != NULL)
 		setting = outbox_topic_setting(settings, topic);
-	if (setting == NULL)
-		return outbox_kafka_producer(NULL, NULL);
-	return outbox_kafka_producer(setting->brokers, setting->properties_file);
+	return outbox_kafka_producer(setting ? &setting->cluster : NULL);
 }
 
 /*
@@ -321,8 +319,7 @@ ensure_producers(const OutboxExtension *ext, const OutboxTopicSettings *settings
 
 	for (int i = 0; i < settings->count; i++)
 		named = list_append_unique_ptr(named,
-									   outbox_kafka_producer(settings->rows[i].brokers,
-															 settings->rows[i].properties_file));
+									   outbox_kafka_producer(&settings->rows[i].cluster));
 	foreach(lc, list_copy(outbox_kafka_producers()))
 	{
 		if (!list_member_ptr(named, lfirst(lc)))
