@@ -138,8 +138,8 @@ outbox_stats_add(HTAB *stats, Datum topic, OutboxStatsOutcome outcome,
 }
 
 /* Add the statistics of from to into. */
-void
-outbox_stats_merge(HTAB *into, HTAB *from)
+static void
+stats_merge(HTAB *into, HTAB *from)
 {
 	HASH_SEQ_STATUS status;
 	StatsEntry *add;
@@ -159,8 +159,8 @@ outbox_stats_merge(HTAB *into, HTAB *from)
 }
 
 /* Forget what stats holds. */
-void
-outbox_stats_clear(HTAB *stats)
+static void
+stats_clear(HTAB *stats)
 {
 	HASH_SEQ_STATUS status;
 	StatsEntry *entry;
@@ -264,8 +264,8 @@ outbox_stats_write_due(const OutboxExtension *ext, bool now)
 	if (hash_get_num_entries(unwritten_stats) + hash_get_num_entries(run_stats) == 0)
 		return;
 	all = outbox_stats_create(CurrentMemoryContext);
-	outbox_stats_merge(all, unwritten_stats);
-	outbox_stats_merge(all, run_stats);
+	stats_merge(all, unwritten_stats);
+	stats_merge(all, run_stats);
 	outbox_stats_write(ext, all);
 	stats_writing = true;
 }
@@ -279,10 +279,10 @@ outbox_stats_committed(void)
 {
 	if (stats_writing)
 	{
-		outbox_stats_clear(unwritten_stats);
+		stats_clear(unwritten_stats);
 		stats_written_at = GetCurrentTimestamp();
 	}
 	else
-		outbox_stats_merge(unwritten_stats, run_stats);
+		stats_merge(unwritten_stats, run_stats);
 	stats_writing = false;
 }
