@@ -2,7 +2,8 @@
  *
  * worker.c
  *		The publishing worker of one database: its session, its loop, its
- *		signals, its recovery from errors, and its slot's state.
+ *		signals, its recovery from errors, its parking, and its slot's
+ *		state.
  *
  * Started by the launcher for one database: first for the owner lookup
  * (launcher.c), then as the extension's owner.  Each turn: the checks,
@@ -147,6 +148,10 @@ set_state(OutboxWorkerState state, const char *error)
 	outbox_slot_show_producers(my_slot);
 }
 
+/*
+ * Give the slot back as the worker exits (before_shmem_exit; arg: whether
+ * it publishes), its producers closed.
+ */
 static void
 detach_worker(int code, Datum arg)
 {
