@@ -31,8 +31,10 @@ OBJS = \
 	src/queue/record.o \
 	src/queue/restore.o \
 	src/queue/retention.o \
+	src/queue/retries.o \
 	src/queue/stats.o \
 	src/queue/utility.o \
+	src/worker/publish.o \
 	src/worker/standby.o \
 	src/worker/worker.o
 

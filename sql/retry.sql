@@ -27,6 +27,16 @@ SELECT outbox_retry_abandoned('nope') AS no_topic;
 SELECT outbox_retry_abandoned() AS all_topics;
 SELECT status, count(*) FROM outbox_messages GROUP BY status;
 
+-- one statement charges events whose attempts differ: each is judged by
+-- its own count (max_attempts 3: the one at 2 is abandoned, not the others)
+SELECT array_agg(outbox_enqueue('charge', 'e'::text, key => k) ORDER BY k) AS charged
+  FROM unnest('{a,b,c}'::text[]) k \gset
+SELECT outbox_mark_failed((:'charged'::bigint[])[1:1], '{e}', '{f}', 3, '1min', '1h', 0, '');
+SELECT outbox_mark_failed((:'charged'::bigint[])[1:1], '{e}', '{f}', 3, '1min', '1h', 0, '');
+SELECT outbox_mark_failed(:'charged'::bigint[], '{e,e,e}', '{f,f,f}', 3, '1min', '1h', 0, '');
+SELECT key, status, attempts, next_attempt_at IS NULL AS no_next
+  FROM outbox_messages WHERE topic = 'charge' ORDER BY id;
+
 -- outbox_abandon: gives up on purpose, and releases the key
 SELECT outbox_mark_failed('{1}', '{"Local: Message timed out"}', '{f}', 10, '1min', '1h', 0, '');
 BEGIN;

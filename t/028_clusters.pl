@@ -41,6 +41,21 @@ ok( wait_for_sql(
 	),
 	'outbox_cluster_status() shows both clusters up');
 
+# --- a pattern that names the outbox.* settings' brokers (and file: none)
+# is that cluster: it shares its producer, one row of the status
+$node->safe_psql('postgres',
+	"SELECT outbox_set_topic('same.*', '$main->{bootstrap}')");
+enqueue('same.orders', 1, 10);
+ok(all_published('same.orders'), 'events of a pattern naming the main brokers are published');
+is(distinct_events(kafka_read($main, 'same.orders')), 10, 'on the main cluster');
+is( $node->safe_psql(
+		'postgres',
+		"SELECT count(*) || ' ' || count(DISTINCT brokers) FROM outbox_cluster_status() WHERE database = current_database()"
+	),
+	'2 2',
+	'the pattern shares the main cluster\'s producer: still one row each');
+$node->safe_psql('postgres', "SELECT outbox_reset_topic('same.*')");
+
 # --- the other cluster down: the main one's topics go on, its own wait
 $other->command('down -1');
 enqueue('billing.invoices', 101, 300);

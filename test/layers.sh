@@ -1,8 +1,8 @@
 #!/bin/bash
 #
 # The layers of src/ (docs/design.md, "Modules"): a file includes the
-# headers of its own folder and of the folders below it only, and no two
-# files (a .c with its .h) include each other.
+# headers of its own folder and of the folders below it only, and no
+# files (a .c with its .h) include each other, two or more in a loop.
 #
 #	base <- kafka <- format <- launcher <- queue <- capture <- worker <- outbox.c
 #
@@ -53,6 +53,17 @@ while read -r from to; do
 		bad=1
 	fi
 done <<<"$edges"
+
+# a loop of three files or more (two are said above), as tsort finds them
+loops=$(tsort <<<"$edges" 2>&1 >/dev/null |
+	awk '/input contains a loop/ { if (n > 2) print list; list = ""; n = 0; next }
+		 /^tsort: / { list = list (n ? ", " : "") "src/" $2; n++ }
+		 END { if (n > 2) print list }')
+while read -r loop; do
+	[ -z "$loop" ] && continue
+	echo "not ok - $loop include each other in a loop"
+	bad=1
+done <<<"$loops"
 
 [ $bad = 0 ] && echo "ok - the layers of src/"
 exit $bad

@@ -95,9 +95,9 @@ outbox_topic_settings_load(const OutboxExtension *ext)
 
 		settings->rows[i].pattern = MemoryContextStrdup(cxt, SPI_getvalue(tuple, desc, 1));
 		if ((value = SPI_getvalue(tuple, desc, 2)) != NULL)
-			settings->rows[i].brokers = MemoryContextStrdup(cxt, value);
+			settings->rows[i].cluster.brokers = MemoryContextStrdup(cxt, value);
 		if ((value = SPI_getvalue(tuple, desc, 3)) != NULL)
-			settings->rows[i].properties_file = MemoryContextStrdup(cxt, value);
+			settings->rows[i].cluster.properties_file = MemoryContextStrdup(cxt, value);
 		if ((value = SPI_getvalue(tuple, desc, 4)) != NULL)
 			settings->rows[i].format = outbox_topic_format(value);
 		if ((value = SPI_getvalue(tuple, desc, 5)) != NULL)
@@ -541,6 +541,7 @@ outbox_topic(PG_FUNCTION_ARGS)
 {
 	const OutboxExtension *ext = outbox_entry(fcinfo);
 	const OutboxTopicSetting *setting;
+	const OutboxCluster *cluster;
 	TupleDesc	desc;
 	Datum		values[7];
 	bool		nulls[7] = {true, false, false, true, true, true, true};
@@ -549,10 +550,9 @@ outbox_topic(PG_FUNCTION_ARGS)
 		elog(ERROR, "return type must be a row type");
 	setting = outbox_topic_setting(outbox_topic_settings_load(ext),
 								   text_to_cstring(PG_GETARG_TEXT_PP(0)));
-	values[1] = CStringGetTextDatum(setting && setting->brokers ?
-									setting->brokers : outbox_brokers);
-	values[2] = CStringGetTextDatum(setting && setting->properties_file ?
-									setting->properties_file : outbox_kafka_properties_file);
+	cluster = setting ? &setting->cluster : NULL;
+	values[1] = CStringGetTextDatum(outbox_cluster_brokers(cluster));
+	values[2] = CStringGetTextDatum(outbox_cluster_properties_file(cluster));
 	if (setting != NULL)
 	{
 		const char *format = format_names[setting->format];

@@ -12,6 +12,7 @@
 #define OUTBOX_TOPICS_H
 
 #include "base/catalog.h"
+#include "kafka/kafka.h"
 
 /* the format of a topic's records */
 typedef enum OutboxTopicFormat
@@ -25,8 +26,7 @@ typedef enum OutboxTopicFormat
 typedef struct OutboxTopicSetting
 {
 	char	   *pattern;		/* a topic, or a prefix and '*' */
-	char	   *brokers;
-	char	   *properties_file;
+	OutboxCluster cluster;
 	OutboxTopicFormat format;
 	char	   *value_schema;	/* avro: the schemas, as JSON text */
 	char	   *key_schema;

@@ -105,16 +105,14 @@ typedef struct HandedOff
  */
 struct OutboxProducer
 {
-	/* the cluster, as set for topics; NULL: the outbox.* setting */
-	char	   *brokers;
-	char	   *properties_file;
+	/* the cluster, as set for topics; its strings in producer_cxt */
+	OutboxCluster cluster;
 
 	rd_kafka_t *rk;				/* NULL: closed */
 
-	/* the settings the handle was built with */
-	char	   *built_brokers;
+	/* the settings the handle was built with: the cluster as it was then */
+	OutboxCluster built_cluster;
 	char	   *built_properties;
-	char	   *built_properties_file;
 	int			built_delivery_timeout;
 	int			built_max_message_bytes;
 
@@ -300,18 +298,47 @@ set_outcome(OutboxProducer *p, OutboxEvent *ev, rd_kafka_resp_err_t err,
 	}
 }
 
+/* The brokers of cluster (NULL: the outbox.* settings' cluster), now. */
+const char *
+outbox_cluster_brokers(const OutboxCluster *cluster)
+{
+	return cluster && cluster->brokers ? cluster->brokers : outbox_brokers;
+}
+
+/*
+ * The properties file of cluster (NULL: the outbox.* settings' cluster),
+ * now: "" for none.
+ */
+const char *
+outbox_cluster_properties_file(const OutboxCluster *cluster)
+{
+	return cluster && cluster->properties_file ? cluster->properties_file :
+		outbox_kafka_properties_file;
+}
+
+/*
+ * Are a and b (either NULL: the outbox.* settings' cluster) one cluster
+ * now: the same brokers and the same properties file?
+ */
+bool
+outbox_cluster_equal(const OutboxCluster *a, const OutboxCluster *b)
+{
+	return strcmp(outbox_cluster_brokers(a), outbox_cluster_brokers(b)) == 0 &&
+		strcmp(outbox_cluster_properties_file(a), outbox_cluster_properties_file(b)) == 0;
+}
+
 /* the brokers p connects to */
 static const char *
 brokers_of(const OutboxProducer *p)
 {
-	return p->brokers ? p->brokers : outbox_brokers;
+	return outbox_cluster_brokers(&p->cluster);
 }
 
 /* the properties file p reads, "" for none */
 static const char *
 properties_file_of(const OutboxProducer *p)
 {
-	return p->properties_file ? p->properties_file : outbox_kafka_properties_file;
+	return outbox_cluster_properties_file(&p->cluster);
 }
 
 /*
@@ -675,10 +702,11 @@ close_producer(OutboxProducer *p)
 	if (p->known_topics != NULL)
 		hash_destroy(p->known_topics);
 	p->known_topics = NULL;
-	free(p->built_brokers);
+	free(unconstify(char *, p->built_cluster.brokers));
+	free(unconstify(char *, p->built_cluster.properties_file));
 	free(p->built_properties);
-	free(p->built_properties_file);
-	p->built_brokers = p->built_properties = p->built_properties_file = NULL;
+	p->built_cluster.brokers = p->built_cluster.properties_file = NULL;
+	p->built_properties = NULL;
 	p->brokers_up = -1;
 	p->brokers_down = false;
 	p->state_since = GetCurrentTimestamp();
@@ -686,16 +714,14 @@ close_producer(OutboxProducer *p)
 
 /*
  * The producer of a cluster as the topics' settings name it (NULL: the
- * outbox.* setting), made if there is none yet; its handle is built by
- * outbox_kafka_configure().  Settings that name the same brokers and
- * properties file as the outbox.* settings, now, share their producer:
- * one cluster, one producer, one row of the status.
+ * outbox.* settings' cluster), made if there is none yet; its handle is
+ * built by outbox_kafka_configure().  Settings that name one cluster now
+ * (outbox_cluster_equal) share a producer: one cluster, one producer, one
+ * row of the status.
  */
 OutboxProducer *
-outbox_kafka_producer(const char *brokers, const char *properties_file)
+outbox_kafka_producer(const OutboxCluster *cluster)
 {
-	const char *want_brokers = brokers ? brokers : outbox_brokers;
-	const char *want_file = properties_file ? properties_file : outbox_kafka_properties_file;
 	ListCell   *lc;
 	OutboxProducer *p;
 	MemoryContext old;
@@ -703,8 +729,7 @@ outbox_kafka_producer(const char *brokers, const char *properties_file)
 	foreach(lc, producers)
 	{
 		p = lfirst(lc);
-		if (strcmp(brokers_of(p), want_brokers) == 0 &&
-			strcmp(properties_file_of(p), want_file) == 0)
+		if (outbox_cluster_equal(&p->cluster, cluster))
 			return p;
 	}
 	if (producer_cxt == NULL)
@@ -712,8 +737,10 @@ outbox_kafka_producer(const char *brokers, const char *properties_file)
 											 ALLOCSET_SMALL_SIZES);
 	old = MemoryContextSwitchTo(producer_cxt);
 	p = palloc0(sizeof(OutboxProducer));
-	p->brokers = brokers ? pstrdup(brokers) : NULL;
-	p->properties_file = properties_file ? pstrdup(properties_file) : NULL;
+	if (cluster != NULL && cluster->brokers != NULL)
+		p->cluster.brokers = pstrdup(cluster->brokers);
+	if (cluster != NULL && cluster->properties_file != NULL)
+		p->cluster.properties_file = pstrdup(cluster->properties_file);
 	p->brokers_up = -1;
 	p->state_since = GetCurrentTimestamp();
 	p->next_seq = 1;
@@ -742,10 +769,10 @@ outbox_kafka_drop(OutboxProducer *p)
 	producers = list_delete_ptr(producers, p);
 	if (p->handoff_cxt != NULL)
 		MemoryContextDelete(p->handoff_cxt);
-	if (p->brokers)
-		pfree(p->brokers);
-	if (p->properties_file)
-		pfree(p->properties_file);
+	if (p->cluster.brokers)
+		pfree(unconstify(char *, p->cluster.brokers));
+	if (p->cluster.properties_file)
+		pfree(unconstify(char *, p->cluster.properties_file));
 	pfree(p);
 }
 
@@ -770,9 +797,8 @@ outbox_kafka_configure(OutboxProducer *p)
 
 	outbox_kafka_file_version(properties_file_of(p), &file_version);
 	same_settings = p->rk != NULL &&
-		strcmp(p->built_brokers, brokers_of(p)) == 0 &&
+		outbox_cluster_equal(&p->built_cluster, &p->cluster) &&
 		strcmp(p->built_properties, outbox_kafka_properties) == 0 &&
-		strcmp(p->built_properties_file, properties_file_of(p)) == 0 &&
 		p->built_delivery_timeout == outbox_delivery_timeout &&
 		p->built_max_message_bytes == outbox_max_message_bytes;
 	if (same_settings && (*properties_file_of(p) == '\0' ||
@@ -811,9 +837,9 @@ outbox_kafka_configure(OutboxProducer *p)
 	}
 	rd_kafka_set_log_queue(p->rk, NULL);
 
-	p->built_brokers = malloc_strdup(brokers_of(p));
+	p->built_cluster.brokers = malloc_strdup(brokers_of(p));
+	p->built_cluster.properties_file = malloc_strdup(properties_file_of(p));
 	p->built_properties = malloc_strdup(outbox_kafka_properties);
-	p->built_properties_file = malloc_strdup(properties_file_of(p));
 	p->built_delivery_timeout = outbox_delivery_timeout;
 	p->built_max_message_bytes = outbox_max_message_bytes;
 	p->file_version = file_version;
@@ -860,8 +886,8 @@ outbox_kafka_shutdown(void)
 void
 outbox_kafka_status(const OutboxProducer *p, OutboxProducerStatus *status)
 {
-	status->brokers = brokers_of(p);
-	status->properties_file = properties_file_of(p);
+	status->cluster.brokers = brokers_of(p);
+	status->cluster.properties_file = properties_file_of(p);
 	status->state_since = p->state_since;
 	/* a producer whose properties file cannot be used: its topics wait */
 	status->open = p->rk != NULL || p->settings_refused[0] != '\0';

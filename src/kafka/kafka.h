@@ -18,17 +18,30 @@
 #include "base/event.h"
 
 /*
- * A producer: one Kafka cluster, as the topics' settings name it (brokers
- * and properties file, NULL for the outbox.* setting), with its own
- * handle, reachability, outage tracking and statistics.
+ * A Kafka cluster, as the settings name it: its brokers, and the
+ * properties file its producer reads ("" for none).  A member left NULL
+ * is the outbox.* setting's (outbox.brokers,
+ * outbox.kafka_properties_file), as it is when used, and so is a NULL
+ * cluster.  Two clusters are one if they name the same brokers and file
+ * now (outbox_cluster_equal): a topic's setting that names the outbox.*
+ * settings' brokers and file shares their producer.
+ */
+typedef struct OutboxCluster
+{
+	const char *brokers;
+	const char *properties_file;
+} OutboxCluster;
+
+/*
+ * A producer: one Kafka cluster, as the topics' settings name it, with
+ * its own handle, reachability, outage tracking and statistics.
  */
 typedef struct OutboxProducer OutboxProducer;
 
 /* what the status shows of a producer */
 typedef struct OutboxProducerStatus
 {
-	const char *brokers;		/* as it connects to them */
-	const char *properties_file;	/* the file it reads, "" for none */
+	OutboxCluster cluster;		/* as it connects: neither member NULL */
 	bool		open;			/* it has a handle */
 	bool		reachable;
 	TimestampTz state_since;	/* when it was opened, closed, seen down or up */
@@ -37,8 +50,11 @@ typedef struct OutboxProducerStatus
 	int64		failed;
 } OutboxProducerStatus;
 
-extern OutboxProducer *outbox_kafka_producer(const char *brokers,
-											 const char *properties_file);
+extern const char *outbox_cluster_brokers(const OutboxCluster *cluster);
+extern const char *outbox_cluster_properties_file(const OutboxCluster *cluster);
+extern bool outbox_cluster_equal(const OutboxCluster *a, const OutboxCluster *b);
+
+extern OutboxProducer *outbox_kafka_producer(const OutboxCluster *cluster);
 extern List *outbox_kafka_producers(void);
 extern void outbox_kafka_drop(OutboxProducer *p);
 extern void outbox_kafka_configure(OutboxProducer *p);

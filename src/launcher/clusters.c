@@ -101,8 +101,8 @@ outbox_slot_show_clusters(OutboxWorkerSlot *slot, const OutboxProducerStatus *cl
 	if (segment == NULL && n == 0)
 		return;
 	for (int i = 0; i < n; i++)
-		need += sizeof(ClusterEntry) + strlen(clusters[i].brokers) + 1 +
-			strlen(clusters[i].properties_file) + 1;
+		need += sizeof(ClusterEntry) + strlen(clusters[i].cluster.brokers) + 1 +
+			strlen(clusters[i].cluster.properties_file) + 1;
 	if (segment == NULL || need > dsm_segment_map_length(segment))
 	{
 		dsm_segment *grown = new_segment(need * 2);
@@ -127,8 +127,8 @@ outbox_slot_show_clusters(OutboxWorkerSlot *slot, const OutboxProducerStatus *cl
 	offset = offsetof(ClusterSegment, entries);
 	for (shown = 0; shown < n; shown++)
 	{
-		Size		more = sizeof(ClusterEntry) + strlen(clusters[shown].brokers) + 1 +
-			strlen(clusters[shown].properties_file) + 1;
+		Size		more = sizeof(ClusterEntry) + strlen(clusters[shown].cluster.brokers) + 1 +
+			strlen(clusters[shown].cluster.properties_file) + 1;
 
 		if (offset + more > limit)
 			break;
@@ -151,11 +151,11 @@ outbox_slot_show_clusters(OutboxWorkerSlot *slot, const OutboxProducerStatus *cl
 		entry->published = cluster->published;
 		entry->failed = cluster->failed;
 		entry->brokers = offset;
-		strcpy((char *) shared + offset, cluster->brokers);
-		offset += strlen(cluster->brokers) + 1;
+		strcpy((char *) shared + offset, cluster->cluster.brokers);
+		offset += strlen(cluster->cluster.brokers) + 1;
 		entry->properties_file = offset;
-		strcpy((char *) shared + offset, cluster->properties_file);
-		offset += strlen(cluster->properties_file) + 1;
+		strcpy((char *) shared + offset, cluster->cluster.properties_file);
+		offset += strlen(cluster->cluster.properties_file) + 1;
 	}
 	shared->count = shown;
 	pg_write_barrier();
@@ -246,8 +246,8 @@ outbox_slot_clusters(OutboxWorkerSlot *slot, pid_t pid, int *n)
 		if (!string_inside((char *) copy, size, entry->brokers) ||
 			!string_inside((char *) copy, size, entry->properties_file))
 			return NULL;
-		clusters[i].brokers = (char *) copy + entry->brokers;
-		clusters[i].properties_file = (char *) copy + entry->properties_file;
+		clusters[i].cluster.brokers = (char *) copy + entry->brokers;
+		clusters[i].cluster.properties_file = (char *) copy + entry->properties_file;
 		clusters[i].open = entry->open;
 		clusters[i].reachable = entry->reachable;
 		clusters[i].state_since = entry->state_since;
@@ -257,4 +257,53 @@ outbox_slot_clusters(OutboxWorkerSlot *slot, pid_t pid, int *n)
 	}
 	*n = copy->count;
 	return clusters;
+}
+
+/*
+ * Show the producers of the calling worker in its slot: each cluster, the
+ * unreachable ones first (see outbox_slot_show_clusters), and the broker
+ * connections up, the brokers of several producers (properties files)
+ * counted once (-1 if none is open).  The caller holds no lock.
+ */
+void
+outbox_slot_show_producers(OutboxWorkerSlot *slot)
+{
+	List	   *producers = outbox_kafka_producers();
+	OutboxProducerStatus *clusters = palloc(sizeof(OutboxProducerStatus) *
+											(list_length(producers) + 1));
+	int			n = 0;
+	int			brokers_up = -1;
+	ListCell   *lc;
+
+	foreach(lc, producers)
+	{
+		OutboxProducerStatus status;
+
+		outbox_kafka_status(lfirst(lc), &status);
+		if (status.open && !status.reachable)
+		{
+			memmove(&clusters[1], &clusters[0], sizeof(OutboxProducerStatus) * n);
+			clusters[0] = status;
+		}
+		else
+			clusters[n] = status;
+		n++;
+	}
+	/* of the producers of the same brokers, the one with most up counts */
+	for (int i = 0; i < n; i++)
+	{
+		bool		skip = clusters[i].brokers_up < 0;
+
+		for (int j = 0; j < n && !skip; j++)
+			skip = j != i && strcmp(clusters[j].cluster.brokers, clusters[i].cluster.brokers) == 0 &&
+				(clusters[j].brokers_up > clusters[i].brokers_up ||
+				 (clusters[j].brokers_up == clusters[i].brokers_up && j < i));
+		if (!skip)
+			brokers_up = Max(brokers_up, 0) + clusters[i].brokers_up;
+	}
+	outbox_slot_show_clusters(slot, clusters, n);
+	pfree(clusters);
+	outbox_slot_lock();
+	slot->brokers_up = brokers_up;
+	outbox_slot_unlock();
 }

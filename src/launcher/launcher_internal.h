@@ -135,5 +135,6 @@ extern void outbox_slot_show_clusters(OutboxWorkerSlot *slot,
 									  const OutboxProducerStatus *clusters, int n);
 extern OutboxProducerStatus *outbox_slot_clusters(OutboxWorkerSlot *slot, pid_t pid,
 												  int *n);
+extern void outbox_slot_show_producers(OutboxWorkerSlot *slot);
 
 #endif							/* OUTBOX_LAUNCHER_INTERNAL_H */

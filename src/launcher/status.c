@@ -279,8 +279,8 @@ outbox_cluster_status(PG_FUNCTION_ARGS)
 
 			values[CCOL_DATABASE] = DirectFunctionCall1(namein,
 														CStringGetDatum(dbname ? dbname : NameStr(copy.dbname)));
-			values[CCOL_BROKERS] = CStringGetTextDatum(cluster->brokers);
-			values[CCOL_PROPERTIES_FILE] = CStringGetTextDatum(cluster->properties_file);
+			values[CCOL_BROKERS] = CStringGetTextDatum(cluster->cluster.brokers);
+			values[CCOL_PROPERTIES_FILE] = CStringGetTextDatum(cluster->cluster.properties_file);
 			values[CCOL_STATE] = CStringGetTextDatum(!cluster->open ? "closed" :
 													 cluster->reachable ? "up" : "unreachable");
 			values[CCOL_STATE_SINCE] = TimestampTzGetDatum(cluster->state_since);

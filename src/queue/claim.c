@@ -2,9 +2,8 @@
  *
  * claim.c
  *		Claim a batch of due events: the due events of the retry table, then
- *		the next events of the log; the claim lock, the in-memory count of
- *		claimed events not yet recorded and its pre-commit check.  One SPI
- *		session; every function runs in a transaction with an active
+ *		the next events of the log; the claim lock and the reader row.  One
+ *		SPI session; every function runs in a transaction with an active
  *		snapshot.  docs/design.md, "The claim", says why.
  *
  * src/queue/claim.c
@@ -13,17 +12,11 @@
  */
 #include "postgres.h"
 
-#include "access/genam.h"
-#include "access/htup_details.h"
-#include "access/stratnum.h"
-#include "access/table.h"
-#include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
-#include "executor/tuptable.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "parser/parse_func.h"
@@ -34,17 +27,16 @@
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/fmgroids.h"
 #include "utils/fmgrprotos.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
-#include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/wait_event.h"
 
 #include "queue/claim.h"
 #include "queue/reader.h"
 #include "queue/reader_row.h"
+#include "queue/retries.h"
 
 /* the claim lock: a sub-object of the extension that no catalog object has */
 #define CLAIM_LOCK_SUBID 1
@@ -54,73 +46,6 @@ static Oid	reader_relid = InvalidOid;
 static ItemPointerData reader_tid;
 
 /*
- * The due events of the retry table, as the columns of the log: each only
- * if every earlier unfinished event of its key is claimed with it; none of
- * the ids $2, in flight in this transaction already, nor of the topics $3,
- * whose cluster is down.
- */
-static OutboxPlan retries_plan = {
-	"WITH claimed AS MATERIALIZED ("
-	"  SELECT m.id, m.event_id, m.topic, m.key, m.payload, m.headers, m.created_at"
-	"    FROM %1$s.outbox_retries m"
-	"   WHERE m.status IN ('pending', 'failed')"
-	"     AND (m.next_attempt_at IS NULL OR m.next_attempt_at <= now())"
-	"     AND m.id <> ALL ($2) AND m.topic <> ALL ($3)"
-	"   ORDER BY m.id LIMIT $1"
-	"     FOR UPDATE OF m SKIP LOCKED"
-	"), held_back AS ("
-	"  SELECT h.topic, h.key, min(h.id) AS first_id"
-	"    FROM %1$s.outbox_retries h"
-	"   WHERE h.status IN ('pending', 'failed') AND h.key IS NOT NULL"
-	"     AND h.id < (SELECT max(c.id) FROM claimed c)"
-	"     AND NOT EXISTS (SELECT FROM claimed c WHERE c.id = h.id)"
-	"   GROUP BY h.topic, h.key"
-	")"
-	" SELECT c.id, NULL::xid8, c.event_id, c.topic, c.key, c.payload, c.headers, c.created_at"
-	"   FROM claimed c"
-	"  WHERE NOT EXISTS (SELECT FROM held_back h"
-	"                     WHERE h.topic = c.topic AND h.key = c.key AND h.first_id < c.id)"
-	"  ORDER BY c.id",
-	3, {INT4OID, INT8ARRAYOID, TEXTARRAYOID}
-};
-
-/*
- * Of log events ($1 ids, $2 topics, $3 keys; ids from $4 to $5), those in
- * the retry table already (recorded after a failed batch), and those whose
- * key has an unfinished event there: by position, and whether it is
- * there.  Nothing is looked up per event while the retry table has
- * neither.  The hash of the key is what the retry table's index holds.
- */
-static OutboxPlan held_plan = {
-	"SELECT u.i::integer, EXISTS (SELECT FROM %1$s.outbox_retries m WHERE m.id = u.id)"
-	"  FROM unnest($1::bigint[], $2::text[], $3::text[]) WITH ORDINALITY AS u(id, topic, key, i)"
-	" WHERE (EXISTS (SELECT FROM %1$s.outbox_retries m WHERE m.id BETWEEN $4 AND $5)"
-	"        OR EXISTS (SELECT FROM %1$s.outbox_retries h"
-	"                    WHERE h.status IN ('pending', 'failed') AND h.key IS NOT NULL))"
-	"   AND (EXISTS (SELECT FROM %1$s.outbox_retries m WHERE m.id = u.id)"
-	"        OR (u.key IS NOT NULL"
-	"            AND EXISTS (SELECT FROM %1$s.outbox_retries h"
-	"                         WHERE h.topic = u.topic"
-	"                           AND hashtextextended(h.key, 0) = hashtextextended(u.key, 0)"
-	"                           AND h.key = u.key"
-	"                           AND h.status IN ('pending', 'failed'))))",
-	5, {INT8ARRAYOID, TEXTARRAYOID, TEXTARRAYOID, INT8OID, INT8OID}
-};
-
-/* log events into the retry table, due, unless they are there already */
-static OutboxPlan copy_plan = {
-	"INSERT INTO %1$s.outbox_retries (id, event_id, topic, key, payload, headers, created_at)"
-	" SELECT u.id, u.event_id, u.topic, u.key, u.payload, u.headers, u.created_at"
-	"   FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::text[], $5::bytea[],"
-	"               $6::jsonb[], $7::timestamptz[])"
-	"        AS u(id, event_id, topic, key, payload, headers, created_at)"
-	"  WHERE NOT EXISTS (SELECT FROM %1$s.outbox_retries m WHERE m.id = u.id)"
-	"  ORDER BY u.id",
-	7, {INT8ARRAYOID, UUIDARRAYOID, TEXTARRAYOID, TEXTARRAYOID, BYTEAARRAYOID,
-	JSONBARRAYOID, TIMESTAMPTZARRAYOID}
-};
-
-/*
  * Version 1.1: the reader row moved on, with $6 more log events whose
  * outcome is due, which its commit-time trigger counts.
  */
@@ -128,17 +53,6 @@ static OutboxPlan save_plan_1_1 = {
 	"UPDATE %1$s.outbox_reader SET last_id = $1, running = $2, draining = $3,"
 	" drain_upto = $4, drain_after = $5, unrecorded = unrecorded + $6",
 	6, {INT8OID, XID8ARRAYOID, XID8ARRAYOID, INT8OID, INT8OID, INT8OID}
-};
-
-/*
- * The claim's test of due events but for the log past last_id:
- * transactions that ended since they were running, due events of the
- * retry table.
- */
-static OutboxPlan retries_due_plan = {
-	"SELECT EXISTS (SELECT FROM %1$s.outbox_retries m"
-	"               WHERE m.status IN ('pending', 'failed')"
-	"               AND (m.next_attempt_at IS NULL OR m.next_attempt_at <= now()))"
 };
 
 /*
@@ -295,345 +209,6 @@ outbox_save_reader(const OutboxExtension *ext, OutboxReaderRow *row, int nread)
 	reader_relid = InvalidOid;
 }
 
-/*
- * Log events claimed by this transaction whose outcome is not recorded
- * yet, and, for each subtransaction that changed the count, what it was
- * before (innermost first): a claim or a record rolled back to a savepoint
- * takes its count back with it.
- */
-typedef struct SubxactCount
-{
-	SubTransactionId subxact;
-	int64		before;
-	struct SubxactCount *next;
-} SubxactCount;
-
-static int64 unrecorded = 0;
-static SubxactCount *subxact_counts = NULL;
-
-/*
- * The events that outbox_claim() returned in this transaction and that
- * are not recorded yet, by id, in TopTransactionContext: outbox_mark_*()
- * take them from here instead of reading them again, and a later
- * outbox_claim() does not claim them again.
- */
-typedef struct ClaimedEvent
-{
-	int64		id;
-	OutboxEvent *event;
-} ClaimedEvent;
-
-static HTAB *sql_claimed = NULL;
-
-/* the end of the transaction; its memory goes with it */
-static void
-forget_counts(void)
-{
-	unrecorded = 0;
-	subxact_counts = NULL;
-	sql_claimed = NULL;
-}
-
-static void
-unrecorded_xact_callback(XactEvent event, void *arg)
-{
-	switch (event)
-	{
-		case XACT_EVENT_PRE_COMMIT:
-		case XACT_EVENT_PRE_PREPARE:
-			if (unrecorded != 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-						 errmsg("events claimed by outbox_claim() were not recorded"),
-						 errhint("Record each claimed event with outbox_mark_published(), outbox_mark_failed() or outbox_mark_released() in the transaction that claimed it.")));
-			break;
-		case XACT_EVENT_ABORT:
-		case XACT_EVENT_COMMIT:
-		case XACT_EVENT_PREPARE:
-			forget_counts();
-			break;
-		default:
-			break;
-	}
-}
-
-static void
-unrecorded_subxact_callback(SubXactEvent event, SubTransactionId subxact,
-							SubTransactionId parent, void *arg)
-{
-	SubxactCount *top = subxact_counts;
-
-	/* a claim rolled back is no claim: read its events again if need be */
-	if (event == SUBXACT_EVENT_ABORT_SUB)
-		sql_claimed = NULL;
-	if (top == NULL || top->subxact != subxact ||
-		(event != SUBXACT_EVENT_ABORT_SUB && event != SUBXACT_EVENT_COMMIT_SUB))
-		return;
-	if (event == SUBXACT_EVENT_ABORT_SUB)
-		unrecorded = top->before;
-	else if (parent != TopSubTransactionId &&
-			 (top->next == NULL || top->next->subxact != parent))
-	{
-		/* the change of a committed subtransaction is now its parent's */
-		top->subxact = parent;
-		return;
-	}
-	subxact_counts = top->next;
-}
-
-/*
- * Count n more claimed log events (n < 0: recorded ones) of this
- * transaction; its commit fails unless the count is back to 0.  Not for a
- * database at version 1.1, whose reader row counts them.
- */
-/* Have the callbacks above called, once per process. */
-static void
-register_callbacks(void)
-{
-	static bool registered = false;
-
-	if (!registered)
-	{
-		RegisterXactCallback(unrecorded_xact_callback, NULL);
-		RegisterSubXactCallback(unrecorded_subxact_callback, NULL);
-		registered = true;
-	}
-}
-
-void
-outbox_count_unrecorded(int64 n)
-{
-	SubTransactionId subxact = GetCurrentSubTransactionId();
-
-	if (n == 0)
-		return;
-	register_callbacks();
-	if (subxact != TopSubTransactionId &&
-		(subxact_counts == NULL || subxact_counts->subxact != subxact))
-	{
-		SubxactCount *count = MemoryContextAlloc(TopTransactionContext,
-												 sizeof(SubxactCount));
-
-		count->subxact = subxact;
-		count->before = unrecorded;
-		count->next = subxact_counts;
-		subxact_counts = count;
-	}
-	unrecorded = Max(unrecorded + n, 0);
-}
-
-/*
- * Keep the events of batch, claimed by outbox_claim() and allocated in
- * TopTransactionContext, for outbox_claimed_event().
- */
-static void
-keep_claimed(OutboxBatch *batch)
-{
-	register_callbacks();
-	if (sql_claimed == NULL)
-	{
-		HASHCTL		ctl;
-
-		ctl.keysize = sizeof(int64);
-		ctl.entrysize = sizeof(ClaimedEvent);
-		ctl.hcxt = TopTransactionContext;
-		sql_claimed = hash_create("outbox claimed events", Max(batch->count, 16), &ctl,
-								  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	}
-	for (int i = 0; i < batch->count; i++)
-	{
-		ClaimedEvent *entry = hash_search(sql_claimed, &batch->events[i].id,
-										  HASH_ENTER, NULL);
-
-		entry->event = &batch->events[i];
-	}
-}
-
-/*
- * The event of the given id that outbox_claim() returned in this
- * transaction, not recorded yet, or NULL; with forget, it is recorded now.
- */
-OutboxEvent *
-outbox_claimed_event(int64 id, bool forget)
-{
-	ClaimedEvent *entry;
-
-	if (sql_claimed == NULL ||
-		(entry = hash_search(sql_claimed, &id, HASH_FIND, NULL)) == NULL)
-		return NULL;
-	if (forget)
-		hash_search(sql_claimed, &id, HASH_REMOVE, NULL);
-	return entry->event;
-}
-
-/* The events outbox_claim() returned in this transaction, not recorded yet. */
-static OutboxBatch *
-claimed_batch(void)
-{
-	OutboxBatch *batch = palloc0(sizeof(OutboxBatch));
-	HASH_SEQ_STATUS status;
-	ClaimedEvent *entry;
-
-	if (sql_claimed == NULL)
-		return batch;
-	batch->events = palloc((hash_get_num_entries(sql_claimed) + 1) * sizeof(OutboxEvent));
-	hash_seq_init(&status, sql_claimed);
-	while ((entry = hash_seq_search(&status)) != NULL)
-		batch->events[batch->count++] = *entry->event;
-	return batch;
-}
-
-/*
- * Does the retry table hold, as a snapshot taken now sees it, an entry of
- * its index named index (whose first column is the id) with an id from
- * first to last (any id if last < first)?  One look at an index, where the
- * claim's statements for the retry table would start an executor each,
- * for nothing in most claims.  No permission is checked: the caller has
- * the claim lock, or is the worker.
- */
-static bool
-retries_hold(const OutboxExtension *ext, const char *index, int64 first, int64 last)
-{
-	Relation	rel = table_open(outbox_relation(ext, "outbox_retries"), AccessShareLock);
-	Relation	idx = index_open(outbox_relation(ext, index), AccessShareLock);
-	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	TupleTableSlot *slot = table_slot_create(rel, NULL);
-	ScanKeyData keys[2];
-	int			nkeys = 0;
-	IndexScanDesc scan;
-	bool		found;
-
-	if (first <= last)
-	{
-		ScanKeyInit(&keys[nkeys++], 1, BTGreaterEqualStrategyNumber, F_INT8GE,
-					Int64GetDatum(first));
-		ScanKeyInit(&keys[nkeys++], 1, BTLessEqualStrategyNumber, F_INT8LE,
-					Int64GetDatum(last));
-	}
-	scan = index_beginscan(rel, idx, snapshot, nkeys, 0);
-	index_rescan(scan, keys, nkeys, NULL, 0);
-	found = index_getnext_slot(scan, ForwardScanDirection, slot);
-	index_endscan(scan);
-	ExecDropSingleTupleTableSlot(slot);
-	UnregisterSnapshot(snapshot);
-	index_close(idx, AccessShareLock);
-	table_close(rel, AccessShareLock);
-	return found;
-}
-
-/*
- * Claim the due events of the retry table into events, at most room of
- * them, none of the ids in_flight (a bigint[] datum) nor of the topics
- * held (a text[] datum), while their bytes
- * stay below *bytes_left (reduced by what they take); copies in memory
- * context cxt.  Returns how many.
- */
-static int
-claim_retries(const OutboxExtension *ext, int room, Datum in_flight, Datum held,
-			  int64 *bytes_left, OutboxEvent *events, MemoryContext cxt)
-{
-	Datum		values[3] = {Int32GetDatum(room), in_flight, held};
-	MemoryContext spi_cxt;
-	int			n = 0;
-
-	outbox_run(ext, &retries_plan, values, -1);
-	spi_cxt = MemoryContextSwitchTo(cxt);
-	for (uint64 i = 0; i < SPI_processed && *bytes_left > 0; i++)
-	{
-		Datum		row[OUTBOX_LOG_COLUMNS];
-		bool		isnull[OUTBOX_LOG_COLUMNS];
-
-		heap_deform_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, row, isnull);
-		outbox_event_store(&events[n], SPI_tuptable->tupdesc, row, isnull);
-		*bytes_left -= events[n++].bytes;
-	}
-	MemoryContextSwitchTo(spi_cxt);
-	return n;
-}
-
-/* Column c of n events, as an array of type. */
-static Datum
-column_array(OutboxEvent **events, int n, OutboxLogColumn c, Oid type)
-{
-	Datum	   *values = palloc((n + 1) * sizeof(Datum));
-	bool	   *isnull = palloc((n + 1) * sizeof(bool));
-
-	for (int i = 0; i < n; i++)
-	{
-		values[i] = events[i]->values[c];
-		isnull[i] = events[i]->isnull[c];
-	}
-	return outbox_array(values, isnull, n, type);
-}
-
-/*
- * Copy n log events into the retry table, due, unless they are there
- * already; returns how many it copied.  The caller is connected to SPI.
- */
-int
-outbox_copy_to_retries(const OutboxExtension *ext, OutboxEvent **events, int n)
-{
-	static const struct
-	{
-		OutboxLogColumn column;
-		Oid			type;
-	}			columns[7] = {
-		{LOG_ID, INT8OID}, {LOG_EVENT_ID, UUIDOID}, {LOG_TOPIC, TEXTOID},
-		{LOG_KEY, TEXTOID}, {LOG_PAYLOAD, BYTEAOID}, {LOG_HEADERS, JSONBOID},
-		{LOG_CREATED_AT, TIMESTAMPTZOID}
-	};
-	Datum		values[7];
-
-	if (n == 0)
-		return 0;
-	for (int c = 0; c < 7; c++)
-		values[c] = column_array(events, n, columns[c].column, columns[c].type);
-	return (int) outbox_run(ext, &copy_plan, values, -1);
-}
-
-/*
- * Of the n log events of events, keep those to send now: not those in the
- * retry table already (recorded after a failed batch), and not those whose
- * key has an unfinished event there, which are copied there to wait their
- * turn (*held_back if any).  Returns how many are kept, moved to the front
- * of events.
- */
-static int
-hold_back(const OutboxExtension *ext, OutboxEvent *events, int n, bool *held_back)
-{
-	OutboxEvent **all = palloc(n * sizeof(OutboxEvent *));
-	OutboxEvent **held = palloc(n * sizeof(OutboxEvent *));
-	bool	   *skip = palloc0(n * sizeof(bool));
-	Datum		values[5];
-	int			nheld = 0;
-	int			kept = 0;
-
-	for (int i = 0; i < n; i++)
-		all[i] = &events[i];
-	values[0] = column_array(all, n, LOG_ID, INT8OID);
-	values[1] = column_array(all, n, LOG_TOPIC, TEXTOID);
-	values[2] = column_array(all, n, LOG_KEY, TEXTOID);
-	values[3] = Int64GetDatum(events[0].id);
-	values[4] = Int64GetDatum(events[n - 1].id);
-	outbox_run(ext, &held_plan, values, -1);
-	for (uint64 r = 0; r < SPI_processed; r++)
-	{
-		HeapTuple	tuple = SPI_tuptable->vals[r];
-		bool		isnull;
-		int			i = DatumGetInt32(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 1, &isnull)) - 1;
-
-		skip[i] = true;
-		if (!DatumGetBool(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &isnull)))
-			held[nheld++] = &events[i];
-	}
-	outbox_copy_to_retries(ext, held, nheld);
-	*held_back = nheld > 0;
-	for (int i = 0; i < n; i++)
-		if (!skip[i])
-			events[kept++] = events[i];
-	return kept;
-}
-
 static int
 event_id_cmp(const void *a, const void *b)
 {
@@ -690,12 +265,13 @@ outbox_claim_batch(const OutboxExtension *ext, int batch_size, int64 max_bytes,
 
 		/* this transaction's own writes to the retry table count */
 		CommandCounterIncrement();
-		unfinished = retries_hold(ext, "outbox_retries_due", 0, -1);
+		unfinished = outbox_retries_unfinished(ext);
 		if (unfinished)
-			nretried = claim_retries(ext, batch_size,
-									 outbox_array(in_flight_ids, NULL, nin_flight, INT8OID),
-									 outbox_array(held_topics, NULL, nheld, TEXTOID),
-									 &bytes_left, batch->events, cxt);
+			nretried = outbox_retries_claim(ext, batch_size,
+											outbox_array(in_flight_ids, NULL, nin_flight,
+														 INT8OID),
+											outbox_array(held_topics, NULL, nheld, TEXTOID),
+											&bytes_left, batch->events, cxt);
 		spi_cxt = MemoryContextSwitchTo(cxt);
 		nlog = outbox_read_log(ext, &row.reader, batch_size - nretried,
 							   &bytes_left, batch->events + nretried);
@@ -703,9 +279,10 @@ outbox_claim_batch(const OutboxExtension *ext, int batch_size, int64 max_bytes,
 		batch->full = nretried + nlog >= batch_size || bytes_left <= 0;
 		if (nlog > 0 &&
 			(unfinished ||
-			 retries_hold(ext, "outbox_retries_pkey", batch->events[nretried].id,
-						  batch->events[nretried + nlog - 1].id)))
-			nlog = hold_back(ext, batch->events + nretried, nlog, &batch->held_back);
+			 outbox_retries_between(ext, batch->events[nretried].id,
+									batch->events[nretried + nlog - 1].id)))
+			nlog = outbox_retries_hold_back(ext, batch->events + nretried, nlog,
+											&batch->held_back);
 		outbox_save_reader(ext, &row, nlog);
 		batch->count = nretried + nlog;
 	}
@@ -733,7 +310,6 @@ events_waiting(const OutboxExtension *ext, bool due)
 {
 	Snapshot	snapshot = GetActiveSnapshot();
 	OutboxReaderRow row;
-	bool		isnull;
 	bool		waiting;
 
 	outbox_lock_reader_table(ext, AccessShareLock);
@@ -745,13 +321,9 @@ events_waiting(const OutboxExtension *ext, bool due)
 			return true;
 
 	if (due)
-	{
-		SPI_connect();
-		waiting = DatumGetBool(outbox_run_value(ext, &retries_due_plan, NULL, &isnull));
-		SPI_finish();
-	}
+		waiting = outbox_retries_due(ext);
 	else
-		waiting = retries_hold(ext, "outbox_retries_due", 0, -1);
+		waiting = outbox_retries_unfinished(ext);
 	return waiting || outbox_log_has_after(ext, row.reader.last_id);
 }
 
@@ -809,10 +381,10 @@ outbox_claim(PG_FUNCTION_ARGS)
 		elog(ERROR, "outbox_claim() is not declared as this library expects");
 	{
 		MemoryContext cxt = MemoryContextSwitchTo(TopTransactionContext);
-		OutboxBatch *in_flight = claimed_batch();
+		OutboxBatch *in_flight = outbox_claimed_batch();
 
 		batch = outbox_claim_batch(ext, batch_size, PG_GETARG_INT64(1), in_flight, NIL);
-		keep_claimed(batch);
+		outbox_claimed_keep(batch);
 		MemoryContextSwitchTo(cxt);
 	}
 	for (int i = 0; i < batch->count; i++)

@@ -1,9 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * claim.h
- *		Claiming due events for a batch, the lock that serialises the claim
- *		with what moves events between the log and the retry table, and the
- *		count of claimed events whose outcome is still to be recorded.
+ *		Claiming due events for a batch, and the lock that serialises the
+ *		claim with what moves events between the log and the retry table.
  *
  * src/queue/claim.h
  *
@@ -28,13 +27,9 @@ extern bool outbox_lock_reader(const OutboxExtension *ext, bool wait,
 extern void outbox_save_reader(const OutboxExtension *ext, OutboxReaderRow *row,
 							   int nread);
 extern void outbox_write_reader(const OutboxExtension *ext, OutboxReaderRow *row);
-extern void outbox_count_unrecorded(int64 n);
-extern OutboxEvent *outbox_claimed_event(int64 id, bool forget);
 extern OutboxBatch *outbox_claim_batch(const OutboxExtension *ext,
 									   int batch_size, int64 max_bytes,
 									   const OutboxBatch *in_flight, List *held);
-extern int	outbox_copy_to_retries(const OutboxExtension *ext,
-								   OutboxEvent **events, int n);
 extern bool outbox_events_due(const OutboxExtension *ext);
 extern bool outbox_events_undelivered(const OutboxExtension *ext);
 

@@ -25,33 +25,7 @@
 #include "queue/claim.h"
 #include "queue/operator.h"
 #include "queue/reader.h"
-#include "queue/record.h"
-
-/* the pending and failed events of id $1 (all if null) abandoned, error $2 */
-static OutboxPlan abandon_plan = {
-	"UPDATE %1$s.outbox_retries m"
-	"   SET status = 'abandoned', next_attempt_at = NULL,"
-	"       last_error = coalesce(m.last_error, $2)"
-	" WHERE (m.id = $1 OR $1 IS NULL) AND m.status IN ('pending', 'failed')"
-	" RETURNING m.id",
-	2, {INT8OID, TEXTOID}
-};
-
-static OutboxPlan undelivered_plan = {
-	"SELECT count(*) FROM %1$s.outbox_retries m WHERE m.status IN ('pending', 'failed')"
-};
-
-static OutboxPlan retry_plan = {
-	"UPDATE %1$s.outbox_retries m SET status = 'pending', attempts = 0, next_attempt_at = NULL"
-	" WHERE m.id = $1 AND m.status IN ('failed', 'abandoned')",
-	1, {INT8OID}
-};
-
-static OutboxPlan retry_abandoned_plan = {
-	"UPDATE %1$s.outbox_retries m SET status = 'pending', attempts = 0, next_attempt_at = NULL"
-	" WHERE m.status = 'abandoned' AND ($1 IS NULL OR m.topic = $1)",
-	1, {TEXTOID}
-};
+#include "queue/retries.h"
 
 /*
  * How many events are not delivered yet: unread in the log, pending or
@@ -62,9 +36,7 @@ static OutboxPlan retry_abandoned_plan = {
 int64
 outbox_undelivered(const OutboxExtension *ext)
 {
-	bool		isnull;
 	int64		retried;
-	int			ret;
 	int			nestlevel;
 
 	/*
@@ -77,11 +49,7 @@ outbox_undelivered(const OutboxExtension *ext)
 	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
 							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	SPI_connect();
-	ret = SPI_execute_plan(outbox_plan(ext, &undelivered_plan), NULL, NULL, true, 0);
-	if (ret != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "outbox statement failed: %s", SPI_result_code_string(ret));
-	retried = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-										  1, &isnull));
+	retried = outbox_retries_undelivered(ext);
 	SPI_finish();
 	AtEOXact_GUC(true, nestlevel);
 	return retried + outbox_count_unread(ext);
@@ -96,41 +64,23 @@ PG_FUNCTION_INFO_V1(outbox_discard);
 /*
  * outbox_dead_letter(ids bigint[], dead_letter_topic text) RETURNS bigint
  *
- * Copy abandoned events to the dead-letter topic (see dead_letter_plan);
+ * Copy abandoned events to the dead-letter topic (see retries.c);
  * returns how many.
  */
 Datum
 outbox_dead_letter(PG_FUNCTION_ARGS)
 {
 	const OutboxExtension *ext = outbox_entry(fcinfo);
-	uint64		sent = 0;
+	int64		sent = 0;
 
 	SPI_connect();
 	if (!PG_ARGISNULL(0) && !PG_ARGISNULL(1))
-	{
-		outbox_send_dead_letters(ext, PG_GETARG_DATUM(0), text_to_cstring(PG_GETARG_TEXT_PP(1)));
-		sent = SPI_processed;
-	}
+		sent = outbox_retries_dead_letters(ext, PG_GETARG_DATUM(0),
+										   text_to_cstring(PG_GETARG_TEXT_PP(1)));
 	SPI_finish();
 	if (sent > 0)
 		outbox_wake_at_commit();
-	PG_RETURN_INT64((int64) sent);
-}
-
-/* Run a plan that updates events for an operator; how many it updated. */
-static int64
-run_by_hand(FunctionCallInfo fcinfo, OutboxPlan *plan, Datum value, bool isnull)
-{
-	const OutboxExtension *ext = outbox_entry(fcinfo);
-	uint64		updated;
-
-	SPI_connect();
-	updated = SPI_execute_plan(outbox_plan(ext, plan), &value, isnull ? "n" : " ", false, 0) < 0 ?
-		0 : SPI_processed;
-	SPI_finish();
-	if (updated > 0)
-		outbox_wake_at_commit();
-	return (int64) updated;
+	PG_RETURN_INT64(sent);
 }
 
 /*
@@ -142,7 +92,15 @@ run_by_hand(FunctionCallInfo fcinfo, OutboxPlan *plan, Datum value, bool isnull)
 Datum
 outbox_retry(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_INT32((int32) run_by_hand(fcinfo, &retry_plan, PG_GETARG_DATUM(0), false));
+	const OutboxExtension *ext = outbox_entry(fcinfo);
+	int64		updated;
+
+	SPI_connect();
+	updated = outbox_retries_retry(ext, PG_GETARG_DATUM(0));
+	SPI_finish();
+	if (updated > 0)
+		outbox_wake_at_commit();
+	PG_RETURN_INT32((int32) updated);
 }
 
 /*
@@ -153,8 +111,15 @@ outbox_retry(PG_FUNCTION_ARGS)
 Datum
 outbox_retry_abandoned(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_INT64(run_by_hand(fcinfo, &retry_abandoned_plan, PG_GETARG_DATUM(0),
-								PG_ARGISNULL(0)));
+	const OutboxExtension *ext = outbox_entry(fcinfo);
+	int64		updated;
+
+	SPI_connect();
+	updated = outbox_retries_retry_abandoned(ext, PG_GETARG_DATUM(0), PG_ARGISNULL(0));
+	SPI_finish();
+	if (updated > 0)
+		outbox_wake_at_commit();
+	PG_RETURN_INT64(updated);
 }
 
 /* Is the log event (id, txid) still unread at reader? */
@@ -198,7 +163,7 @@ copy_unread(const OutboxExtension *ext, OutboxReaderRow *row)
 			break;
 		for (int i = 0; i < n; i++)
 			pointers[i] = &events[i];
-		outbox_copy_to_retries(ext, pointers, n);
+		outbox_retries_copy(ext, pointers, n);
 		MemoryContextSwitchTo(chunk_cxt);
 		MemoryContextReset(chunk_cxt);
 		copied += n;
@@ -207,36 +172,6 @@ copy_unread(const OutboxExtension *ext, OutboxReaderRow *row)
 	outbox_save_reader(ext, row, 0);
 	MemoryContextDelete(chunk_cxt);
 	return copied;
-}
-
-/*
- * Abandon the pending and failed events of the retry table of the given
- * ids (a bigint[] datum; all of them if it is null), with last_error
- * error if they have none, and copy them to the dead-letter topic.
- * Returns how many were abandoned.  The caller is connected to SPI and has
- * copied the unread log events among them to the retry table.
- */
-static int64
-abandon(const OutboxExtension *ext, Datum id, bool all, const char *error,
-		const char *dead_letter_topic)
-{
-	Datum		values[2] = {id, CStringGetTextDatum(error)};
-	char		nulls[2] = {all ? 'n' : ' ', ' '};
-	Datum	   *ids;
-	int			n;
-
-	if (SPI_execute_plan(outbox_plan(ext, &abandon_plan), values, nulls, false, 0) < 0)
-		elog(ERROR, "outbox statement failed");
-	n = (int) SPI_processed;
-	ids = palloc((n + 1) * sizeof(Datum));
-	for (int i = 0; i < n; i++)
-	{
-		bool		isnull;
-
-		ids[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
-	}
-	outbox_send_dead_letters(ext, outbox_array(ids, NULL, n, INT8OID), dead_letter_topic);
-	return n;
 }
 
 /*
@@ -264,8 +199,8 @@ outbox_abandon(PG_FUNCTION_ARGS)
 	if (outbox_log_events(ext, outbox_array(&id, NULL, 1, INT8OID), &events) == 1 &&
 		unread(&row.reader, events[0].id,
 			   DatumGetFullTransactionId(events[0].values[LOG_TXID])))
-		outbox_copy_to_retries(ext, &events, 1);
-	abandoned = abandon(ext, id, false, "abandoned by outbox_abandon()",
+		outbox_retries_copy(ext, &events, 1);
+	abandoned = outbox_retries_abandon(ext, id, false, "abandoned by outbox_abandon()",
 						outbox_dead_letter_topic);
 	SPI_finish();
 	if (abandoned > 0)
@@ -294,7 +229,7 @@ outbox_discard(PG_FUNCTION_ARGS)
 	SPI_connect();
 	outbox_lock_reader(ext, true, &row);
 	copy_unread(ext, &row);
-	discarded = abandon(ext, (Datum) 0, true, "discarded by outbox_discard()", "");
+	discarded = outbox_retries_abandon(ext, (Datum) 0, true, "discarded by outbox_discard()", "");
 	SPI_finish();
 	PG_RETURN_INT64(discarded);
 }

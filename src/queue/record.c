@@ -18,7 +18,6 @@
 
 #include <math.h>
 
-#include "access/htup_details.h"
 #include "catalog/pg_type.h"
 #include "common/pg_prng.h"
 #include "executor/spi.h"
@@ -31,35 +30,12 @@
 #include "utils/timestamp.h"
 
 #include "base/guc.h"
-#include "queue/claim.h"
 #include "queue/reader.h"
 #include "queue/record.h"
+#include "queue/retries.h"
 #include "queue/stats.h"
 
-/*
- * Deliveries: a ledger row for the log's events ($1 ids, $2 partitions,
- * $3 offsets; none unless $4, keep), and the retry table's events ($5
- * ids, $6 partitions, $7 offsets) published (deleted unless keep).
- */
-static OutboxPlan delivered_plan = {
-	"WITH ledger AS ("
-	"  INSERT INTO %1$s.outbox_ledger (first_id, last_id, ids, partitions, offsets, published_at)"
-	"  SELECT $1[1], $1[cardinality($1)], $1, $2, $3, clock_timestamp()"
-	"   WHERE $4 AND cardinality($1) > 0"
-	"), kept AS ("
-	"  UPDATE %1$s.outbox_retries m"
-	"     SET status = 'published', attempts = m.attempts + 1,"
-	"         published_at = clock_timestamp(), next_attempt_at = NULL,"
-	"         kafka_partition = u.kafka_partition, kafka_offset = u.kafka_offset"
-	"    FROM unnest($5::bigint[], $6::integer[], $7::bigint[]) AS u(id, kafka_partition, kafka_offset)"
-	"   WHERE $4 AND m.id = u.id"
-	")"
-	" DELETE FROM %1$s.outbox_retries m WHERE NOT $4 AND m.id = ANY ($5)",
-	7, {INT8ARRAYOID, INT4ARRAYOID, INT8ARRAYOID, BOOLOID, INT8ARRAYOID,
-	INT4ARRAYOID, INT8ARRAYOID}
-};
-
-/* deliveries of the log's events alone: their ledger row ($1 ids, $2 partitions, $3 offsets) */
+/* deliveries of the log's events: their ledger row ($1 ids, $2 partitions, $3 offsets) */
 static OutboxPlan ledger_plan = {
 	"INSERT INTO %1$s.outbox_ledger (first_id, last_id, ids, partitions, offsets, published_at)"
 	" VALUES ($1[1], $1[cardinality($1)], $1, $2, $3, clock_timestamp())",
@@ -70,74 +46,6 @@ static OutboxPlan ledger_plan = {
 static OutboxPlan recorded_plan_1_1 = {
 	"UPDATE %1$s.outbox_reader SET unrecorded = GREATEST(unrecorded - $1, 0)",
 	1, {INT8OID}
-};
-
-/* a refused attempt of events of the retry table ($1 ids, $2 errors) */
-static OutboxPlan attempt_plan = {
-	"UPDATE %1$s.outbox_retries m SET attempts = m.attempts + 1, last_error = u.error"
-	"  FROM unnest($1::bigint[], $2::text[]) AS u(id, error)"
-	" WHERE m.id = u.id"
-	" RETURNING m.id, m.attempts",
-	2, {INT8ARRAYOID, TEXTARRAYOID}
-};
-
-/* what a refused attempt leads to ($1 ids, $2 abandoned, $3 next attempt) */
-static OutboxPlan refused_plan = {
-	"UPDATE %1$s.outbox_retries m"
-	"   SET status = (CASE WHEN u.abandoned THEN 'abandoned' ELSE 'failed' END)::%1$s.outbox_status,"
-	"       next_attempt_at = CASE WHEN u.abandoned THEN NULL ELSE u.next_attempt_at END"
-	"  FROM unnest($1::bigint[], $2::boolean[], $3::timestamptz[]) AS u(id, abandoned, next_attempt_at)"
-	" WHERE m.id = u.id",
-	3, {INT8ARRAYOID, BOOLARRAYOID, TIMESTAMPTZARRAYOID}
-};
-
-/*
- * Copies of abandoned events ($1 ids) for the dead-letter topic $2, with
- * headers saying where they come from; none of that topic's own events.
- */
-static OutboxPlan dead_letter_plan = {
-	"INSERT INTO %1$s.outbox_retries (topic, key, payload, headers)"
-	" SELECT $2, m.key, m.payload,"
-	"        coalesce(m.headers, '{}') || jsonb_build_object('original_topic', m.topic,"
-	"            'original_event_id', m.event_id::text, 'attempts', m.attempts::text,"
-	"            'last_error', coalesce(m.last_error, ''))"
-	"   FROM %1$s.outbox_retries m"
-	"  WHERE m.id = ANY ($1) AND m.status = 'abandoned' AND $2 <> '' AND m.topic <> $2"
-	"  ORDER BY m.id",
-	2, {INT8ARRAYOID, TEXTOID}
-};
-
-/* the rows of the retry table of the given ids, as the columns of the log */
-static OutboxPlan fetch_plan = {
-	"SELECT m.id, NULL::xid8, m.event_id, m.topic, m.key, m.payload, m.headers, m.created_at"
-	"  FROM %1$s.outbox_retries m WHERE m.id = ANY ($1) ORDER BY m.id FOR UPDATE OF m",
-	1, {INT8ARRAYOID}
-};
-
-/*
- * Events handed off ($1 ids, $2 when each is due again): due then, unless
- * the outcome of their delivery is recorded first.
- */
-static OutboxPlan handed_off_plan = {
-	"UPDATE %1$s.outbox_retries m SET next_attempt_at = u.due"
-	"  FROM unnest($1::bigint[], $2::timestamptz[]) AS u(id, due)"
-	" WHERE m.id = u.id",
-	2, {INT8ARRAYOID, TIMESTAMPTZARRAYOID}
-};
-
-/*
- * Of events handed off ($1 ids, $2 when each is due again), those still
- * as their hand-off left them, locked: not published, abandoned, retried
- * or discarded since, by an operator or by a worker that sent them again.
- * One that another session holds locked (an operator's transaction still
- * open) is passed over rather than waited for.
- */
-static OutboxPlan still_handed_off_plan = {
-	"SELECT m.id FROM %1$s.outbox_retries m"
-	"  JOIN unnest($1::bigint[], $2::timestamptz[]) AS u(id, due) ON m.id = u.id"
-	" WHERE m.next_attempt_at = u.due AND m.status IN ('pending', 'failed')"
-	" ORDER BY m.id FOR UPDATE OF m SKIP LOCKED",
-	2, {INT8ARRAYOID, TIMESTAMPTZARRAYOID}
 };
 
 /* Arrays of one column of values per event, built up for one statement. */
@@ -177,7 +85,7 @@ record_delivered(const OutboxExtension *ext, OutboxBatch *batch, bool keep,
 	Column		ids[2],
 				partitions[2],
 				offsets[2];
-	Datum		values[7];
+	Datum		values[3];
 
 	for (int from_log = 0; from_log < 2; from_log++)
 	{
@@ -197,24 +105,17 @@ record_delivered(const OutboxExtension *ext, OutboxBatch *batch, bool keep,
 		outbox_stats_add(stats, ev->values[LOG_TOPIC], OUTBOX_STATS_PUBLISHED,
 						 ev->created_at, now);
 	}
-	if (ids[0].n + ids[1].n == 0)
-		return;
-
-	values[0] = column_array(&ids[1], INT8OID);
-	values[1] = column_array(&partitions[1], INT4OID);
-	values[2] = column_array(&offsets[1], INT8OID);
-	if (ids[0].n == 0)
+	if (keep && ids[1].n > 0)
 	{
-		/* none of the retry table: a statement that starts one table's insert */
-		if (keep)
-			outbox_run(ext, &ledger_plan, values, 1);
-		return;
+		values[0] = column_array(&ids[1], INT8OID);
+		values[1] = column_array(&partitions[1], INT4OID);
+		values[2] = column_array(&offsets[1], INT8OID);
+		outbox_run(ext, &ledger_plan, values, 1);
 	}
-	values[3] = BoolGetDatum(keep);
-	values[4] = column_array(&ids[0], INT8OID);
-	values[5] = column_array(&partitions[0], INT4OID);
-	values[6] = column_array(&offsets[0], INT8OID);
-	outbox_run(ext, &delivered_plan, values, -1);
+	if (ids[0].n > 0)
+		outbox_retries_published(ext, column_array(&ids[0], INT8OID),
+								 column_array(&partitions[0], INT4OID),
+								 column_array(&offsets[0], INT8OID), keep);
 }
 
 /*
@@ -227,35 +128,6 @@ retry_delay_ms(int attempts, double base_ms, double max_ms, double jitter)
 	double		delay = Min(base_ms * pow(2.0, Min(Max(attempts - 1, 0), 60)), max_ms);
 
 	return delay * (1.0 + jitter * (2.0 * pg_prng_double(&pg_global_prng_state) - 1.0));
-}
-
-/*
- * Copy abandoned events (ids, a bigint[] datum) to the dead-letter topic,
- * unless topic is empty.  The caller is connected to SPI.
- */
-void
-outbox_send_dead_letters(const OutboxExtension *ext, Datum ids, const char *topic)
-{
-	Datum		values[2] = {ids, CStringGetTextDatum(topic)};
-
-	if (topic[0] != '\0')
-		outbox_run(ext, &dead_letter_plan, values, -1);
-}
-
-/* an event of the retry table and the attempts it has had */
-typedef struct IdAttempts
-{
-	int64		id;
-	int32		attempts;
-} IdAttempts;
-
-static int
-id_attempts_cmp(const void *a, const void *b)
-{
-	int64		x = ((const IdAttempts *) a)->id;
-	int64		y = ((const IdAttempts *) b)->id;
-
-	return (x > y) - (x < y);
 }
 
 /*
@@ -274,9 +146,8 @@ record_refused(const OutboxExtension *ext, OutboxBatch *batch,
 				abandoned_flags,
 				next_attempts,
 				abandoned_ids;
-	Datum		values[3];
-	IdAttempts *attempts;
-	int			nattempts;
+	int32	   *attempts;
+	int			charged = 0;
 
 	column_init(&ids, batch->count);
 	column_init(&errors, batch->count);
@@ -289,22 +160,9 @@ record_refused(const OutboxExtension *ext, OutboxBatch *batch,
 	if (ids.n == 0)
 		return;
 
-	values[0] = column_array(&ids, INT8OID);
-	values[1] = column_array(&errors, TEXTOID);
-	outbox_run(ext, &attempt_plan, values, -1);
-
-	/* the attempts each event has had now, by id */
-	attempts = palloc((SPI_processed + 1) * sizeof(IdAttempts));
-	nattempts = SPI_processed;
-	for (uint64 r = 0; r < SPI_processed; r++)
-	{
-		HeapTuple	tuple = SPI_tuptable->vals[r];
-		bool		isnull;
-
-		attempts[r].id = DatumGetInt64(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 1, &isnull));
-		attempts[r].attempts = DatumGetInt32(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &isnull));
-	}
-	qsort(attempts, nattempts, sizeof(IdAttempts), id_attempts_cmp);
+	/* the attempts each event has had now, in the order of ids */
+	attempts = outbox_retries_charge(ext, column_array(&ids, INT8OID),
+									 column_array(&errors, TEXTOID), ids.n);
 
 	column_init(&abandoned_flags, ids.n);
 	column_init(&next_attempts, ids.n);
@@ -313,19 +171,17 @@ record_refused(const OutboxExtension *ext, OutboxBatch *batch,
 	for (int i = 0; i < batch->count; i++)
 	{
 		OutboxEvent *ev = &batch->events[i];
-		IdAttempts	key = {ev->id, 0};
-		IdAttempts *found;
+		int32		tried;
 		bool		abandon;
 
-		if (ev->outcome != OUTBOX_REFUSED ||
-			(found = bsearch(&key, attempts, nattempts, sizeof(IdAttempts), id_attempts_cmp)) == NULL)
+		if (ev->outcome != OUTBOX_REFUSED || (tried = attempts[charged++]) == 0)
 			continue;
-		abandon = ev->permanent || found->attempts >= policy->max_attempts;
+		abandon = ev->permanent || tried >= policy->max_attempts;
 		column_add(&ids, Int64GetDatum(ev->id));
 		column_add(&abandoned_flags, BoolGetDatum(abandon));
 		column_add(&next_attempts,
 				   TimestampTzGetDatum(now + (int64) (1000.0 *
-													  retry_delay_ms(found->attempts, policy->base_delay_ms,
+													  retry_delay_ms(tried, policy->base_delay_ms,
 																	 policy->max_delay_ms,
 																	 policy->jitter))));
 		if (abandon)
@@ -335,11 +191,11 @@ record_refused(const OutboxExtension *ext, OutboxBatch *batch,
 						 ev->created_at, now);
 	}
 
-	values[0] = column_array(&ids, INT8OID);
-	values[1] = column_array(&abandoned_flags, BOOLOID);
-	values[2] = column_array(&next_attempts, TIMESTAMPTZOID);
-	outbox_run(ext, &refused_plan, values, -1);
-	outbox_send_dead_letters(ext, column_array(&abandoned_ids, INT8OID), policy->dead_letter_topic);
+	outbox_retries_refused(ext, column_array(&ids, INT8OID),
+						   column_array(&abandoned_flags, BOOLOID),
+						   column_array(&next_attempts, TIMESTAMPTZOID));
+	outbox_retries_dead_letters(ext, column_array(&abandoned_ids, INT8OID),
+								policy->dead_letter_topic);
 }
 
 /*
@@ -351,7 +207,6 @@ record_handed_off(const OutboxExtension *ext, OutboxBatch *batch)
 {
 	Column		ids,
 				dues;
-	Datum		values[2];
 
 	column_init(&ids, batch->count);
 	column_init(&dues, batch->count);
@@ -361,11 +216,9 @@ record_handed_off(const OutboxExtension *ext, OutboxBatch *batch)
 			column_add(&ids, Int64GetDatum(batch->events[i].id));
 			column_add(&dues, TimestampTzGetDatum(batch->events[i].due_at));
 		}
-	if (ids.n == 0)
-		return;
-	values[0] = column_array(&ids, INT8OID);
-	values[1] = column_array(&dues, TIMESTAMPTZOID);
-	outbox_run(ext, &handed_off_plan, values, -1);
+	if (ids.n > 0)
+		outbox_retries_handed_off(ext, column_array(&ids, INT8OID),
+								  column_array(&dues, TIMESTAMPTZOID));
 }
 
 /*
@@ -413,7 +266,7 @@ outbox_record_outcomes(const OutboxExtension *ext, OutboxBatch *batch, bool keep
 
 	outbox_lock_reader_table(ext, AccessShareLock);
 	SPI_connect();
-	outbox_copy_to_retries(ext, unsent, nunsent);
+	outbox_retries_copy(ext, unsent, nunsent);
 	record_delivered(ext, batch, keep, stats);
 	record_refused(ext, batch, policy, stats);
 	record_handed_off(ext, batch);
@@ -481,6 +334,7 @@ fetch_batch(const OutboxExtension *ext, Datum ids, MemoryContext cxt)
 	int			nleft = 0;
 	int			r = 0;
 	OutboxEvent *log_events;
+	int			nretried;
 	int			nlog;
 	MemoryContext spi_cxt;
 
@@ -504,21 +358,13 @@ fetch_batch(const OutboxExtension *ext, Datum ids, MemoryContext cxt)
 	}
 	qsort(rest, nrest, sizeof(Datum), id_cmp);
 
-	if (nrest > 0)
+	nretried = nrest == 0 ? 0 :
+		outbox_retries_fetch(ext, outbox_array(rest, NULL, nrest, INT8OID),
+							 batch->events + batch->count, cxt);
+	for (int i = 0; i < nretried; i++)
 	{
-		Datum		values[1] = {outbox_array(rest, NULL, nrest, INT8OID)};
-
-		outbox_run(ext, &fetch_plan, values, -1);
-	}
-	spi_cxt = MemoryContextSwitchTo(cxt);
-	for (uint64 i = 0; nrest > 0 && i < SPI_processed; i++)
-	{
-		Datum		row[OUTBOX_LOG_COLUMNS];
-		bool		isnull[OUTBOX_LOG_COLUMNS];
 		OutboxEvent *ev = &batch->events[batch->count++];
 
-		heap_deform_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, row, isnull);
-		outbox_event_store(ev, SPI_tuptable->tupdesc, row, isnull);
 		/* the retry table's rows come in id order, as rest is sorted */
 		while (r < nrest && DatumGetInt64(rest[r]) < ev->id)
 			left[nleft++] = rest[r++];
@@ -529,6 +375,7 @@ fetch_batch(const OutboxExtension *ext, Datum ids, MemoryContext cxt)
 		left[nleft++] = rest[r++];
 
 	/* the ids in neither are looked for in the log */
+	spi_cxt = MemoryContextSwitchTo(cxt);
 	nlog = outbox_log_events(ext, outbox_array(left, NULL, nleft, INT8OID), &log_events);
 	memcpy(batch->events + batch->count, log_events, nlog * sizeof(OutboxEvent));
 	batch->count += nlog;
@@ -563,9 +410,9 @@ outbox_record_late(const OutboxExtension *ext, OutboxBatch *batch, bool keep,
 {
 	Column		ids,
 				dues;
-	Datum		values[2];
 	bool	   *still;
 
+	qsort(batch->events, batch->count, sizeof(OutboxEvent), event_id_cmp);
 	column_init(&ids, batch->count);
 	column_init(&dues, batch->count);
 	for (int i = 0; i < batch->count; i++)
@@ -573,30 +420,16 @@ outbox_record_late(const OutboxExtension *ext, OutboxBatch *batch, bool keep,
 		column_add(&ids, Int64GetDatum(batch->events[i].id));
 		column_add(&dues, TimestampTzGetDatum(batch->events[i].due_at));
 	}
-	values[0] = column_array(&ids, INT8OID);
-	values[1] = column_array(&dues, TIMESTAMPTZOID);
-	still = palloc0((batch->count + 1) * sizeof(bool));
-
-	qsort(batch->events, batch->count, sizeof(OutboxEvent), event_id_cmp);
 
 	outbox_lock_reader_table(ext, AccessShareLock);
 	SPI_connect();
-	outbox_run(ext, &still_handed_off_plan, values, -1);
-	for (uint64 r = 0; r < SPI_processed; r++)
-	{
-		bool		isnull;
-		OutboxEvent *ev = event_of(batch,
-								   DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[r],
-															   SPI_tuptable->tupdesc,
-															   1, &isnull)));
-
-		if (ev != NULL)
-			still[ev - batch->events] = true;
-	}
-	SPI_finish();
+	still = outbox_retries_still_handed_off(ext, column_array(&ids, INT8OID),
+											column_array(&dues, TIMESTAMPTZOID),
+											batch->count);
 	for (int i = 0; i < batch->count; i++)
 		if (!still[i])
 			batch->events[i].outcome = OUTBOX_RELEASED;
+	SPI_finish();
 	outbox_record_outcomes(ext, batch, keep, policy, stats);
 }
 

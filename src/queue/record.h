@@ -26,8 +26,6 @@ typedef struct OutboxRetryPolicy
 } OutboxRetryPolicy;
 
 extern OutboxRetryPolicy outbox_retry_policy(void);
-extern void outbox_send_dead_letters(const OutboxExtension *ext, Datum ids,
-									 const char *topic);
 extern void outbox_record_outcomes(const OutboxExtension *ext, OutboxBatch *batch,
 								   bool keep, const OutboxRetryPolicy *policy,
 								   HTAB *stats);

@@ -29,6 +29,7 @@
 #include "queue/claim.h"
 #include "queue/reader.h"
 #include "queue/retention.h"
+#include "queue/retries.h"
 
 /* how many rows of each kind one cleanup transaction removes */
 #define PURGE_SQL_BATCH_SIZE 10000
@@ -36,48 +37,32 @@
 #define ROTATE_BLOCKED_WARN_MS 60000
 
 /*
- * Published rows past $1, abandoned rows created before $2, at most $3 of
- * each; statistics older than two hours summed into the row of bucket
- * -infinity of their topic.  Returns how many events it removed.
+ * Statistics older than two hours summed into the row of bucket -infinity
+ * of their topic.
  */
-static OutboxPlan purge_plan = {
-	"WITH published AS ("
-	"  DELETE FROM %1$s.outbox_retries"
-	"   WHERE id IN (SELECT m.id FROM %1$s.outbox_retries m"
-	"                 WHERE m.status = 'published' AND m.published_at < now() - $1"
-	"                 LIMIT $3 FOR UPDATE SKIP LOCKED)"
-	"  RETURNING 1"
-	"), abandoned AS ("
-	"  DELETE FROM %1$s.outbox_retries"
-	"   WHERE id IN (SELECT m.id FROM %1$s.outbox_retries m"
-	"                 WHERE m.status = 'abandoned' AND m.created_at < now() - $2"
-	"                 LIMIT $3 FOR UPDATE SKIP LOCKED)"
-	"  RETURNING 1"
-	"), old AS ("
+static OutboxPlan fold_plan = {
+	"WITH old AS ("
 	"  DELETE FROM %1$s.outbox_publish_stats s"
 	"   WHERE s.bucket < now() - interval '2 hours' AND s.bucket > '-infinity'"
 	"  RETURNING s.*"
-	"), folded AS ("
-	"  INSERT INTO %1$s.outbox_publish_stats AS s"
-	"         (topic, bucket, published, failed, abandoned, latency_ms_sum, latency_histogram)"
-	"  SELECT o.topic, '-infinity', sum(o.published), sum(o.failed), sum(o.abandoned),"
-	"         sum(o.latency_ms_sum),"
-	"         coalesce((SELECT array_agg(b.n ORDER BY b.i)"
-	"                     FROM (SELECT h.i, sum(h.v)::bigint AS n"
-	"                             FROM old p, unnest(p.latency_histogram) WITH ORDINALITY AS h(v, i)"
-	"                            WHERE p.topic = o.topic GROUP BY h.i) b), '{}')"
-	"    FROM old o GROUP BY o.topic"
-	"  ON CONFLICT (topic, bucket) DO UPDATE"
-	"     SET published = s.published + excluded.published,"
-	"         failed = s.failed + excluded.failed,"
-	"         abandoned = s.abandoned + excluded.abandoned,"
-	"         latency_ms_sum = s.latency_ms_sum + excluded.latency_ms_sum,"
-	"         latency_histogram = (SELECT array_agg(coalesce(h.a, 0) + coalesce(h.b, 0) ORDER BY h.o)"
-	"                                FROM unnest(s.latency_histogram, excluded.latency_histogram)"
-	"                                     WITH ORDINALITY AS h(a, b, o))"
 	")"
-	" SELECT (SELECT count(*) FROM published) + (SELECT count(*) FROM abandoned)",
-	3, {INTERVALOID, INTERVALOID, INT4OID}
+	" INSERT INTO %1$s.outbox_publish_stats AS s"
+	"        (topic, bucket, published, failed, abandoned, latency_ms_sum, latency_histogram)"
+	" SELECT o.topic, '-infinity', sum(o.published), sum(o.failed), sum(o.abandoned),"
+	"        sum(o.latency_ms_sum),"
+	"        coalesce((SELECT array_agg(b.n ORDER BY b.i)"
+	"                    FROM (SELECT h.i, sum(h.v)::bigint AS n"
+	"                            FROM old p, unnest(p.latency_histogram) WITH ORDINALITY AS h(v, i)"
+	"                           WHERE p.topic = o.topic GROUP BY h.i) b), '{}')"
+	"   FROM old o GROUP BY o.topic"
+	" ON CONFLICT (topic, bucket) DO UPDATE"
+	"    SET published = s.published + excluded.published,"
+	"        failed = s.failed + excluded.failed,"
+	"        abandoned = s.abandoned + excluded.abandoned,"
+	"        latency_ms_sum = s.latency_ms_sum + excluded.latency_ms_sum,"
+	"        latency_histogram = (SELECT array_agg(coalesce(h.a, 0) + coalesce(h.b, 0) ORDER BY h.o)"
+	"                               FROM unnest(s.latency_histogram, excluded.latency_histogram)"
+	"                                    WITH ORDINALITY AS h(a, b, o))"
 };
 
 /* has a delivery of an id in [$1, $2] been recorded since $3 ago? */
@@ -88,13 +73,14 @@ static OutboxPlan recent_plan = {
 	3, {INT8OID, INT8OID, INTERVALOID}
 };
 
-/* ledger rows and caller-given event ids of events no longer stored */
+/*
+ * Ledger rows of events before $1, no longer in the log, and caller-given
+ * event ids of events before $2, in neither the log nor the retry table.
+ */
 static OutboxPlan forget_plan = {
 	"WITH ledger AS (DELETE FROM %1$s.outbox_ledger g WHERE g.last_id < $1)"
-	" DELETE FROM %1$s.outbox_event_ids e"
-	"  WHERE e.id < LEAST($1, coalesce((SELECT min(m.id) FROM %1$s.outbox_retries m),"
-	"                                  9223372036854775807))",
-	1, {INT8OID}
+	" DELETE FROM %1$s.outbox_event_ids e WHERE e.id < $2",
+	2, {INT8OID, INT8OID}
 };
 
 /* since when the rotation could not lock each table, 0 if it could */
@@ -110,6 +96,26 @@ interval_of(double seconds)
 }
 
 /*
+ * Delete up to batch_size (an integer datum) published and as many
+ * abandoned events past their retentions (interval datums), and fold the
+ * statistics older than two hours; returns how many events were deleted.
+ * Takes a connection to SPI.
+ */
+static int64
+purge(const OutboxExtension *ext, Datum published_retention, Datum abandoned_retention,
+	  Datum batch_size)
+{
+	int64		removed;
+
+	SPI_connect();
+	removed = outbox_retries_purge(ext, published_retention, abandoned_retention,
+								   batch_size);
+	outbox_run(ext, &fold_plan, NULL, -1);
+	SPI_finish();
+	return removed;
+}
+
+/*
  * Delete up to batch_size published and batch_size abandoned events past
  * their retention (the settings in force); returns how many were deleted.
  * Takes a connection to SPI.
@@ -117,18 +123,9 @@ interval_of(double seconds)
 int64
 outbox_purge_expired(const OutboxExtension *ext, int batch_size)
 {
-	Datum		values[3];
-	bool		isnull;
-	int64		removed;
-
-	values[0] = interval_of(outbox_published_retention);
-	values[1] = interval_of(outbox_abandoned_retention);
-	values[2] = Int32GetDatum(batch_size);
 	outbox_lock_reader_table(ext, AccessShareLock);
-	SPI_connect();
-	removed = DatumGetInt64(outbox_run_value(ext, &purge_plan, values, &isnull));
-	SPI_finish();
-	return removed;
+	return purge(ext, interval_of(outbox_published_retention),
+				 interval_of(outbox_abandoned_retention), Int32GetDatum(batch_size));
 }
 
 /* The name of log table t, schema-qualified. */
@@ -258,7 +255,8 @@ outbox_rotate_log(const OutboxExtension *ext, double retention_s, bool wait,
 		if (outbox_log_table_range(ext, t, snapshot, &first_id, &last_id))
 			oldest = Min(oldest, first_id);
 	{
-		Datum		values[1] = {Int64GetDatum(oldest)};
+		Datum		values[2] = {Int64GetDatum(oldest),
+		Int64GetDatum(Min(oldest, outbox_retries_first_id(ext)))};
 
 		outbox_run(ext, &forget_plan, values, -1);
 	}
@@ -294,14 +292,8 @@ Datum
 outbox_purge_batch(PG_FUNCTION_ARGS)
 {
 	const OutboxExtension *ext = outbox_entry(fcinfo);
-	Datum		values[3] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2)};
-	bool		isnull;
-	int64		removed;
 
-	SPI_connect();
-	removed = DatumGetInt64(outbox_run_value(ext, &purge_plan, values, &isnull));
-	SPI_finish();
-	PG_RETURN_INT64(removed);
+	PG_RETURN_INT64(purge(ext, PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2)));
 }
 
 /*

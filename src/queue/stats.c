@@ -3,9 +3,10 @@
  * stats.c
  *		Delivery statistics per topic and 10-second bucket: deliveries,
  *		refused attempts, abandoned events and a latency histogram, summed
- *		in memory and written to outbox_publish_stats with one statement.
- *		docs/design.md, "Storage: a log that publishing does not rewrite",
- *		says why.
+ *		in memory and written to outbox_publish_stats with one statement;
+ *		the worker's, of its transactions, kept until they are written, at
+ *		most once a second.  docs/design.md, "Storage: a log that
+ *		publishing does not rewrite", says why.
  *
  * src/queue/stats.c
  *
@@ -16,6 +17,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "base/event.h"
@@ -23,6 +25,8 @@
 #include "queue/stats.h"
 
 #define BUCKET_USECS (10 * USECS_PER_SEC)
+/* how often the worker writes the statistics summed in memory */
+#define STATS_INTERVAL_MS 1000
 
 typedef struct StatsKey
 {
@@ -134,8 +138,8 @@ outbox_stats_add(HTAB *stats, Datum topic, OutboxStatsOutcome outcome,
 }
 
 /* Add the statistics of from to into. */
-void
-outbox_stats_merge(HTAB *into, HTAB *from)
+static void
+stats_merge(HTAB *into, HTAB *from)
 {
 	HASH_SEQ_STATUS status;
 	StatsEntry *add;
@@ -155,8 +159,8 @@ outbox_stats_merge(HTAB *into, HTAB *from)
 }
 
 /* Forget what stats holds. */
-void
-outbox_stats_clear(HTAB *stats)
+static void
+stats_clear(HTAB *stats)
 {
 	HASH_SEQ_STATUS status;
 	StatsEntry *entry;
@@ -207,4 +211,78 @@ outbox_stats_write(const OutboxExtension *ext, HTAB *stats)
 	SPI_connect();
 	outbox_run(ext, &write_plan, values, -1);
 	SPI_finish();
+}
+
+/*
+ * The worker's statistics: those of committed transactions not written
+ * yet, in stats_cxt; those of the transaction in progress; when they were
+ * last written, and whether the transaction in progress writes them.
+ */
+static MemoryContext stats_cxt = NULL;
+static HTAB *unwritten_stats = NULL;
+static HTAB *run_stats = NULL;
+static TimestampTz stats_written_at = 0;
+static bool stats_writing = false;
+
+/*
+ * Begin summing the statistics of a transaction of the worker, in memory
+ * context cxt, forgetting those of the last one unless it committed.
+ */
+void
+outbox_stats_begin(MemoryContext cxt)
+{
+	if (stats_cxt == NULL)
+	{
+		stats_cxt = AllocSetContextCreate(TopMemoryContext, "outbox unwritten statistics",
+										  ALLOCSET_SMALL_SIZES);
+		unwritten_stats = outbox_stats_create(stats_cxt);
+	}
+	run_stats = outbox_stats_create(cxt);
+	stats_writing = false;
+}
+
+/* The statistics of the worker's transaction in progress, to add to. */
+HTAB *
+outbox_stats_current(void)
+{
+	return run_stats;
+}
+
+/*
+ * Write the statistics of the committed batches and of this transaction's
+ * if it is time to (now: at once); outbox_stats_committed() says they
+ * were, after commit.  Takes a connection to SPI.
+ */
+void
+outbox_stats_write_due(const OutboxExtension *ext, bool now)
+{
+	HTAB	   *all;
+
+	if (!now && !TimestampDifferenceExceeds(stats_written_at, GetCurrentTimestamp(),
+											STATS_INTERVAL_MS))
+		return;
+	if (hash_get_num_entries(unwritten_stats) + hash_get_num_entries(run_stats) == 0)
+		return;
+	all = outbox_stats_create(CurrentMemoryContext);
+	stats_merge(all, unwritten_stats);
+	stats_merge(all, run_stats);
+	outbox_stats_write(ext, all);
+	stats_writing = true;
+}
+
+/*
+ * After the commit of a turn's transaction: the statistics it wrote are
+ * written, those it summed are kept until they are.
+ */
+void
+outbox_stats_committed(void)
+{
+	if (stats_writing)
+	{
+		stats_clear(unwritten_stats);
+		stats_written_at = GetCurrentTimestamp();
+	}
+	else
+		stats_merge(unwritten_stats, run_stats);
+	stats_writing = false;
 }

@@ -26,8 +26,10 @@ typedef enum OutboxStatsOutcome
 extern HTAB *outbox_stats_create(MemoryContext cxt);
 extern void outbox_stats_add(HTAB *stats, Datum topic, OutboxStatsOutcome outcome,
 							 TimestampTz created_at, TimestampTz now);
-extern void outbox_stats_merge(HTAB *into, HTAB *from);
-extern void outbox_stats_clear(HTAB *stats);
 extern void outbox_stats_write(const OutboxExtension *ext, HTAB *stats);
+extern void outbox_stats_begin(MemoryContext cxt);
+extern HTAB *outbox_stats_current(void);
+extern void outbox_stats_write_due(const OutboxExtension *ext, bool now);
+extern void outbox_stats_committed(void);
 
 #endif							/* OUTBOX_STATS_H */

@@ -2,14 +2,14 @@
  *
  * worker.c
  *		The publishing worker of one database: its session, its loop, its
- *		signals, its recovery from errors, and its slot's state.
+ *		signals, its recovery from errors, its parking, and its slot's
+ *		state.
  *
  * Started by the launcher for one database: first for the owner lookup
  * (launcher.c), then as the extension's owner.  Each turn: the checks,
- * then the batches of one transaction (claim.c, standby.c, kafka.c,
- * record.c), a chunk of a snapshot (snapshot.c), and every 10 s the
- * cleanup (retention.c).  docs/design.md, "The worker's loop" and
- * "Batches in one transaction", says why.
+ * then the batches of one transaction (publish.c), a chunk of a snapshot
+ * (snapshot.c), and every 10 s the cleanup (retention.c).  docs/design.md,
+ * "The worker's loop" and "Batches in one transaction", says why.
  *
  * src/worker/worker.c
  *
@@ -20,11 +20,7 @@
 #include <malloc.h>
 #include <signal.h>
 
-#include "access/clog.h"
-#include "access/transam.h"
 #include "access/xact.h"
-#include "access/xlog.h"
-#include "access/xlog_internal.h"
 #include "commands/dbcommands.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -32,31 +28,22 @@
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
-#include "tcop/tcopprot.h"
 #include "utils/guc.h"
 #include "utils/guc_tables.h"
 #include "utils/memutils.h"
-#include "utils/resowner.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
-#include "utils/xid8.h"
 
 #include "base/catalog.h"
 #include "base/guc.h"
 #include "capture/debezium_avro.h"
 #include "capture/snapshot.h"
-#include "format/avro.h"
-#include "format/cloudevents.h"
-#include "format/topics.h"
 #include "kafka/kafka.h"
-#include "kafka/registry.h"
-#include "launcher/launcher.h"
 #include "launcher/launcher_internal.h"
 #include "queue/claim.h"
-#include "queue/record.h"
 #include "queue/retention.h"
 #include "queue/stats.h"
-#include "worker/standby.h"
+#include "worker/publish.h"
 #include "worker/worker.h"
 
 /* pause after a failed batch (doubled while failures repeat, up to the max) */
@@ -64,33 +51,9 @@
 #define ERROR_PAUSE_MAX_MS 60000
 /* how often the worker looks again while something keeps it waiting */
 #define WAITING_MS 1000
-/*
- * The producers are closed once the worker has had no events to publish
- * for twice outbox.delivery_timeout, and at least this long: librdkafka's
- * threads cost about a millisecond of CPU per second even when idle, which
- * adds up over many databases.  By then every report of what they were
- * sent has come, late ones of events handed off included.
- */
-#define PRODUCER_IDLE_MIN_MS 10000
 /* how often expired events are looked for, and how many go per transaction */
 #define CLEANUP_INTERVAL_MS 10000
 #define PURGE_BATCH_SIZE 1000
-/*
- * With outbox.standby_slots set, how long a batch waits for the standbys
- * inside its transaction, and how long the worker then pauses, out of it,
- * before it claims again: a lagging standby costs neither a long
- * transaction nor a claim per commit.
- */
-#define STANDBY_WAIT_MS 100
-#define STANDBY_PAUSE_MS 200
-/*
- * The longest a transaction goes on publishing batches, and the most bytes
- * of events it holds (for error recovery) before it commits.
- */
-#define RUN_MAX_MS 100
-#define RUN_MAX_BYTES (2 * OUTBOX_BATCH_MAX_BYTES)
-/* how often the statistics summed in memory are written */
-#define STATS_INTERVAL_MS 1000
 /* how much freed memory the worker keeps for its next turns */
 #define KEEP_FREED_BYTES (4 * 1024 * 1024)
 /* how long a snapshot whose chunk failed waits */
@@ -133,36 +96,9 @@ static const struct
 /* the slot of this worker in the launcher's shared memory */
 static OutboxWorkerSlot *my_slot = NULL;
 
-/*
- * Topics whose cluster was down when their events were claimed, in
- * held_cxt: the claim leaves their events in the retry table until it
- * answers again, or the topic moves to another cluster.
- */
-static MemoryContext held_cxt = NULL;
-static List *held_topics = NIL;
-
-/* the batches of the current transaction, for error recovery */
-static List *run_batches = NIL;
-/* the late reports the current transaction records (record_late_reports) */
-static OutboxBatch *run_late = NULL;
-/* a batch is produced: SIGTERM lets the transaction finish */
-static volatile sig_atomic_t batch_produced = false;
-/*
- * Statistics of committed batches not written yet, in stats_cxt; those of
- * the current transaction; when they were last written, and whether the
- * current transaction writes them.
- */
-static MemoryContext stats_cxt = NULL;
-static HTAB *unwritten_stats = NULL;
-static HTAB *run_stats = NULL;
-static TimestampTz stats_written_at = 0;
-static bool stats_writing = false;
 static int	consecutive_errors = 0;
 static TimestampTz next_cleanup = 0;
 static TimestampTz next_snapshot_look = 0;
-/* did the last batch find nothing, and when did one last find something */
-static bool idle = false;
-static TimestampTz last_events_at = 0;
 /* not before then does the idle worker look whether it may park */
 static TimestampTz next_park_look = 0;
 /*
@@ -178,55 +114,6 @@ static ErrorContextCallback log_context;
 static char said_waiting[256];
 /* the last failure of a snapshot chunk, said once in the log */
 static char said_snapshot_failure[256];
-
-/*
- * Show the producers in the slot: each cluster, the unreachable ones first
- * (see outbox_slot_show_clusters), and the broker connections up, each
- * cluster (its brokers) counted once however many producers it has (-1 if
- * none is open).  The caller holds no lock.
- */
-static void
-set_clusters(void)
-{
-	List	   *producers = outbox_kafka_producers();
-	OutboxProducerStatus *clusters = palloc(sizeof(OutboxProducerStatus) *
-											(list_length(producers) + 1));
-	int			n = 0;
-	int			brokers_up = -1;
-	ListCell   *lc;
-
-	foreach(lc, producers)
-	{
-		OutboxProducerStatus status;
-
-		outbox_kafka_status(lfirst(lc), &status);
-		if (status.open && !status.reachable)
-		{
-			memmove(&clusters[1], &clusters[0], sizeof(OutboxProducerStatus) * n);
-			clusters[0] = status;
-		}
-		else
-			clusters[n] = status;
-		n++;
-	}
-	/* of the producers of the same brokers, the one with most up counts */
-	for (int i = 0; i < n; i++)
-	{
-		bool		skip = clusters[i].brokers_up < 0;
-
-		for (int j = 0; j < n && !skip; j++)
-			skip = j != i && strcmp(clusters[j].brokers, clusters[i].brokers) == 0 &&
-				(clusters[j].brokers_up > clusters[i].brokers_up ||
-				 (clusters[j].brokers_up == clusters[i].brokers_up && j < i));
-		if (!skip)
-			brokers_up = Max(brokers_up, 0) + clusters[i].brokers_up;
-	}
-	outbox_slot_show_clusters(my_slot, clusters, n);
-	pfree(clusters);
-	outbox_slot_lock();
-	my_slot->brokers_up = brokers_up;
-	outbox_slot_unlock();
-}
 
 /*
  * Record the worker's state and why, if there is a reason to say: error
@@ -258,64 +145,13 @@ set_state(OutboxWorkerState state, const char *error)
 	if (error != NULL)
 		strlcpy(my_slot->last_error, error, sizeof(my_slot->last_error));
 	outbox_slot_unlock();
-	set_clusters();
+	outbox_slot_show_producers(my_slot);
 }
 
 /*
- * Report what the worker does, in shared memory and pg_stat_activity.
+ * Give the slot back as the worker exits (before_shmem_exit; arg: whether
+ * it publishes), its producers closed.
  */
-static void
-report_state(OutboxWorkerState state, const char *error, const char *activity)
-{
-	set_state(state, error);
-	pgstat_report_activity(STATE_RUNNING, activity);
-}
-
-/*
- * Count a recorded batch's outcomes in shared memory, and keep Kafka's last
- * refusal there until an event of its topic is delivered: a failing topic
- * shows in outbox_worker_status() while the worker is idle.
- */
-static void
-count_outcomes(OutboxBatch *batch)
-{
-	static char refused_topic[OUTBOX_TOPIC_SIZE];
-	char		refusal[sizeof(my_slot->refusal)] = "";
-	bool		mended = false;
-	int			published = 0;
-	int			failed = 0;
-	TimestampTz now = GetCurrentTimestamp();
-
-	for (int i = 0; i < batch->count; i++)
-	{
-		OutboxEvent *ev = &batch->events[i];
-
-		if (ev->outcome == OUTBOX_DELIVERED)
-		{
-			published++;
-			mended |= strcmp(ev->topic, refused_topic) == 0;
-		}
-		else if (ev->outcome == OUTBOX_REFUSED)
-		{
-			failed++;
-			strlcpy(refused_topic, ev->topic, sizeof(refused_topic));
-			snprintf(refusal, sizeof(refusal), "topic \"%s\": %s", ev->topic, ev->error);
-			mended = false;
-		}
-	}
-	pg_atomic_fetch_add_u64(&my_slot->published, published);
-	pg_atomic_fetch_add_u64(&my_slot->failed, failed);
-	outbox_slot_lock();
-	my_slot->last_batch_at = now;
-	if (refusal[0] != '\0')
-		strlcpy(my_slot->refusal, refusal, sizeof(my_slot->refusal));
-	else if (mended)
-		my_slot->refusal[0] = '\0';
-	outbox_slot_unlock();
-	if (mended && refusal[0] == '\0')
-		refused_topic[0] = '\0';
-}
-
 static void
 detach_worker(int code, Datum arg)
 {
@@ -392,7 +228,7 @@ handle_sigterm(SIGNAL_ARGS)
 	int			save_errno = errno;
 
 	ShutdownRequestPending = true;
-	if (!batch_produced)
+	if (!outbox_publish_produced())
 	{
 		InterruptPending = true;
 		ProcDiePending = true;
@@ -541,313 +377,6 @@ pause_for(long ms, bool wakeable)
 	}
 }
 
-/*
- * Flush WAL up to the end of the last record inserted so far: that covers
- * every commit the batch's snapshot sees; returns the position.  The insert
- * position points past the page header when a page has no record yet; no
- * record ends there, and XLogFlush cannot reach it, so step back to the
- * page's start.
- */
-static XLogRecPtr
-flush_visible_commits(void)
-{
-	XLogRecPtr	end = GetXLogInsertRecPtr();
-
-	if (XLogSegmentOffset(end, wal_segment_size) == SizeOfXLogLongPHD)
-		end -= SizeOfXLogLongPHD;
-	else if (end % XLOG_BLCKSZ == SizeOfXLogShortPHD)
-		end -= SizeOfXLogShortPHD;
-	XLogFlush(end);
-	return end;
-}
-
-/*
- * Make sure the commits of a batch's events are on disk before they are
- * published: a transaction committed with synchronous_commit = off is seen
- * before its commit is flushed, and a crash could take it back after its
- * events were published.  Returns a position past those commits, for
- * outbox_standbys_have().
- *
- * The commit log keeps where such a commit ended (the position that hint
- * bits wait for), so only that much is flushed for events of the log,
- * where flushing to the end of WAL would wait for the records of
- * transactions still running.  The standbys need every commit's position,
- * which only the end of WAL bounds; so does an event of the retry table,
- * which the worker's own transaction (with synchronous_commit = off) may
- * have written.
- */
-static XLogRecPtr
-flush_commits_of(const OutboxBatch *batch)
-{
-	XLogRecPtr	flush = InvalidXLogRecPtr;
-
-	if (outbox_standby_slots[0] != '\0')
-		return flush_visible_commits();
-	for (int i = 0; i < batch->count; i++)
-	{
-		const OutboxEvent *ev = &batch->events[i];
-		TransactionId xid;
-		XLogRecPtr	lsn;
-
-		if (!ev->from_log)
-			return flush_visible_commits();
-		xid = XidFromFullTransactionId(DatumGetFullTransactionId(ev->values[LOG_TXID]));
-		/* older than the commit log: committed and flushed long ago */
-		if (TransactionIdPrecedes(xid, ShmemVariableCache->oldestClogXid))
-			continue;
-		(void) TransactionIdGetStatus(xid, &lsn);
-		flush = Max(flush, lsn);
-	}
-	if (!XLogRecPtrIsInvalid(flush))
-		XLogFlush(flush);
-	return flush;
-}
-
-/*
- * The producer of the cluster that topic's events go to (topic NULL: the
- * default cluster's), by settings.
- */
-static OutboxProducer *
-producer_of_topic(const OutboxTopicSettings *settings, const char *topic)
-{
-	const OutboxTopicSetting *setting = NULL;
-
-	if (topic != NULL)
-		setting = outbox_topic_setting(settings, topic);
-	if (setting == NULL)
-		return outbox_kafka_producer(NULL, NULL);
-	return outbox_kafka_producer(setting->brokers, setting->properties_file);
-}
-
-/*
- * Record, in this transaction, what the late reports of events handed off
- * said (outbox_kafka_late_reports), before anything is claimed: a
- * delivered one published, a refused or timed-out one charged an attempt.
- * If the transaction fails they are lost, and the events are due again
- * when their hand-off said.  Nothing may be in flight.
- */
-static void
-record_late_reports(const OutboxExtension *ext)
-{
-	OutboxBatch *late = outbox_kafka_late_reports();
-	OutboxRetryPolicy policy;
-
-	if (late->count == 0)
-		return;
-	policy = outbox_retry_policy();
-	pgstat_report_activity(STATE_RUNNING, "recording late delivery reports");
-	outbox_record_late(ext, late, outbox_published_retention != 0, &policy,
-					   run_stats);
-	run_late = late;
-}
-
-/*
- * Make sure a producer built from the current settings exists for each
- * cluster that settings name, and the outbox.* settings' one; close and
- * forget those no longer named; probe those whose brokers were all seen
- * down, without waiting; record the late reports; keep holding the topics
- * whose cluster is still down, or still has events handed off.  Returns
- * false, having said so, while no cluster answers.  Nothing may be in
- * flight.
- */
-static bool
-ensure_producers(const OutboxExtension *ext, const OutboxTopicSettings *settings)
-{
-	List	   *named = list_make1(producer_of_topic(settings, NULL));
-	List	   *held = NIL;
-	bool		any = false;
-	ListCell   *lc;
-	MemoryContext old;
-	char	   *reason;
-
-	for (int i = 0; i < settings->count; i++)
-		named = list_append_unique_ptr(named,
-									   outbox_kafka_producer(settings->rows[i].brokers,
-															 settings->rows[i].properties_file));
-	foreach(lc, list_copy(outbox_kafka_producers()))
-	{
-		if (!list_member_ptr(named, lfirst(lc)))
-			outbox_kafka_drop(lfirst(lc));
-	}
-	foreach(lc, named)
-	{
-		OutboxProducer *producer = lfirst(lc);
-
-		outbox_kafka_configure(producer);
-		if (outbox_kafka_reachable(producer) || outbox_kafka_probe(producer))
-			any = true;
-	}
-	record_late_reports(ext);
-
-	if (held_cxt == NULL)
-		held_cxt = AllocSetContextCreate(TopMemoryContext, "outbox held topics",
-										 ALLOCSET_SMALL_SIZES);
-	old = MemoryContextSwitchTo(held_cxt);
-	foreach(lc, held_topics)
-	{
-		OutboxProducer *producer = producer_of_topic(settings, lfirst(lc));
-
-		if (outbox_kafka_reachable(producer) && !outbox_kafka_busy(producer))
-			pfree(lfirst(lc));
-		else
-			held = lappend(held, lfirst(lc));
-	}
-	list_free(held_topics);
-	held_topics = held;
-	MemoryContextSwitchTo(old);
-
-	if (any)
-		return true;
-	/* the outbox.* settings' cluster: down, or its properties file refused */
-	if (outbox_kafka_settings_refused(linitial(named)) != NULL)
-		reason = pstrdup(outbox_kafka_settings_refused(linitial(named)));
-	else if (list_length(named) == 1)
-		reason = psprintf("no Kafka broker reachable at %s", outbox_brokers);
-	else
-		reason = psprintf("no Kafka broker reachable in any of the %d clusters",
-						  list_length(named));
-	report_state(OUTBOX_WORKER_BROKER_UNREACHABLE, reason, reason);
-	return false;
-}
-
-/*
- * Hold topic's events in the retry table while its cluster is down, or
- * has events handed off.
- */
-static void
-hold_topic(const char *topic)
-{
-	ListCell   *lc;
-	MemoryContext old;
-
-	foreach(lc, held_topics)
-	{
-		if (strcmp(lfirst(lc), topic) == 0)
-			return;
-	}
-	old = MemoryContextSwitchTo(held_cxt);
-	held_topics = lappend(held_topics, pstrdup(topic));
-	MemoryContextSwitchTo(old);
-}
-
-/*
- * Set ev's key to its Avro encoding if its topic's setting has a key
- * schema: the key is stored as given, its text (order per key holds by
- * it), and checked at enqueue against the schema the topic had then.  A
- * key that no longer fits, or that the encoding raises an error for (a
- * number out of range, a key stored by a trigger), is refused for good: in
- * a subtransaction, so that no stored key can stop the worker.
- */
-static void
-encode_key(OutboxEvent *ev, const OutboxTopicSetting *setting)
-{
-	text	   *key = DatumGetTextPP(ev->values[LOG_KEY]);
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	StringInfoData buf;
-	char	   *problem;
-
-	if (setting == NULL || setting->format != OUTBOX_FORMAT_AVRO || setting->key_schema_id == 0)
-		return;
-	initStringInfo(&buf);
-	outbox_registry_frame(&buf, setting->key_schema_id);
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
-	{
-		problem = outbox_avro_encode_text(outbox_avro_schema(setting->key_schema_id,
-															 setting->key_schema),
-										  VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), &buf);
-		ReleaseCurrentSubTransaction();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		/* a cancel is the batch's, not the key's */
-		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
-			PG_RE_THROW();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		problem = edata->message;
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(cxt);
-	CurrentResourceOwner = owner;
-	if (problem != NULL)
-	{
-		ev->outcome = OUTBOX_REFUSED;
-		ev->error = psprintf("The key does not match the Avro key schema of its topic: %s", problem);
-		ev->permanent = true;
-		return;
-	}
-	ev->key = buf.data;
-	ev->key_len = buf.len;
-}
-
-/*
- * The producer of each event of batch, by settings, and the Avro keys
- * encoded (see encode_key); an event whose cluster is down, or has events
- * handed off, is released, not sent, and its topic held (see
- * held_topics).  Events of one key go to one cluster: they share a topic.
- * An event of a topic of format cloudevents gets the format's headers.
- */
-static OutboxProducer **
-route_batch(OutboxBatch *batch, const OutboxTopicSettings *settings)
-{
-	OutboxProducer **producer_of = palloc(sizeof(OutboxProducer *) * (batch->count + 1));
-
-	for (int i = 0; i < batch->count; i++)
-	{
-		OutboxEvent *ev = &batch->events[i];
-
-		if (i > 0 && ev->topic != NULL && batch->events[i - 1].topic != NULL &&
-			strcmp(ev->topic, batch->events[i - 1].topic) == 0)
-			producer_of[i] = producer_of[i - 1];
-		else
-			producer_of[i] = producer_of_topic(settings, ev->topic);
-		if (ev->outcome == OUTBOX_IN_FLIGHT && ev->key != NULL)
-			encode_key(ev, outbox_topic_setting(settings, ev->topic));
-		if (ev->outcome == OUTBOX_IN_FLIGHT &&
-			(!outbox_kafka_reachable(producer_of[i]) || outbox_kafka_busy(producer_of[i])))
-		{
-			ev->outcome = OUTBOX_RELEASED;
-			hold_topic(ev->topic);
-		}
-		if (ev->outcome == OUTBOX_IN_FLIGHT && ev->payload != NULL)
-		{
-			const OutboxTopicSetting *setting = outbox_topic_setting(settings, ev->topic);
-
-			if (setting != NULL && setting->format == OUTBOX_FORMAT_CLOUDEVENTS)
-				outbox_cloudevents_headers(ev, setting->cloudevents_source);
-		}
-	}
-	return producer_of;
-}
-
-/*
- * Start publishing batch to every cluster it has events for.
- */
-static void
-start_batch(OutboxBatch *batch, OutboxProducer **producer_of, HTAB *stopped_keys)
-{
-	ListCell   *lc;
-
-	foreach(lc, outbox_kafka_producers())
-	{
-		for (int i = 0; i < batch->count; i++)
-		{
-			if (producer_of[i] == lfirst(lc))
-			{
-				outbox_kafka_start(lfirst(lc), batch, producer_of, stopped_keys);
-				break;
-			}
-		}
-	}
-}
-
 /* what the worker does next */
 typedef enum NextStep
 {
@@ -862,33 +391,13 @@ typedef enum NextStep
 static NextStep
 wait_because(OutboxWorkerState state, const char *why)
 {
-	report_state(state, why, why);
+	set_state(state, why);
+	pgstat_report_activity(STATE_RUNNING, why);
 	if (strncmp(said_waiting, why, sizeof(said_waiting) - 1) != 0)
 		ereport(LOG,
 				(errmsg("outbox worker waits: %s", why)));
 	strlcpy(said_waiting, why, sizeof(said_waiting));
 	return STEP_WAIT;
-}
-
-/*
- * Say in shared memory whether the database holds events that are not
- * delivered, for DROP DATABASE (utility.c), unless it said there were
- * none and no commit has said otherwise since: looked at with a snapshot
- * taken after, and said unless a backend said something in between.
- * Cheap: a few index probes.  The caller holds a transaction.
- */
-static void
-note_undelivered(const OutboxExtension *ext)
-{
-	uint64		seen = pg_atomic_read_u64(&my_slot->undelivered);
-	bool		some;
-
-	if ((seen & PG_UINT32_MAX) == OUTBOX_UNDELIVERED_NONE)
-		return;
-	PushActiveSnapshot(GetLatestSnapshot());
-	some = outbox_events_undelivered(ext);
-	PopActiveSnapshot();
-	outbox_slot_note_undelivered(my_slot, seen, some);
 }
 
 /*
@@ -907,7 +416,7 @@ next_step(OutboxExtension *ext)
 		return wait_because(OUTBOX_WORKER_WAITING_FOR_EXTENSION, problem);
 	if (!outbox_enabled)
 	{
-		note_undelivered(ext);
+		outbox_publish_note_undelivered(ext);
 		return wait_because(OUTBOX_WORKER_DISABLED,
 							"outbox.enabled is off for this database");
 	}
@@ -918,83 +427,6 @@ next_step(OutboxExtension *ext)
 	said_waiting[0] = '\0';
 	strlcpy(served_version, ext->version_name, sizeof(served_version));
 	return STEP_PUBLISH;
-}
-
-/*
- * Claim the next batch, with a snapshot of its own, none of the events of
- * in_flight (NULL for none) again.
- */
-static OutboxBatch *
-claim_next(const OutboxExtension *ext, const OutboxBatch *in_flight)
-{
-	OutboxBatch *batch;
-
-	pgstat_report_activity(STATE_RUNNING, "claiming due events");
-	PushActiveSnapshot(GetTransactionSnapshot());
-	batch = outbox_claim_batch(ext, outbox_batch_size, OUTBOX_BATCH_MAX_BYTES, in_flight,
-							   held_topics);
-	PopActiveSnapshot();
-	if (batch->count > 0)
-		run_batches = lappend(run_batches, batch);
-	return batch;
-}
-
-/* Record the outcomes of a batch, summing its statistics in run_stats. */
-static void
-record_batch(const OutboxExtension *ext, OutboxBatch *batch)
-{
-	OutboxRetryPolicy policy = outbox_retry_policy();
-
-	pgstat_report_activity(STATE_RUNNING, "recording delivery outcomes");
-	outbox_record_outcomes(ext, batch, outbox_published_retention != 0, &policy,
-						   run_stats);
-}
-
-/*
- * Record a batch that was sent; *wrote_retries if an event of it is due
- * again (failed, released, handed off).
- */
-static void
-record_sent(const OutboxExtension *ext, OutboxBatch *batch, bool *wrote_retries)
-{
-	record_batch(ext, batch);
-	for (int i = 0; i < batch->count; i++)
-		*wrote_retries |= batch->events[i].outcome != OUTBOX_DELIVERED;
-}
-
-/*
- * Wait until every cluster has finished the batch it was sent, or handed
- * it off; false if one was cut short (see outbox_kafka_finish).
- */
-static bool
-wait_sent(const OutboxBatch *batch)
-{
-	pgstat_report_activity(STATE_RUNNING,
-						   psprintf("publishing %d events", batch->count));
-	return outbox_kafka_finish();
-}
-
-/* Is the worker asked to stop, restart or reload? */
-static bool
-asked_to_stop(void)
-{
-	bool		restart;
-
-	outbox_slot_lock();
-	restart = my_slot->restart_requested;
-	outbox_slot_unlock();
-	return ShutdownRequestPending || restart || ConfigReloadPending;
-}
-
-/*
- * Should the transaction that started at start, having claimed bytes of
- * events, claim another batch?
- */
-static bool
-run_goes_on(TimestampTz start, int64 bytes)
-{
-	return !asked_to_stop() && bytes < RUN_MAX_BYTES &&
-		!TimestampDifferenceExceeds(start, GetCurrentTimestamp(), RUN_MAX_MS);
 }
 
 /*
@@ -1018,239 +450,6 @@ log_restart(void)
 	else
 		ereport(LOG,
 				(errmsg("the settings or the extension changed, worker restarting")));
-}
-
-/*
- * Could a claim find anything now that the last one (last; NULL: none in
- * this transaction yet) did not?  Only if that one stopped at its limits,
- * if this transaction has put events in the retry table since (wrote
- * retries), or if a transaction that enqueued has committed since it
- * began: such a commit counts itself in the slot once it is visible
- * (launcher.c), so one that the last claim's snapshot missed counted after
- * *commits was read.  Events of the retry table that come due with time
- * wait for the next turn.  If so, *commits gets the count as the next
- * claim begins.
- */
-static bool
-claim_may_find(const OutboxBatch *last, bool wrote_retries, uint64 *commits)
-{
-	uint64		counted = pg_atomic_read_u64(&my_slot->undelivered) >> 32;
-
-	if (last != NULL && !last->full && !wrote_retries && counted == *commits)
-		return false;
-	*commits = counted;
-	/* read before the claim takes its snapshot */
-	pg_memory_barrier();
-	return true;
-}
-
-/*
- * Wait until until, so that the commits of the while share the next batch:
- * under a steady stream of commits, batches a wake_delay apart, not as many
- * as the worker can turn (docs/design.md, "Batches in one transaction").  False
- * if the worker is asked to stop, restart or reload meanwhile.  Commits
- * set the latch: they are counted in the slot (claim_may_find).
- */
-static bool
-share_batch(TimestampTz until)
-{
-	pgstat_report_activity(STATE_RUNNING, "letting commits gather");
-	for (;;)
-	{
-		long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until);
-
-		if (asked_to_stop())
-			return false;
-		if (left <= 0)
-			return true;
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 left, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-	}
-}
-
-/*
- * Publish batches in one transaction (docs/design.md, "Batches in one
- * transaction").  Returns how
- * long to wait before the next turn: 0 after a transaction cut short by
- * its time, poll_interval once a claim found nothing; negative (not
- * wakeable) when a standby lags, or for the rest of wake_delay after the
- * transaction's time; and *undo if the transaction is to be undone, having
- * produced nothing.
- */
-static long
-run_batches_of(const OutboxExtension *ext, bool *undo)
-{
-	TimestampTz now = GetCurrentTimestamp();
-	OutboxBatch *sending = NULL;	/* started, not finished */
-	OutboxTopicSettings *settings;
-	HTAB	   *stopped_keys;
-	bool		complete = true;
-	long		delay = 0;
-	int64		bytes = 0;
-	uint64		commits = 0;
-	bool		wrote_retries = false;
-	TimestampTz last_claim = 0;
-
-	*undo = false;
-	/* idle: a cheap look first, and no producer after a while */
-	if (idle && !outbox_kafka_late_pending() && !outbox_events_due(ext))
-	{
-		note_undelivered(ext);
-		if (TimestampDifferenceExceeds(last_events_at, now,
-									   Max(2 * (int64) outbox_delivery_timeout,
-										   PRODUCER_IDLE_MIN_MS)))
-			outbox_kafka_shutdown();
-		else
-			outbox_kafka_refresh();
-		set_state(OUTBOX_WORKER_IDLE, NULL);
-		return outbox_poll_interval;
-	}
-	/* read once per transaction: nothing is in flight between them */
-	settings = outbox_topic_settings_load(ext);
-	if (!ensure_producers(ext, settings))
-		return ERROR_PAUSE_MS;
-
-	stopped_keys = outbox_kafka_stopped_keys();
-	for (;;)
-	{
-		OutboxBatch *next = NULL;
-		OutboxBatch *last = sending;
-		char	   *reason;
-
-		/*
-		 * A batch that was not full: the stream is slower than the worker.
-		 * Record the batch, then let the commits of the rest of wake_delay
-		 * share the next one.
-		 */
-		if (sending != NULL && !sending->full && outbox_wake_delay > 0)
-		{
-			TimestampTz until = TimestampTzPlusMilliseconds(last_claim, outbox_wake_delay);
-
-			complete = wait_sent(sending);
-			record_sent(ext, sending, &wrote_retries);
-			sending = NULL;
-			if (!complete)
-				break;
-			/* the run is over first: commit, and wait out of the transaction */
-			if (!run_goes_on(now, bytes) ||
-				until > TimestampTzPlusMilliseconds(now, RUN_MAX_MS))
-			{
-				delay = -TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until);
-				break;
-			}
-			if (!share_batch(until))
-				break;
-		}
-		/* else the next batch is claimed while the one sent is acknowledged */
-		if (last == NULL || run_goes_on(now, bytes))
-		{
-			if (claim_may_find(last, wrote_retries, &commits))
-			{
-				last_claim = GetCurrentTimestamp();
-				next = claim_next(ext, sending);
-				wrote_retries = next->held_back;
-			}
-			for (int i = 0; next != NULL && i < next->count; i++)
-				bytes += next->events[i].bytes;
-			/* what the claim moved to the retry table is due once recorded */
-			if (next == NULL || next->count == 0)
-			{
-				delay = next != NULL && next->held_back ? 0 : outbox_poll_interval;
-				next = NULL;
-			}
-		}
-		idle = last == NULL && next == NULL;
-		if (idle)
-		{
-			note_undelivered(ext);
-			set_state(OUTBOX_WORKER_IDLE, NULL);
-			return outbox_poll_interval;
-		}
-		last_events_at = now;
-		if (sending != NULL)
-			complete = wait_sent(sending);
-
-		if (next != NULL &&
-			!outbox_standbys_have(flush_commits_of(next), STANDBY_WAIT_MS, &reason))
-		{
-			report_state(OUTBOX_WORKER_WAITING_FOR_STANDBY, reason, reason);
-			delay = -STANDBY_PAUSE_MS;
-			/* nothing produced or recorded yet: the caller undoes the claim */
-			*undo = !batch_produced && run_late == NULL;
-			if (*undo)
-				return delay;
-			complete = false;
-		}
-
-		/* the next batch is sent while the previous one is recorded */
-		if (next != NULL && complete)
-		{
-			report_state(OUTBOX_WORKER_PUBLISHING, NULL,
-						 psprintf("publishing %d events", next->count));
-			batch_produced = true;
-			start_batch(next, route_batch(next, settings), stopped_keys);
-		}
-		if (sending != NULL)
-			record_sent(ext, sending, &wrote_retries);
-		if (next != NULL && !complete)
-		{
-			/* not sent: released, due again untouched */
-			for (int i = 0; i < next->count; i++)
-				if (next->events[i].outcome == OUTBOX_IN_FLIGHT)
-					next->events[i].outcome = OUTBOX_RELEASED;
-			record_batch(ext, next);
-			next = NULL;
-		}
-		if (next == NULL)
-			break;
-		sending = next;
-	}
-	if (!complete)
-		return Min(delay, 0);	/* a standby lags, or no broker answers */
-	/* the last claim found nothing: what was sent is delivered, unrecorded */
-	if (delay > 0)
-		note_undelivered(ext);
-	set_state(OUTBOX_WORKER_IDLE, NULL);
-	return delay;
-}
-
-/*
- * Write the statistics of the committed batches and of this transaction's
- * if it is time to; outbox_stats_written() says they were, after commit.
- */
-static void
-write_stats(const OutboxExtension *ext, bool now)
-{
-	HTAB	   *all;
-
-	if (!now && !TimestampDifferenceExceeds(stats_written_at, GetCurrentTimestamp(),
-											STATS_INTERVAL_MS))
-		return;
-	if (hash_get_num_entries(unwritten_stats) + hash_get_num_entries(run_stats) == 0)
-		return;
-	all = outbox_stats_create(CurrentMemoryContext);
-	outbox_stats_merge(all, unwritten_stats);
-	outbox_stats_merge(all, run_stats);
-	outbox_stats_write(ext, all);
-	stats_writing = true;
-}
-
-/*
- * After the commit of a turn's transaction: the statistics it wrote are
- * written, those it summed are kept until they are.
- */
-static void
-stats_committed(void)
-{
-	if (stats_writing)
-	{
-		outbox_stats_clear(unwritten_stats);
-		stats_written_at = GetCurrentTimestamp();
-	}
-	else
-		outbox_stats_merge(unwritten_stats, run_stats);
-	stats_writing = false;
 }
 
 /*
@@ -1383,14 +582,14 @@ record_failed_batches(MemoryContext cxt, List *batches)
 				reported = batch->events[i].outcome == OUTBOX_DELIVERED ||
 					batch->events[i].outcome == OUTBOX_REFUSED;
 			if (reported)
-				record_batch(&ext, batch);
+				outbox_publish_record(&ext, batch);
 		}
-		write_stats(&ext, true);
+		outbox_stats_write_due(&ext, true);
 	}
 	end_work(cxt);
-	stats_committed();
+	outbox_stats_committed();
 	foreach(lc, batches)
-		count_outcomes(lfirst(lc));
+		outbox_publish_count(lfirst(lc));
 }
 
 /*
@@ -1403,16 +602,12 @@ record_failed_batches(MemoryContext cxt, List *batches)
 static long
 recover_from_error(MemoryContext cxt, ErrorData *edata)
 {
-	List	   *batches = run_batches;
+	List	   *batches = outbox_publish_forget(NULL);
 
 	AbortCurrentTransaction();
 	MemoryContextSwitchTo(cxt);
 	outbox_kafka_forget_batch();
-	run_batches = NIL;
-	run_late = NULL;
-	batch_produced = false;
-	stats_writing = false;
-	run_stats = outbox_stats_create(cxt);
+	outbox_stats_begin(cxt);
 
 	ereport(LOG,
 			(errmsg("publishing batch failed: %s", edata->message),
@@ -1433,7 +628,7 @@ recover_from_error(MemoryContext cxt, ErrorData *edata)
 			FlushErrorState();
 			AbortCurrentTransaction();
 			MemoryContextSwitchTo(cxt);
-			stats_writing = false;
+			outbox_stats_begin(cxt);
 		}
 		PG_END_TRY();
 	}
@@ -1455,10 +650,12 @@ run_turn(MemoryContext cxt, bool *exit)
 	NextStep	step;
 	long		delay;
 	bool		undo;
+	List	   *batches;
+	OutboxBatch *late;
 	ListCell   *lc;
 
 	begin_work("claiming due events", cxt);
-	run_stats = outbox_stats_create(cxt);
+	outbox_stats_begin(cxt);
 	step = next_step(&ext);
 	if (step != STEP_PUBLISH)
 	{
@@ -1466,22 +663,20 @@ run_turn(MemoryContext cxt, bool *exit)
 		*exit = step == STEP_EXIT;
 		return WAITING_MS;
 	}
-	delay = run_batches_of(&ext, &undo);
+	delay = outbox_publish_run(&ext, &undo);
 	if (undo)
 		undo_work(cxt);
 	else
 	{
-		write_stats(&ext, false);
+		outbox_stats_write_due(&ext, false);
 		end_work(cxt);
-		stats_committed();
+		outbox_stats_committed();
 	}
-	foreach(lc, run_batches)
-		count_outcomes(lfirst(lc));
-	if (run_late != NULL)
-		count_outcomes(run_late);
-	run_batches = NIL;
-	run_late = NULL;
-	batch_produced = false;
+	batches = outbox_publish_forget(&late);
+	foreach(lc, batches)
+		outbox_publish_count(lfirst(lc));
+	if (late != NULL)
+		outbox_publish_count(late);
 	consecutive_errors = 0;
 	if (run_snapshot(cxt, &ext))
 		delay = 0;
@@ -1553,8 +748,9 @@ static bool
 park(MemoryContext cxt)
 {
 	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz last_events_at = outbox_publish_idle_since();
 
-	if (outbox_worker_idle_timeout < 0 || !idle || now < next_park_look ||
+	if (outbox_worker_idle_timeout < 0 || last_events_at == 0 || now < next_park_look ||
 		!TimestampDifferenceExceeds(last_events_at, now, outbox_worker_idle_timeout) ||
 		!outbox_take_waiting_database())
 		return false;
@@ -1588,10 +784,6 @@ publish_loop(void)
 	MemoryContext loop_cxt = AllocSetContextCreate(TopMemoryContext,
 												   "outbox worker loop",
 												   ALLOCSET_DEFAULT_SIZES);
-
-	stats_cxt = AllocSetContextCreate(TopMemoryContext, "outbox unwritten statistics",
-									  ALLOCSET_SMALL_SIZES);
-	unwritten_stats = outbox_stats_create(stats_cxt);
 
 	for (;;)
 	{
@@ -1728,7 +920,7 @@ outbox_worker_main(Datum main_arg)
 			(errmsg("outbox worker started for database \"%s\" as role \"%s\"",
 					log_database, GetUserNameFromId(args.owner, false))));
 	CommitTransactionCommand();
-	last_events_at = GetCurrentTimestamp();
+	outbox_publish_init(my_slot, set_state);
 	/* parked: the launcher starts the worker again when there is work */
 	if (!publish_loop())
 		ereport(LOG,
