@@ -46,7 +46,7 @@ ok( wait_for_sql(
 $node->safe_psql('postgres',
 	"SELECT outbox_set_topic('same.*', '$main->{bootstrap}')");
 enqueue('same.orders', 1, 10);
-ok(all_published('same.orders'), 'events of a pattern naming the main brokers are published');
+ok(all_published($node, 'same.orders'), 'events of a pattern naming the main brokers are published');
 is(distinct_events(kafka_read($main, 'same.orders')), 10, 'on the main cluster');
 is( $node->safe_psql(
 		'postgres',
