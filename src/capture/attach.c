@@ -28,8 +28,8 @@
 
 #include "base/catalog.h"
 #include "capture/capture.h"
-#include "capture/debezium.h"
 #include "capture/snapshot.h"
+#include "format/debezium_json.h"
 #include "queue/enqueue.h"
 
 PG_FUNCTION_INFO_V1(outbox_capture);

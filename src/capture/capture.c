@@ -42,8 +42,8 @@
 #include "base/catalog.h"
 #include "base/event.h"
 #include "capture/capture.h"
-#include "capture/debezium.h"
-#include "capture/debezium_avro.h"
+#include "format/debezium_avro.h"
+#include "format/debezium_json.h"
 #include "queue/enqueue.h"
 
 /*

@@ -19,7 +19,7 @@
 #include "utils/relcache.h"
 
 #include "base/catalog.h"
-#include "capture/debezium.h"
+#include "format/debezium_json.h"
 
 /* the names of the triggers that outbox_attach and outbox_attach_router create */
 #define CAPTURE_TRIGGER "outbox_capture"

@@ -37,7 +37,7 @@
 #include "base/catalog.h"
 #include "base/event.h"
 #include "capture/capture.h"
-#include "capture/debezium.h"
+#include "format/debezium_json.h"
 #include "queue/enqueue.h"
 
 PG_FUNCTION_INFO_V1(outbox_router);

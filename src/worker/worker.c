@@ -43,10 +43,10 @@
 
 #include "base/catalog.h"
 #include "base/guc.h"
-#include "capture/debezium_avro.h"
 #include "capture/snapshot.h"
 #include "format/avro.h"
 #include "format/cloudevents.h"
+#include "format/debezium_avro.h"
 #include "format/topics.h"
 #include "kafka/kafka.h"
 #include "kafka/registry.h"

@@ -2,10 +2,10 @@
  *
  * debezium_avro.h
  *		Change events as Confluent's AvroConverter writes Debezium's
- *		records: the Kafka Connect schema and value of src/capture/debezium.c,
+ *		records: the Kafka Connect schema and value of src/format/debezium_json.c,
  *		as AvroData maps them, in the Schema Registry's wire format.
  *
- * src/capture/debezium_avro.h
+ * src/format/debezium_avro.h
  *
  *-------------------------------------------------------------------------
  */

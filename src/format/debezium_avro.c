@@ -8,7 +8,7 @@
  * maps the schema to Avro (AvroData.fromConnectSchema), registers it under
  * the subject (TopicNameStrategy: <topic>-key, <topic>-value), and writes
  * the value as Avro binary after the registry's wire-format prefix.  Here
- * the connector's side is src/capture/debezium.c, which writes schema and
+ * the connector's side is src/format/debezium_json.c, which writes schema and
  * value as the JSON converter does ({"schema":...,"payload":...}); this
  * file is the converter's side, read from that JSON:
  *
@@ -41,7 +41,7 @@
  * schema's text is in UTF-8, as the registry reads it, as are strings in
  * the values.
  *
- * src/capture/debezium_avro.c
+ * src/format/debezium_avro.c
  *
  *-------------------------------------------------------------------------
  */
@@ -63,7 +63,7 @@
 #include "utils/numeric.h"
 
 #include "base/guc.h"
-#include "capture/debezium_avro.h"
+#include "format/debezium_avro.h"
 #include "kafka/properties.h"
 #include "kafka/registry.h"
 
