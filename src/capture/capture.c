@@ -44,6 +44,7 @@
 #include "capture/capture.h"
 #include "format/debezium_avro.h"
 #include "format/debezium_json.h"
+#include "format/format.h"
 #include "queue/enqueue.h"
 
 /*
@@ -479,10 +480,11 @@ outbox_format_key(const CaptureTable *table, HeapTuple tuple)
 /*
  * The event of a change in the outbox format.
  */
-static void
-outbox_format_event(const OutboxExtension *ext, const CaptureConfig *config,
-					const CaptureTable *table, char op, HeapTuple before, HeapTuple after)
+static List *
+outbox_format_event(const CaptureConfig *config, const CaptureTable *table, char op,
+					HeapTuple before, HeapTuple after)
 {
+	OutboxDraft *draft = palloc0(sizeof(OutboxDraft));
 	StringInfoData payload;
 	TimestampTz now = GetCurrentTimestamp();
 	text	   *key = NULL;
@@ -503,9 +505,11 @@ outbox_format_event(const OutboxExtension *ext, const CaptureConfig *config,
 					 U64FromFullTransactionId(GetTopFullTransactionId()),
 					 (int64) (now / 1000 + (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000));
 
-	outbox_store_event(ext, cstring_to_text(config->topic), key,
-					   outbox_utf8_payload(cstring_to_text_with_len(payload.data, payload.len)),
-					   NULL, (Datum) 0, true, NULL, true);
+	draft->topic = cstring_to_text(config->topic);
+	draft->key = key;
+	draft->payload = outbox_utf8_payload(cstring_to_text_with_len(payload.data, payload.len));
+	draft->json = true;
+	return list_make1(draft);
 }
 
 /*
@@ -564,31 +568,48 @@ stored_key(const OutboxExtension *ext, const CaptureConfig *config,
 }
 
 /*
- * Store one change event of the debezium format: its value as the JSON
- * converter writes it, or the avro converter, its schema registered under
+ * One change event of the debezium format: its value as the JSON converter
+ * writes it, or the avro converter, its schema registered under
  * <topic>-value.
  */
-static void
-store_debezium_event(const OutboxExtension *ext, const CaptureConfig *config, text *topic,
-					 const DebeziumSource *source, const CaptureTable *table, char op,
-					 HeapTuple before, HeapTuple after, const bool *unavailable,
-					 text *key, Jsonb *headers)
+static OutboxDraft *
+debezium_draft(const OutboxExtension *ext, const CaptureConfig *config, text *topic,
+			   const DebeziumSource *source, const CaptureTable *table, char op,
+			   HeapTuple before, HeapTuple after, const bool *unavailable,
+			   text *key, Jsonb *headers)
 {
 	DebeziumOptions options = config->options;
+	OutboxDraft *draft = palloc0(sizeof(OutboxDraft));
 	StringInfoData value;
-	bytea	   *payload;
 
 	options.schemas = options.schemas || config->options.avro;
 	initStringInfo(&value);
 	outbox_debezium_envelope(&value, &options, source, op, table->tupdesc,
 							 before, after, unavailable);
 	if (config->options.avro)
-		payload = outbox_debezium_avro(ext, value.data,
-									   psprintf("%s-value", text_to_cstring(topic)));
+		draft->payload = outbox_debezium_avro(ext, value.data,
+											  psprintf("%s-value", text_to_cstring(topic)));
 	else
-		payload = outbox_utf8_payload(cstring_to_text_with_len(value.data, value.len));
-	outbox_store_event(ext, topic, key, payload, headers, (Datum) 0, true, NULL,
-					   !config->options.avro);
+		draft->payload = outbox_utf8_payload(cstring_to_text_with_len(value.data, value.len));
+	draft->topic = topic;
+	draft->key = key;
+	draft->headers = headers;
+	draft->json = !config->options.avro;
+	return draft;
+}
+
+/*
+ * The tombstone of key on topic, with headers.
+ */
+static OutboxDraft *
+tombstone(text *topic, text *key, Jsonb *headers)
+{
+	OutboxDraft *draft = palloc0(sizeof(OutboxDraft));
+
+	draft->topic = topic;
+	draft->key = key;
+	draft->headers = headers;
+	return draft;
 }
 
 /*
@@ -673,7 +694,7 @@ unchanged_toasted(const CaptureTable *table, HeapTuple before, HeapTuple after)
 /*
  * The events of a change in the debezium format (docs/debezium.md).
  */
-static void
+static List *
 debezium_format_event(const OutboxExtension *ext, const CaptureConfig *config,
 					  const CaptureTable *table, char op, HeapTuple before, HeapTuple after,
 					  const char *snapshot)
@@ -686,10 +707,11 @@ debezium_format_event(const OutboxExtension *ext, const CaptureConfig *config,
 	char	   *new_key = NULL;
 	HeapTuple	old_row = before;	/* the before that the events show */
 	bool	   *unavailable = NULL;
+	List	   *drafts = NIL;
 
 	/* skipped.operations: an update of the key too, as one update */
 	if (strchr(config->skipped, op) != NULL)
-		return;
+		return NIL;
 	nestlevel = outbox_debezium_pin_settings(table->tupdesc);
 	if (config->by_identity && table->identity != REPLICA_IDENTITY_FULL && before != NULL)
 	{
@@ -732,16 +754,20 @@ debezium_format_event(const OutboxExtension *ext, const CaptureConfig *config,
 		text	   *old_stored = stored_key(ext, config, table, topic_name, before, old_key);
 		text	   *new_stored = stored_key(ext, config, table, topic_name, after, new_key);
 
-		store_debezium_event(ext, config, topic, &source, table, 'd', old_row, NULL, NULL,
-							 old_stored,
-							 debezium_headers(config, old_stored, "__debezium.newkey", new_key));
+		drafts = lappend(drafts,
+						 debezium_draft(ext, config, topic, &source, table, 'd', old_row, NULL,
+										NULL, old_stored,
+										debezium_headers(config, old_stored,
+														 "__debezium.newkey", new_key)));
 		if (config->tombstones)
-			outbox_store_event(ext, topic, old_stored, NULL,
-							   debezium_headers(config, old_stored, NULL, NULL),
-							   (Datum) 0, true, NULL, false);
-		store_debezium_event(ext, config, topic, &source, table, 'c', NULL, after, unavailable,
-							 new_stored,
-							 debezium_headers(config, new_stored, "__debezium.oldkey", old_key));
+			drafts = lappend(drafts,
+							 tombstone(topic, old_stored,
+									   debezium_headers(config, old_stored, NULL, NULL)));
+		drafts = lappend(drafts,
+						 debezium_draft(ext, config, topic, &source, table, 'c', NULL, after,
+										unavailable, new_stored,
+										debezium_headers(config, new_stored,
+														 "__debezium.oldkey", old_key)));
 	}
 	else
 	{
@@ -749,14 +775,17 @@ debezium_format_event(const OutboxExtension *ext, const CaptureConfig *config,
 		text	   *stored = key ? stored_key(ext, config, table, topic_name,
 											  after != NULL ? after : before, key) : NULL;
 
-		store_debezium_event(ext, config, topic, &source, table, op, old_row, after,
-							 unavailable, stored, debezium_headers(config, stored, NULL, NULL));
+		drafts = lappend(drafts,
+						 debezium_draft(ext, config, topic, &source, table, op, old_row, after,
+										unavailable, stored,
+										debezium_headers(config, stored, NULL, NULL)));
 		if (op == 'd' && config->tombstones && stored != NULL)
-			outbox_store_event(ext, topic, stored, NULL,
-							   debezium_headers(config, stored, NULL, NULL),
-							   (Datum) 0, true, NULL, false);
+			drafts = lappend(drafts,
+							 tombstone(topic, stored,
+									   debezium_headers(config, stored, NULL, NULL)));
 	}
 	outbox_debezium_unpin_settings(nestlevel);
+	return drafts;
 }
 
 /*
@@ -770,10 +799,20 @@ outbox_capture_event(const OutboxExtension *ext, const CaptureConfig *config,
 					 const CaptureTable *table, char op, HeapTuple before, HeapTuple after,
 					 const char *snapshot)
 {
+	List	   *drafts;
+	ListCell   *lc;
+
 	if (config->format == CAPTURE_FORMAT_DEBEZIUM)
-		debezium_format_event(ext, config, table, op, before, after, snapshot);
+		drafts = debezium_format_event(ext, config, table, op, before, after, snapshot);
 	else
-		outbox_format_event(ext, config, table, op, before, after);
+		drafts = outbox_format_event(config, table, op, before, after);
+	foreach(lc, drafts)
+	{
+		OutboxDraft *draft = lfirst(lc);
+
+		outbox_store_event(ext, draft->topic, draft->key, draft->payload, draft->headers,
+						   (Datum) 0, true, NULL, draft->json);
+	}
 }
 
 /*
