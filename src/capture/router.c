@@ -46,6 +46,18 @@ PG_FUNCTION_INFO_V1(outbox_attach_router);
 #define ROUTED_BY_VALUE "${routedByValue}"
 
 /*
+ * How the router's converters write a row's key and value.
+ */
+typedef struct RouterOptions
+{
+	bool		expand;
+	bool		key_json;		/* key_converter=json; 1.2: string */
+	bool		schemas;		/* schemas_enable=true; 1.2: false */
+	bool		null_tombstone; /* a null payload is a tombstone; 1.2: true */
+	bool		blank_tombstone;	/* so is an empty or blank one; 1.2: false */
+} RouterOptions;
+
+/*
  * The trigger's arguments.  Those that 1.3 added are absent from the
  * triggers that 1.2 made: their absence keeps what 1.2 did.
  */
@@ -57,11 +69,7 @@ typedef struct RouterConfig
 	char	   *id;
 	char	   *payload;
 	char	   *timestamp;		/* NULL: the start of the transaction */
-	bool		expand;
-	bool		key_json;		/* key_converter=json; 1.2: string */
-	bool		schemas;		/* schemas_enable=true; 1.2: false */
-	bool		null_tombstone; /* a null payload is a tombstone; 1.2: true */
-	bool		blank_tombstone;	/* so is an empty or blank one; 1.2: false */
+	RouterOptions options;
 	bool		any_id;			/* ids=any: an id of any type; 1.2: a UUID */
 	int			nheaders;
 	char	  **header_columns;
@@ -91,7 +99,7 @@ static void
 router_config(int nargs, char **args, RouterConfig *config)
 {
 	memset(config, 0, sizeof(*config));
-	config->null_tombstone = true;
+	config->options.null_tombstone = true;
 	config->header_columns = palloc((nargs + 1) * sizeof(char *));
 	config->header_names = palloc((nargs + 1) * sizeof(char *));
 	for (int i = 0; i < nargs; i++)
@@ -120,13 +128,14 @@ router_config(int nargs, char **args, RouterConfig *config)
 		else if (strcmp(name, "timestamp") == 0)
 			config->timestamp = value;
 		else if (strcmp(name, "expand") == 0)
-			config->expand = strcmp(value, "true") == 0;
+			config->options.expand = strcmp(value, "true") == 0;
 		else if (strcmp(name, "key_converter") == 0)
-			config->key_json = strcmp(value, "json") == 0;
+			config->options.key_json = strcmp(value, "json") == 0;
 		else if (strcmp(name, "schemas_enable") == 0)
-			config->schemas = strcmp(value, "true") == 0;
+			config->options.schemas = strcmp(value, "true") == 0;
 		else if (strcmp(name, "tombstone_on_empty_payload") == 0)
-			config->null_tombstone = config->blank_tombstone = strcmp(value, "true") == 0;
+			config->options.null_tombstone = config->options.blank_tombstone =
+				strcmp(value, "true") == 0;
 		else if (strcmp(name, "ids") == 0 && strcmp(value, "any") == 0)
 			config->any_id = true;
 		else if (strcmp(name, "header") == 0 &&
@@ -368,19 +377,20 @@ blank(const char *str)
 }
 
 /*
- * The record value of a payload, the value of column attr: see the file
- * header.  NULL: a tombstone.
+ * The record value of a payload, the value of column attr called name: see
+ * the file header.  NULL: a tombstone.
  */
 static bytea *
-router_value(const RouterConfig *config, Form_pg_attribute attr, Datum value, bool isnull)
+router_value(const RouterOptions *options, const char *name, Form_pg_attribute attr,
+			 Datum value, bool isnull)
 {
 	Oid			typid = getBaseType(attr->atttypid);
 	char	   *json = NULL;
 	StringInfoData out;
 
 	if (!payload_type(typid))
-		wrong_type(config->payload, typid, "payload", PAYLOAD_TYPES);
-	if (isnull && config->null_tombstone)
+		wrong_type(name, typid, "payload", PAYLOAD_TYPES);
+	if (isnull && options->null_tombstone)
 		return NULL;
 	if (!isnull && typid == BYTEAOID)
 		return DatumGetByteaPCopy(value);	/* its bytes, as ByteArrayConverter */
@@ -392,11 +402,11 @@ router_value(const RouterConfig *config, Form_pg_attribute attr, Datum value, bo
 	}
 	else if (!isnull)
 		json = TextDatumGetCString(value);
-	if (json != NULL && config->blank_tombstone && blank(json))
+	if (json != NULL && options->blank_tombstone && blank(json))
 		return NULL;
 
 	initStringInfo(&out);
-	if (config->schemas)
+	if (options->schemas)
 	{
 		appendStringInfoString(&out, "{\"schema\":");
 		outbox_debezium_schema(&out, &router_options, typid, attr->atttypmod, !attr->attnotnull);
@@ -404,10 +414,10 @@ router_value(const RouterConfig *config, Form_pg_attribute attr, Datum value, bo
 	}
 	if (json == NULL)
 		appendStringInfoString(&out, "null");
-	else if (!config->expand || (json[0] != '{' && json[0] != '[') ||
-			 !expand_json(&out, json, config->payload))
+	else if (!options->expand || (json[0] != '{' && json[0] != '[') ||
+			 !expand_json(&out, json, name))
 		escape_json(&out, json);
-	if (config->schemas)
+	if (options->schemas)
 		appendStringInfoChar(&out, '}');
 	return outbox_utf8_payload(cstring_to_text_with_len(out.data, out.len));
 }
@@ -418,15 +428,15 @@ router_value(const RouterConfig *config, Form_pg_attribute attr, Datum value, bo
  * value (Kafka's StringConverter).  NULL: no key.
  */
 static text *
-router_key(const RouterConfig *config, Form_pg_attribute attr, Datum value, bool isnull)
+router_key(const RouterOptions *options, Form_pg_attribute attr, Datum value, bool isnull)
 {
 	StringInfoData out;
 
-	if (!config->key_json)
+	if (!options->key_json)
 		return isnull ? NULL : cstring_to_text(outbox_debezium_text(value, attr->atttypid,
 																	 attr->atttypmod));
 	initStringInfo(&out);
-	if (config->schemas)
+	if (options->schemas)
 	{
 		appendStringInfoString(&out, "{\"schema\":");
 		outbox_debezium_schema(&out, &router_options, attr->atttypid, attr->atttypmod,
@@ -435,7 +445,7 @@ router_key(const RouterConfig *config, Form_pg_attribute attr, Datum value, bool
 	}
 	outbox_debezium_column(&out, &router_options, value, isnull, attr->atttypid,
 						   attr->atttypmod);
-	if (config->schemas)
+	if (options->schemas)
 		appendStringInfoChar(&out, '}');
 	return cstring_to_text_with_len(out.data, out.len);
 }
@@ -553,7 +563,7 @@ outbox_router(PG_FUNCTION_ARGS)
 	if (config.key != NULL)
 	{
 		value = column_value(tuple, tupdesc, config.key, &isnull, &attr);
-		key = router_key(&config, attr, value, isnull);
+		key = router_key(&config.options, attr, value, isnull);
 	}
 
 	/*
@@ -578,7 +588,7 @@ outbox_router(PG_FUNCTION_ARGS)
 
 	/* the value */
 	value = column_value(tuple, tupdesc, config.payload, &isnull, &attr);
-	payload = router_value(&config, attr, value, isnull);
+	payload = router_value(&config.options, config.payload, attr, value, isnull);
 	/* JSON but for the bytes of a bytea payload, which go as they are */
 	payload_json = isnull || getBaseType(attr->atttypid) != BYTEAOID;
 
@@ -691,7 +701,7 @@ outbox_attach_router(PG_FUNCTION_ARGS)
 	config.id = text_arg(fcinfo, 4);
 	config.payload = text_arg(fcinfo, 5);
 	config.timestamp = text_arg(fcinfo, 6);
-	config.expand = PG_ARGISNULL(8) ? PG_NARGS() == 9 : PG_GETARG_BOOL(8);
+	config.options.expand = PG_ARGISNULL(8) ? PG_NARGS() == 9 : PG_GETARG_BOOL(8);
 	if (PG_NARGS() == 12)
 	{
 		char	   *converter = text_arg(fcinfo, 9);
@@ -702,10 +712,10 @@ outbox_attach_router(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("invalid key_converter \"%s\"", converter ? converter : "null"),
 					 errdetail("It is \"json\" (Kafka's JsonConverter) or \"string\" (StringConverter).")));
-		config.key_json = strcmp(converter, "json") == 0;
-		config.schemas = !PG_ARGISNULL(10) && PG_GETARG_BOOL(10);
-		config.blank_tombstone = !PG_ARGISNULL(11) && PG_GETARG_BOOL(11);
-		if (config.schemas && config.expand)
+		config.options.key_json = strcmp(converter, "json") == 0;
+		config.options.schemas = !PG_ARGISNULL(10) && PG_GETARG_BOOL(10);
+		config.options.blank_tombstone = !PG_ARGISNULL(11) && PG_GETARG_BOOL(11);
+		if (config.options.schemas && config.options.expand)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("schemas_enable cannot be combined with expand_payload"),
@@ -770,12 +780,14 @@ outbox_attach_router(PG_FUNCTION_ARGS)
 			wrong_type(config.timestamp, typid, "timestamp", TIMESTAMP_TYPES);
 		args = lappend(args, psprintf("timestamp=%s", config.timestamp));
 	}
-	args = lappend(args, config.expand ? "expand=true" : "expand=false");
+	args = lappend(args, config.options.expand ? "expand=true" : "expand=false");
 	if (PG_NARGS() == 12)
 	{
-		args = lappend(args, config.key_json ? "key_converter=json" : "key_converter=string");
-		args = lappend(args, config.schemas ? "schemas_enable=true" : "schemas_enable=false");
-		args = lappend(args, config.blank_tombstone ? "tombstone_on_empty_payload=true" :
+		args = lappend(args, config.options.key_json ? "key_converter=json" :
+					   "key_converter=string");
+		args = lappend(args, config.options.schemas ? "schemas_enable=true" :
+					   "schemas_enable=false");
+		args = lappend(args, config.options.blank_tombstone ? "tombstone_on_empty_payload=true" :
 					   "tombstone_on_empty_payload=false");
 		args = lappend(args, "ids=any");
 	}
