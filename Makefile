@@ -10,10 +10,13 @@ OBJS = \
 	src/capture/router.o \
 	src/capture/snapshot.o \
 	src/format/avro.o \
+	src/format/change.o \
 	src/format/cloudevents.o \
+	src/format/debezium.o \
 	src/format/debezium_avro.o \
 	src/format/debezium_json.o \
 	src/format/decimal.o \
+	src/format/outbox.o \
 	src/format/topics.o \
 	src/kafka/kafka.o \
 	src/kafka/properties.o \

@@ -29,6 +29,7 @@
 #include "base/catalog.h"
 #include "capture/capture.h"
 #include "capture/snapshot.h"
+#include "format/debezium.h"
 #include "format/debezium_json.h"
 #include "queue/enqueue.h"
 

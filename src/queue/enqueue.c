@@ -79,42 +79,6 @@ outbox_check_topic(const char *topic, int len)
 }
 
 /*
- * Refuse text that cannot be published as UTF-8.
- */
-static void
-refuse_not_utf8(const char *what)
-{
-	ereport(ERROR,
-			(errcode(GetDatabaseEncoding() == PG_SQL_ASCII ?
-					 ERRCODE_CHARACTER_NOT_IN_REPERTOIRE :
-					 ERRCODE_UNTRANSLATABLE_CHARACTER),
-			 errmsg("event %s cannot be converted to UTF-8", what),
-			 errdetail("Kafka clients read keys, headers and text payloads as UTF-8.")));
-}
-
-/*
- * Text in the server encoding as the UTF-8 bytes that will be published.
- * In a UTF-8 database that is the text itself.
- */
-bytea *
-outbox_utf8_payload(text *t)
-{
-	char	   *utf8;
-	int			len;
-	bytea	   *result;
-
-	if (GetDatabaseEncoding() == PG_UTF8)
-		return (bytea *) t;		/* text and bytea share their layout */
-	utf8 = outbox_to_utf8(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), &len);
-	if (utf8 == NULL)
-		refuse_not_utf8("payload");
-	result = (bytea *) palloc(VARHDRSZ + len);
-	SET_VARSIZE(result, VARHDRSZ + len);
-	memcpy(VARDATA(result), utf8, len);
-	return result;
-}
-
-/*
  * The bytes that will be published: for text and jsonb their UTF-8 text,
  * for bytea the bytes as given.
  */
@@ -172,12 +136,12 @@ check_event(text *topic, text *key, bytea *payload, Jsonb *headers,
 		ev.payload_len = VARSIZE_ANY_EXHDR(payload);
 	if (key != NULL &&
 		(ev.key = outbox_to_utf8(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), &ev.key_len)) == NULL)
-		refuse_not_utf8("key");
+		outbox_refuse_not_utf8("key");
 	if (headers != NULL &&
 		(problem = outbox_unpack_headers(headers, &ev, &not_utf8)) != NULL)
 	{
 		if (not_utf8)
-			refuse_not_utf8("header");
+			outbox_refuse_not_utf8("header");
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid event headers"),
