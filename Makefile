@@ -16,6 +16,7 @@ OBJS = \
 	src/format/debezium_avro.o \
 	src/format/debezium_json.o \
 	src/format/decimal.o \
+	src/format/format.o \
 	src/format/outbox.o \
 	src/format/topics.o \
 	src/kafka/kafka.o \

@@ -2,8 +2,7 @@
  *
  * capture.c
  *		Row changes as events: the events of one row's change, made by its
- *		format (src/format/outbox.c, src/format/debezium.c) and stored
- *		here, for the trigger (attach.c) and the snapshot's chunks
+ *		format (src/format/format.h) and stored here, for the trigger (attach.c) and the snapshot's chunks
  *		(snapshot.c); and the triggers of the extension on a table.  The
  *		formats are in README.md (outbox_attach) and docs/debezium.md;
  *		docs/design.md, "Capture, the router and snapshots", says why.
@@ -27,9 +26,7 @@
 
 #include "base/catalog.h"
 #include "capture/capture.h"
-#include "format/debezium.h"
 #include "format/format.h"
-#include "format/outbox.h"
 #include "queue/enqueue.h"
 
 /*
@@ -168,14 +165,10 @@ outbox_capture_event(const OutboxExtension *ext, const CaptureConfig *config,
 					 const CaptureTable *table, char op, HeapTuple before, HeapTuple after,
 					 const char *snapshot)
 {
-	List	   *drafts;
+	List	   *drafts = outbox_format_change(ext, config, table, op, before, after,
+											  snapshot);
 	ListCell   *lc;
 
-	if (config->format == CAPTURE_FORMAT_DEBEZIUM)
-		drafts = outbox_debezium_format_event(ext, config, table, op, before, after,
-											  snapshot);
-	else
-		drafts = outbox_format_event(config, table, op, before, after);
 	foreach(lc, drafts)
 	{
 		OutboxDraft *draft = lfirst(lc);

@@ -1,10 +1,12 @@
 /*-------------------------------------------------------------------------
  *
  * avro.c
- *		Avro records from JSON, with Apache Avro's C library: a schema is
- *		checked when a topic takes it, parsed once per process and schema id,
- *		and each value is checked against it and encoded in the caller's
- *		transaction.  docs/avro.md says how each JSON value maps to Avro.
+ *		The avro format: records from JSON, with Apache Avro's C library.
+ *		A topic's schemas are checked and registered when it is set, parsed
+ *		once per process and schema id; each payload is checked against the
+ *		value schema and encoded at enqueue, in the caller's transaction,
+ *		and each key at publish.  docs/avro.md says how each JSON value
+ *		maps to Avro.
  *
  * libavro parses the schema and writes the binary encoding; it knows no
  * logical types, so the schema's JSON is walked beside its parse for them
@@ -26,6 +28,8 @@
 #include <avro.h>
 
 #include "common/base64.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
 #include "common/jsonapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
@@ -34,10 +38,13 @@
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/numeric.h"
+#include "utils/resowner.h"
 
 #include "base/event.h"
-#include "format/avro.h"
 #include "format/decimal.h"
+#include "format/format_internal.h"
+#include "format/topics.h"
+#include "kafka/registry.h"
 
 typedef enum Logical
 {
@@ -64,7 +71,8 @@ typedef struct AvroType
 	int			null_branch;	/* union: the branch of null, or -1 */
 } AvroType;
 
-struct OutboxAvroSchema
+/* a schema of a topic, parsed */
+typedef struct OutboxAvroSchema
 {
 	int32		id;
 	AvroType	   *root;
@@ -72,7 +80,7 @@ struct OutboxAvroSchema
 	avro_value_iface_t *iface;
 	avro_value_t value;			/* what each encoding fills, reset first */
 	char	   *json;			/* the schema's text */
-};
+} OutboxAvroSchema;
 
 /*
  * the parsed schemas of this process, by id; an id whose text changed (the
@@ -304,13 +312,13 @@ walk(Walk *w, JsonbValue *js, avro_schema_t s)
 }
 
 /*
- * Parse the schema jb with libavro; an error (22023) with libavro's own
- * message if it is no Avro schema.  The caller decrefs the result.
+ * Parse the schema json (JSON text) with libavro; an error (22023) with
+ * libavro's own message if it is no Avro schema.  The caller decrefs the
+ * result.
  */
 static avro_schema_t
-parse_schema(Jsonb *jb, const char *what)
+parse_schema(const char *json, const char *what)
 {
-	char	   *json = JsonbToCString(NULL, &jb->root, VARSIZE(jb));
 	avro_schema_t s;
 
 	if (avro_schema_from_json_length(json, strlen(json), &s) != 0)
@@ -323,11 +331,12 @@ parse_schema(Jsonb *jb, const char *what)
 }
 
 /*
- * Raise an error (22023) unless schema is an Avro schema whose logical
- * types are well formed; what names it ("value", "key") in the message.
+ * Raise an error (22023) unless schema (JSON text) is an Avro schema whose
+ * logical types are well formed; what names it ("value", "key") in the
+ * message.
  */
-void
-outbox_avro_check_schema(Jsonb *schema, const char *what)
+static void
+check_schema(const char *schema, const char *what)
 {
 	avro_schema_t s = parse_schema(schema, what);
 
@@ -336,7 +345,8 @@ outbox_avro_check_schema(Jsonb *schema, const char *what)
 		Walk		w = {NIL, NIL, true};
 		JsonbValue	root;
 
-		root_of(schema, &root);
+		root_of(DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(schema))),
+				&root);
 		(void) walk(&w, &root, s);
 	}
 	PG_FINALLY();
@@ -350,8 +360,8 @@ outbox_avro_check_schema(Jsonb *schema, const char *what)
  * The parsed schema of registry id id, whose JSON is schema_json: from
  * this process's cache, else parsed now and kept.
  */
-OutboxAvroSchema *
-outbox_avro_schema(int32 id, const char *schema_json)
+static OutboxAvroSchema *
+schema_of(int32 id, const char *schema_json)
 {
 	OutboxAvroSchema *entry;
 	MemoryContext old;
@@ -390,7 +400,7 @@ outbox_avro_schema(int32 id, const char *schema_json)
 
 	old = MemoryContextSwitchTo(schema_context);
 	jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(schema_json)));
-	s = parse_schema(jb, "registered");
+	s = parse_schema(schema_json, "registered");
 	PG_TRY();
 	{
 		root_of(jb, &root);
@@ -421,8 +431,8 @@ outbox_avro_schema(int32 id, const char *schema_json)
  * Whether values of schema are given as text (a key): a string is the
  * text itself, any other type its JSON.
  */
-bool
-outbox_avro_takes_text(const OutboxAvroSchema *schema)
+static bool
+takes_text(const OutboxAvroSchema *schema)
 {
 	return schema->root->type == AVRO_STRING;
 }
@@ -1012,8 +1022,8 @@ encode(OutboxAvroSchema *schema, JsonbValue *v, StringInfo out)
 /*
  * Append the Avro binary encoding of the JSON value to out; see encode.
  */
-char *
-outbox_avro_encode(OutboxAvroSchema *schema, Jsonb *value, StringInfo out)
+static char *
+encode_jsonb(OutboxAvroSchema *schema, Jsonb *value, StringInfo out)
 {
 	JsonbValue	v;
 
@@ -1026,12 +1036,12 @@ outbox_avro_encode(OutboxAvroSchema *schema, Jsonb *value, StringInfo out)
  * server's encoding) to out: the string itself if the schema is a string,
  * else JSON text; see encode.
  */
-char *
-outbox_avro_encode_text(OutboxAvroSchema *schema, const char *value, int len, StringInfo out)
+static char *
+encode_text(OutboxAvroSchema *schema, const char *value, int len, StringInfo out)
 {
 	JsonbValue	v;
 
-	if (outbox_avro_takes_text(schema))
+	if (takes_text(schema))
 	{
 		v.type = jbvString;
 		v.val.string.val = (char *) value;
@@ -1041,10 +1051,10 @@ outbox_avro_encode_text(OutboxAvroSchema *schema, const char *value, int len, St
 	if (pg_parse_json(makeJsonLexContextCstringLen((char *) value, len, GetDatabaseEncoding(), true),
 					  &nullSemAction) != JSON_SUCCESS)
 		return "The value is not JSON, and its schema is not a string.";
-	return outbox_avro_encode(schema,
-							  DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
-																 CStringGetDatum(pnstrdup(value, len)))),
-							  out);
+	return encode_jsonb(schema,
+						DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
+														   CStringGetDatum(pnstrdup(value, len)))),
+						out);
 }
 
 /*
@@ -1052,8 +1062,8 @@ outbox_avro_encode_text(OutboxAvroSchema *schema, const char *value, int len, St
  * ("payload", "key") of an event on topic, and detail, as the encoding
  * said.
  */
-void
-outbox_avro_refuse(const char *what, const char *topic, const char *detail)
+static void
+refuse(const char *what, const char *topic, const char *detail)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -1061,3 +1071,158 @@ outbox_avro_refuse(const char *what, const char *topic, const char *detail)
 			 errdetail_internal("%s", detail),
 			 errhint("docs/avro.md says how JSON values map to Avro types.")));
 }
+
+/*
+ * The schemas of a topic of format avro, as outbox_set_topic is given
+ * them: a value schema, for a topic (not a pattern), each checked, then
+ * registered under <topic>-value and <topic>-key (Confluent's
+ * TopicNameStrategy): their ids.
+ */
+static void
+avro_check_topic(OutboxTopicSetting *setting)
+{
+	const char *pattern = setting->pattern;
+
+	if (setting->value_schema == NULL)
+		outbox_format_conflict(setting, "Format avro needs a value_schema.");
+	if (pattern[strlen(pattern) - 1] == '*')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("format avro is set for a topic, not for pattern \"%s\"", pattern),
+				 errdetail("A topic's Avro schemas are registered under its name (\"<topic>-value\", \"<topic>-key\") when it is set, and a pattern names no topic."),
+				 errhint("Set format avro for each topic, with its schemas.")));
+	check_schema(setting->value_schema, "value");
+	if (setting->key_schema != NULL)
+		check_schema(setting->key_schema, "key");
+	setting->value_schema_id =
+		outbox_registry_register(psprintf("%s-value", pattern), setting->value_schema);
+	if (setting->key_schema != NULL)
+		setting->key_schema_id =
+			outbox_registry_register(psprintf("%s-key", pattern), setting->key_schema);
+}
+
+/*
+ * The payload of an event on a topic of format avro, whose setting is
+ * setting: the JSON payload checked against the value schema and encoded
+ * in the Schema Registry's wire format; the key, if any, checked against
+ * the key schema.  See OutboxFormat.encode.
+ */
+static bytea *
+avro_encode(const OutboxTopicSetting *setting, text *key, Datum payload, bool isnull,
+			Oid type, bool *json)
+{
+	StringInfoData buf;
+	char	   *problem;
+
+	*json = false;
+	if (key != NULL && setting->key_schema_id != 0)
+	{
+		initStringInfo(&buf);
+		problem = encode_text(schema_of(setting->key_schema_id, setting->key_schema),
+							  VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), &buf);
+		if (problem != NULL)
+			refuse("key", setting->pattern, problem);
+		pfree(buf.data);
+	}
+	if (isnull)
+		return NULL;
+	if (type != JSONBOID)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the payload of an event on topic \"%s\" must be jsonb", setting->pattern),
+				 errdetail("The topic has format avro: its events are checked against its schema and encoded from JSON."),
+				 errhint("Give the payload as jsonb, or publish these bytes to a topic without a format.")));
+	initStringInfo(&buf);
+	appendStringInfoSpaces(&buf, VARHDRSZ);
+	outbox_registry_frame(&buf, setting->value_schema_id);
+	problem = encode_jsonb(schema_of(setting->value_schema_id, setting->value_schema),
+						   DatumGetJsonbP(payload), &buf);
+	if (problem != NULL)
+		refuse("payload", setting->pattern, problem);
+	SET_VARSIZE(buf.data, buf.len);
+	return (bytea *) buf.data;
+}
+
+/*
+ * Refuse a JSON payload on a topic of format avro: a trigger's, which
+ * outbox_enqueue would have encoded.  See OutboxFormat.check_event.
+ */
+static int
+avro_check_event(const OutboxTopicSetting *setting, const char *topic,
+				 const OutboxEvent *ev, bool payload, bool json, Jsonb **headers)
+{
+	if (payload && json)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("topic \"%s\" is of format avro", topic),
+				 errdetail("Its events are checked against its Avro schema and encoded by outbox_enqueue() with a jsonb payload."),
+				 errhint("Attach the table with another topic, or enqueue its events with outbox_enqueue().")));
+	return 0;
+}
+
+/*
+ * Set ev's key to its Avro encoding if its topic's setting has a key
+ * schema: the key is stored as given, its text (order per key holds by
+ * it), and checked at enqueue against the schema the topic had then.  A
+ * key that no longer fits, or that the encoding raises an error for (a
+ * number out of range, a key stored by a trigger), is refused for good: in
+ * a subtransaction, so that no stored key can stop the worker.  See
+ * OutboxFormat.prepare.
+ */
+static void
+avro_prepare(const OutboxTopicSetting *setting, OutboxEvent *ev)
+{
+	text	   *key;
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	StringInfoData buf;
+	char	   *problem;
+
+	if (ev->key == NULL || setting->key_schema_id == 0)
+		return;
+	key = DatumGetTextPP(ev->values[LOG_KEY]);
+	initStringInfo(&buf);
+	outbox_registry_frame(&buf, setting->key_schema_id);
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		problem = encode_text(schema_of(setting->key_schema_id, setting->key_schema),
+							  VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), &buf);
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		/* a cancel is the batch's, not the key's */
+		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
+			PG_RE_THROW();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		problem = edata->message;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	if (problem != NULL)
+	{
+		ev->outcome = OUTBOX_REFUSED;
+		ev->error = psprintf("The key does not match the Avro key schema of its topic: %s", problem);
+		ev->permanent = true;
+		return;
+	}
+	ev->key = buf.data;
+	ev->key_len = buf.len;
+}
+
+const OutboxFormat outbox_avro_format = {
+	.name = "avro",
+	.settings = FORMAT_SCHEMAS,
+	.check_topic = avro_check_topic,
+	.encode = avro_encode,
+	.check_event = avro_check_event,
+	.prepare = avro_prepare,
+};

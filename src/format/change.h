@@ -2,8 +2,8 @@
  *
  * change.h
  *		Row changes as the formats of their events see them: the options of
- *		a captured table (its capture trigger's arguments), and the table
- *		as its events name it.
+ *		a captured table (its capture trigger's arguments, read by
+ *		src/format/format.c), and the table as its events name it.
  *
  * src/format/change.h
  *
@@ -13,32 +13,20 @@
 #define OUTBOX_CHANGE_H
 
 #include "access/tupdesc.h"
-#include "fmgr.h"
 #include "nodes/bitmapset.h"
 #include "utils/relcache.h"
 
-#include "format/debezium_json.h"
-
-typedef enum CaptureFormat
-{
-	CAPTURE_FORMAT_OUTBOX,		/* the extension's own envelope */
-	CAPTURE_FORMAT_DEBEZIUM		/* the Debezium connector's change events */
-} CaptureFormat;
+struct OutboxFormat;
 
 /* what the capture trigger's arguments say */
 typedef struct CaptureConfig
 {
-	CaptureFormat format;
+	const struct OutboxFormat *format;
 	char	   *topic;			/* the topic; debezium: the prefix of one per table */
-	/* debezium: the connector's settings */
-	bool		tombstones;		/* tombstones.on.delete */
-	char		skipped[5];		/* skipped.operations: of c, u, d, t */
-	DebeziumOptions options;	/* decimal.handling.mode, the converter and
-								 * the like */
-	bool		by_identity;	/* before and TOASTed values as REPLICA IDENTITY
-								 * has them; false for a 1.2 trigger: whole rows */
 	int			nkeys;			/* key columns named; 0: the primary key */
 	char	  **keys;
+	void	   *options;		/* the format's own: debezium, the connector's
+								 * settings */
 } CaptureConfig;
 
 /* a table as its events name it, and where its key columns are */
@@ -53,9 +41,6 @@ typedef struct CaptureTable
 	Bitmapset  *identity_attrs; /* its columns, less FirstLowInvalidHeapAttributeNumber */
 } CaptureTable;
 
-extern void outbox_capture_config(int nargs, char **args, CaptureConfig *config);
-extern char **outbox_capture_args(const CaptureConfig *config, int *nargs);
-extern void outbox_capture_debezium_settings(FunctionCallInfo fcinfo, CaptureConfig *config);
 extern char **outbox_primary_key(Relation rel, int *nkeys);
 extern void outbox_capture_table(const CaptureConfig *config, Relation rel,
 								 TupleDesc tupdesc, CaptureTable *table);

@@ -35,6 +35,202 @@
 #include "format/debezium_avro.h"
 #include "format/debezium_json.h"
 #include "format/format.h"
+#include "format/format_internal.h"
+
+/* the connector's settings, as a capture trigger's arguments say them */
+typedef struct DebeziumConfig
+{
+	bool		tombstones;		/* tombstones.on.delete */
+	char		skipped[5];		/* skipped.operations: of c, u, d, t */
+	DebeziumOptions options;	/* decimal.handling.mode, the converter and
+								 * the like */
+	bool		by_identity;	/* before and TOASTed values as REPLICA IDENTITY
+								 * has them; false for a 1.2 trigger: whole rows */
+} DebeziumConfig;
+
+/*
+ * The operations of skipped.operations: "none", or a list of c, u, d and
+ * t, separated by commas; into skipped, as letters.  False if value is
+ * not such a list.
+ */
+static bool
+parse_skipped(const char *value, char *skipped)
+{
+	int			n = 0;
+
+	skipped[0] = '\0';
+	if (strcmp(value, "none") == 0)
+		return true;
+	for (const char *c = value;; c++)
+	{
+		while (*c == ' ')
+			c++;
+		if (*c == '\0' || strchr("cudt", *c) == NULL)
+			return false;
+		if (strchr(skipped, *c) == NULL)
+		{
+			skipped[n++] = *c;
+			skipped[n] = '\0';
+		}
+		c++;
+		while (*c == ' ')
+			c++;
+		if (*c == '\0')
+			return true;
+		if (*c != ',')
+			return false;
+	}
+}
+
+/*
+ * decimal.handling.mode's value, into *decimals; false if unknown.
+ */
+static bool
+parse_decimals(const char *value, DebeziumDecimals *decimals)
+{
+	if (strcmp(value, "precise") == 0)
+		*decimals = DEBEZIUM_DECIMALS_PRECISE;
+	else if (strcmp(value, "string") == 0)
+		*decimals = DEBEZIUM_DECIMALS_STRING;
+	else if (strcmp(value, "double") == 0)
+		*decimals = DEBEZIUM_DECIMALS_DOUBLE;
+	else
+		return false;
+	return true;
+}
+
+/*
+ * The connector's settings among outbox_attach's arguments, into
+ * settings->options: tombstones (1.2: the last; false if NULL), then (1.3:
+ * the last five) each NULL giving the connector's default:
+ * decimal_handling (precise), tombstones (true), skipped_operations ('t'),
+ * schemas_enable (false) and converter (json).
+ */
+static void
+debezium_attach_options(FunctionCallInfo fcinfo, CaptureConfig *config)
+{
+	DebeziumConfig *settings = palloc0(sizeof(DebeziumConfig));
+
+	config->options = settings;
+	settings->tombstones = PG_NARGS() >= 6 && !PG_ARGISNULL(5) && PG_GETARG_BOOL(5);
+	if (PG_NARGS() != 10)
+		return;
+	settings->by_identity = true;
+	settings->options.hstore_json = true;
+	settings->tombstones = PG_ARGISNULL(5) || PG_GETARG_BOOL(5);
+	settings->options.decimals = DEBEZIUM_DECIMALS_PRECISE;
+	if (!PG_ARGISNULL(6) &&
+		!parse_decimals(text_to_cstring(PG_GETARG_TEXT_PP(6)), &settings->options.decimals))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown decimal_handling \"%s\"", text_to_cstring(PG_GETARG_TEXT_PP(6))),
+				 errdetail("The modes are \"precise\", \"string\" and \"double\", as the connector's decimal.handling.mode.")));
+	strcpy(settings->skipped, "t");
+	if (!PG_ARGISNULL(7) &&
+		!parse_skipped(text_to_cstring(PG_GETARG_TEXT_PP(7)), settings->skipped))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid skipped_operations \"%s\"", text_to_cstring(PG_GETARG_TEXT_PP(7))),
+				 errdetail("It is \"none\" or a list of c, u, d and t separated by commas, as the connector's skipped.operations.")));
+	settings->options.schemas = !PG_ARGISNULL(8) && PG_GETARG_BOOL(8);
+	if (!PG_ARGISNULL(9))
+	{
+		char	   *converter = text_to_cstring(PG_GETARG_TEXT_PP(9));
+
+		settings->options.avro = strcmp(converter, "avro") == 0;
+		if (!settings->options.avro && strcmp(converter, "json") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("unknown converter \"%s\"", converter),
+					 errdetail("The converters are \"json\" (Kafka Connect's JsonConverter) and \"avro\" (Confluent's AvroConverter).")));
+	}
+	if (settings->options.avro && settings->options.schemas)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("schemas_enable applies to the json converter only"),
+				 errdetail("The avro converter registers the schemas with the Schema Registry; records carry their ids.")));
+}
+
+/*
+ * The connector's settings among a capture trigger's keyword arguments,
+ * into config->options, those a 1.2 trigger has not keeping what it wrote
+ * (decimals as strings, whole rows, hstore as its text); see
+ * OutboxFormat.read_args.
+ */
+static const char *
+debezium_read_args(CaptureConfig *config, List *args)
+{
+	DebeziumConfig *settings = palloc0(sizeof(DebeziumConfig));
+	ListCell   *lc;
+
+	config->options = settings;
+	settings->options.decimals = DEBEZIUM_DECIMALS_STRING;
+	foreach(lc, args)
+	{
+		const char *arg = lfirst(lc);
+		const char *value;
+
+		if (outbox_keyword_arg(arg, "tombstones", &value))
+			settings->tombstones = strcmp(value, "true") == 0;
+		else if (outbox_keyword_arg(arg, "decimal_handling", &value) &&
+				 parse_decimals(value, &settings->options.decimals))
+		{
+			/* a 1.3 trigger: the connector's rows */
+			settings->by_identity = true;
+			settings->options.hstore_json = true;
+		}
+		else if (outbox_keyword_arg(arg, "skipped_operations", &value) &&
+				 parse_skipped(value, settings->skipped))
+			;
+		else if (outbox_keyword_arg(arg, "schemas_enable", &value))
+			settings->options.schemas = strcmp(value, "true") == 0;
+		else if (outbox_keyword_arg(arg, "converter", &value) && strcmp(value, "avro") == 0)
+			settings->options.avro = true;
+		else
+			return arg;
+	}
+	return NULL;
+}
+
+/*
+ * The trigger arguments that say config's connector settings, appended to
+ * args: those of a 1.3 trigger, or only tombstones of a 1.2 one.
+ */
+static List *
+debezium_write_args(const CaptureConfig *config, List *args)
+{
+	const DebeziumConfig *settings = config->options;
+
+	if (settings->by_identity)
+	{
+		static const char *const decimals[] = {"precise", "string", "double"};
+
+		StringInfoData skipped;
+
+		initStringInfo(&skipped);
+		for (const char *c = settings->skipped; *c; c++)
+			appendStringInfo(&skipped, "%s%c", c > settings->skipped ? "," : "", *c);
+		args = lappend(args, psprintf("decimal_handling=%s",
+									  decimals[settings->options.decimals]));
+		args = lappend(args, settings->tombstones ? "tombstones=true" : "tombstones=false");
+		args = lappend(args, psprintf("skipped_operations=%s",
+									  skipped.len > 0 ? skipped.data : "none"));
+		args = lappend(args, settings->options.schemas ? "schemas_enable=true" :
+					   "schemas_enable=false");
+		if (settings->options.avro)
+			args = lappend(args, "converter=avro");
+	}
+	else if (settings->tombstones)
+		args = lappend(args, "tombstones=true");
+	return args;
+}
+
+/* the topic of a table's events: the prefix, then schema and table */
+static char *
+debezium_topic(const CaptureConfig *config, const char *schema, const char *table)
+{
+	return outbox_debezium_topic(config->topic, schema, table);
+}
 
 /*
  * The headers of a debezium event: {"name": "value"} if name is not NULL,
@@ -44,9 +240,10 @@
 static Jsonb *
 debezium_headers(const CaptureConfig *config, text *key, const char *name, const char *value)
 {
+	const DebeziumConfig *settings = config->options;
 	StringInfoData buf;
 
-	if (name == NULL && !(config->options.avro && key != NULL))
+	if (name == NULL && !(settings->options.avro && key != NULL))
 		return NULL;
 	initStringInfo(&buf);
 	appendStringInfoChar(&buf, '{');
@@ -56,7 +253,7 @@ debezium_headers(const CaptureConfig *config, text *key, const char *name, const
 		appendStringInfoChar(&buf, ':');
 		escape_json(&buf, value);
 	}
-	if (config->options.avro && key != NULL)
+	if (settings->options.avro && key != NULL)
 		appendStringInfo(&buf, "%s\"" OUTBOX_KEY_BASE64_HEADER "\":\"true\"",
 						 name != NULL ? "," : "");
 	appendStringInfoChar(&buf, '}');
@@ -72,13 +269,14 @@ static text *
 stored_key(const OutboxExtension *ext, const CaptureConfig *config,
 		   const CaptureTable *table, const char *topic, HeapTuple tuple, const char *json)
 {
-	DebeziumOptions options = config->options;
+	const DebeziumConfig *settings = config->options;
+	DebeziumOptions options = settings->options;
 	StringInfoData record;
 	bytea	   *avro;
 	char	   *base64;
 	int			len;
 
-	if (!config->options.avro)
+	if (!settings->options.avro)
 		return cstring_to_text(json);
 	options.schemas = true;
 	initStringInfo(&record);
@@ -102,15 +300,16 @@ debezium_draft(const OutboxExtension *ext, const CaptureConfig *config, text *to
 			   HeapTuple before, HeapTuple after, const bool *unavailable,
 			   text *key, Jsonb *headers)
 {
-	DebeziumOptions options = config->options;
+	const DebeziumConfig *settings = config->options;
+	DebeziumOptions options = settings->options;
 	OutboxDraft *draft = palloc0(sizeof(OutboxDraft));
 	StringInfoData value;
 
-	options.schemas = options.schemas || config->options.avro;
+	options.schemas = options.schemas || settings->options.avro;
 	initStringInfo(&value);
 	outbox_debezium_envelope(&value, &options, source, op, table->tupdesc,
 							 before, after, unavailable);
-	if (config->options.avro)
+	if (settings->options.avro)
 		draft->payload = outbox_debezium_avro(ext, value.data,
 											  psprintf("%s-value", text_to_cstring(topic)));
 	else
@@ -118,7 +317,7 @@ debezium_draft(const OutboxExtension *ext, const CaptureConfig *config, text *to
 	draft->topic = topic;
 	draft->key = key;
 	draft->headers = headers;
-	draft->json = !config->options.avro;
+	draft->json = !settings->options.avro;
 	return draft;
 }
 
@@ -216,13 +415,15 @@ unchanged_toasted(const CaptureTable *table, HeapTuple before, HeapTuple after)
 }
 
 /*
- * The events of a change in the debezium format (docs/debezium.md).
+ * The events of a change in the debezium format (docs/debezium.md); see
+ * OutboxFormat.change.
  */
-List *
-outbox_debezium_format_event(const OutboxExtension *ext, const CaptureConfig *config,
-							 const CaptureTable *table, char op, HeapTuple before,
-							 HeapTuple after, const char *snapshot)
+static List *
+debezium_change(const OutboxExtension *ext, const CaptureConfig *config,
+				const CaptureTable *table, char op, HeapTuple before, HeapTuple after,
+				const char *snapshot)
 {
+	const DebeziumConfig *settings = config->options;
 	char	   *topic_name = outbox_debezium_topic(config->topic, table->schema, table->table);
 	text	   *topic = cstring_to_text(topic_name);
 	DebeziumSource source;
@@ -234,10 +435,10 @@ outbox_debezium_format_event(const OutboxExtension *ext, const CaptureConfig *co
 	List	   *drafts = NIL;
 
 	/* skipped.operations: an update of the key too, as one update */
-	if (strchr(config->skipped, op) != NULL)
+	if (strchr(settings->skipped, op) != NULL)
 		return NIL;
 	nestlevel = outbox_debezium_pin_settings(table->tupdesc);
-	if (config->by_identity && table->identity != REPLICA_IDENTITY_FULL && before != NULL)
+	if (settings->by_identity && table->identity != REPLICA_IDENTITY_FULL && before != NULL)
 	{
 		old_row = identity_before(table, op, before, after);
 		if (after != NULL)
@@ -257,7 +458,7 @@ outbox_debezium_format_event(const OutboxExtension *ext, const CaptureConfig *co
 		if (before != NULL)
 		{
 			initStringInfo(&buf);
-			outbox_debezium_key(&buf, &config->options, topic_name,
+			outbox_debezium_key(&buf, &settings->options, topic_name,
 								table->tupdesc, before,
 								table->nkeys, table->key_attnums);
 			old_key = buf.data;
@@ -265,7 +466,7 @@ outbox_debezium_format_event(const OutboxExtension *ext, const CaptureConfig *co
 		if (after != NULL)
 		{
 			initStringInfo(&buf);
-			outbox_debezium_key(&buf, &config->options, topic_name,
+			outbox_debezium_key(&buf, &settings->options, topic_name,
 								table->tupdesc, after,
 								table->nkeys, table->key_attnums);
 			new_key = buf.data;
@@ -283,7 +484,7 @@ outbox_debezium_format_event(const OutboxExtension *ext, const CaptureConfig *co
 										NULL, old_stored,
 										debezium_headers(config, old_stored,
 														 "__debezium.newkey", new_key)));
-		if (config->tombstones)
+		if (settings->tombstones)
 			drafts = lappend(drafts,
 							 tombstone(topic, old_stored,
 									   debezium_headers(config, old_stored, NULL, NULL)));
@@ -303,7 +504,7 @@ outbox_debezium_format_event(const OutboxExtension *ext, const CaptureConfig *co
 						 debezium_draft(ext, config, topic, &source, table, op, old_row, after,
 										unavailable, stored,
 										debezium_headers(config, stored, NULL, NULL)));
-		if (op == 'd' && config->tombstones && stored != NULL)
+		if (op == 'd' && settings->tombstones && stored != NULL)
 			drafts = lappend(drafts,
 							 tombstone(topic, stored,
 									   debezium_headers(config, stored, NULL, NULL)));
@@ -313,30 +514,44 @@ outbox_debezium_format_event(const OutboxExtension *ext, const CaptureConfig *co
 }
 
 /*
- * Register the Avro schemas of the keys (if it has key columns) and values
- * of rel's change events, as the avro converter of config writes them.
+ * With the avro converter, register the Avro schemas of the keys (if it has
+ * key columns) and values of rel's change events, as the converter writes
+ * them: now for a table, at their first change for the partitions of a
+ * partitioned one.
  */
-void
-outbox_capture_register_avro(const OutboxExtension *ext, const CaptureConfig *config,
-					  Relation rel)
+static void
+debezium_attached(const OutboxExtension *ext, const CaptureConfig *config, Relation rel)
 {
+	const DebeziumConfig *settings = config->options;
 	CaptureTable table;
 	char	   *topic;
 	StringInfoData schema;
 
+	if (!settings->options.avro || rel->rd_rel->relkind != RELKIND_RELATION)
+		return;
 	outbox_capture_table(config, rel, RelationGetDescr(rel), &table);
 	topic = outbox_debezium_topic(config->topic, table.schema, table.table);
 	initStringInfo(&schema);
 	if (table.nkeys > 0)
 	{
-		outbox_debezium_key_schema(&schema, &config->options, topic, table.tupdesc,
+		outbox_debezium_key_schema(&schema, &settings->options, topic, table.tupdesc,
 								   table.nkeys, table.key_attnums);
 		(void) outbox_debezium_avro_register(ext, schema.data, psprintf("%s-key", topic));
 		resetStringInfo(&schema);
 	}
-	outbox_debezium_value_schema(&schema, &config->options, topic, table.tupdesc);
+	outbox_debezium_value_schema(&schema, &settings->options, topic, table.tupdesc);
 	(void) outbox_debezium_avro_register(ext, schema.data, psprintf("%s-value", topic));
 }
+
+const OutboxFormat outbox_debezium_format = {
+	.name = "debezium",
+	.attach_options = debezium_attach_options,
+	.read_args = debezium_read_args,
+	.write_args = debezium_write_args,
+	.topic = debezium_topic,
+	.attached = debezium_attached,
+	.change = debezium_change,
+};
 
 /*
  * The expansion of a JSON text: the same values, without white space,

@@ -1,9 +1,11 @@
 /*-------------------------------------------------------------------------
  *
  * outbox.c
- *		The outbox format: the extension's own envelope of a row's change
- *		({"op", "before", "after", "source"}), its rows as row_to_json writes
- *		them, and its key, the text of the key columns.
+ *		The outbox format: a payload as given to outbox_enqueue (the
+ *		records of a topic without a format), and the extension's own
+ *		envelope of a row's change ({"op", "before", "after", "source"}),
+ *		its rows as row_to_json writes them, its key the text of the key
+ *		columns.
  *
  * src/format/outbox.c
  *
@@ -13,6 +15,7 @@
 
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
@@ -21,7 +24,44 @@
 
 #include "base/event.h"
 #include "format/format.h"
-#include "format/outbox.h"
+#include "format/format_internal.h"
+#include "format/topics.h"
+
+/*
+ * The bytes that will be published of payload, a value of type type given
+ * to outbox_enqueue: for text and jsonb their UTF-8 text, for bytea the
+ * bytes as given; NULL for a tombstone.  The key is any text.
+ */
+static bytea *
+as_given(const OutboxTopicSetting *setting, text *key, Datum payload, bool isnull,
+		 Oid type, bool *json)
+{
+	*json = type == JSONBOID;
+	if (isnull)
+		return NULL;
+	switch (type)
+	{
+		case BYTEAOID:
+			return DatumGetByteaPP(payload);
+		case TEXTOID:
+			return outbox_utf8_payload(DatumGetTextPP(payload));
+		case JSONBOID:
+			{
+				Jsonb	   *jb = DatumGetJsonbP(payload);
+				StringInfoData buf;
+
+				/* printed straight into a text datum */
+				initStringInfo(&buf);
+				appendStringInfoSpaces(&buf, VARHDRSZ);
+				(void) JsonbToCString(&buf, &jb->root, VARSIZE(jb));
+				SET_VARSIZE(buf.data, buf.len);
+				return outbox_utf8_payload((text *) buf.data);
+			}
+		default:
+			elog(ERROR, "outbox_enqueue called with payload of type %u", type);
+			return NULL;		/* keep compiler quiet */
+	}
+}
 
 /*
  * A row as a JSON object, or "null".  tupdesc must be a row type's (a
@@ -77,11 +117,12 @@ outbox_format_key(const CaptureTable *table, HeapTuple tuple)
 }
 
 /*
- * The event of a change in the outbox format.
+ * The event of a change in the outbox format; see OutboxFormat.change.
  */
-List *
-outbox_format_event(const CaptureConfig *config, const CaptureTable *table, char op,
-					HeapTuple before, HeapTuple after)
+static List *
+outbox_change(const OutboxExtension *ext, const CaptureConfig *config,
+			  const CaptureTable *table, char op, HeapTuple before, HeapTuple after,
+			  const char *snapshot)
 {
 	OutboxDraft *draft = palloc0(sizeof(OutboxDraft));
 	StringInfoData payload;
@@ -110,3 +151,31 @@ outbox_format_event(const CaptureConfig *config, const CaptureTable *table, char
 	draft->json = true;
 	return list_make1(draft);
 }
+
+/*
+ * outbox_attach's arguments after snapshot are of the debezium format: an
+ * error for any given.
+ */
+static void
+outbox_attach_options(FunctionCallInfo fcinfo, CaptureConfig *config)
+{
+	const char *const names[] = {"decimal_handling", "skipped_operations", "schemas_enable",
+	"converter"};
+
+	if (PG_NARGS() >= 6 && !PG_ARGISNULL(5) && PG_GETARG_BOOL(5))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("tombstones are written in the debezium format only")));
+	for (int i = 0; PG_NARGS() == 10 && i < lengthof(names); i++)
+		if (!PG_ARGISNULL(6 + i))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("%s applies to the debezium format only", names[i])));
+}
+
+const OutboxFormat outbox_outbox_format = {
+	.name = "outbox",
+	.encode = as_given,
+	.attach_options = outbox_attach_options,
+	.change = outbox_change,
+};
