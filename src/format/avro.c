@@ -30,6 +30,7 @@
 #include "common/base64.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "common/hashfn.h"
 #include "common/jsonapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
@@ -74,17 +75,18 @@ typedef struct AvroType
 /* a schema of a topic, parsed */
 typedef struct OutboxAvroSchema
 {
-	int32		id;
+	const char *json;			/* the hash key: the schema's text */
 	AvroType	   *root;
 	avro_schema_t schema;
 	avro_value_iface_t *iface;
 	avro_value_t value;			/* what each encoding fills, reset first */
-	char	   *json;			/* the schema's text */
 } OutboxAvroSchema;
 
 /*
- * the parsed schemas of this process, by id; an id whose text changed (the
- * registry's URL changed, or the registry started again) is parsed again
+ * the parsed schemas of this process, by their text: a topic's setting
+ * holds its schemas' texts and ids, and the ids are the registry's
+ * (src/kafka/registry.c keeps which text an id is); the same id may stand
+ * for other texts in another registry.
  */
 static HTAB *schemas = NULL;
 static MemoryContext schema_context = NULL;
@@ -356,16 +358,30 @@ check_schema(const char *schema, const char *what)
 	PG_END_TRY();
 }
 
+/* the hash of a schema's text, the key of schemas */
+static uint32
+text_hash(const void *key, Size keysize)
+{
+	const char *json = *(const char *const *) key;
+
+	return hash_any((const unsigned char *) json, strlen(json));
+}
+
+static int
+text_match(const void *key1, const void *key2, Size keysize)
+{
+	return strcmp(*(const char *const *) key1, *(const char *const *) key2);
+}
+
 /*
- * The parsed schema of registry id id, whose JSON is schema_json: from
- * this process's cache, else parsed now and kept.
+ * The parsed schema whose JSON is schema_json: from this process's cache,
+ * else parsed now and kept.
  */
 static OutboxAvroSchema *
-schema_of(int32 id, const char *schema_json)
+schema_of(const char *schema_json)
 {
 	OutboxAvroSchema *entry;
 	MemoryContext old;
-	bool		found;
 	Jsonb	   *jb;
 	JsonbValue	root;
 	Walk		w = {NIL, NIL, false};
@@ -380,23 +396,17 @@ schema_of(int32 id, const char *schema_json)
 
 		schema_context = AllocSetContextCreate(TopMemoryContext, "outbox Avro schemas",
 											   ALLOCSET_SMALL_SIZES);
-		ctl.keysize = sizeof(int32);
+		ctl.keysize = sizeof(const char *);
 		ctl.entrysize = sizeof(OutboxAvroSchema);
+		ctl.hash = text_hash;
+		ctl.match = text_match;
 		ctl.hcxt = schema_context;
 		schemas = hash_create("outbox Avro schemas", 16, &ctl,
-							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+							  HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
 	}
-	entry = hash_search(schemas, &id, HASH_FIND, NULL);
-	if (entry != NULL && strcmp(entry->json, schema_json) == 0)
-		return entry;
+	entry = hash_search(schemas, &schema_json, HASH_FIND, NULL);
 	if (entry != NULL)
-	{
-		avro_value_decref(&entry->value);
-		avro_value_iface_decref(entry->iface);
-		avro_schema_decref(entry->schema);
-		pfree(entry->json);
-		hash_search(schemas, &id, HASH_REMOVE, NULL);
-	}
+		return entry;
 
 	old = MemoryContextSwitchTo(schema_context);
 	jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(schema_json)));
@@ -417,13 +427,14 @@ schema_of(int32 id, const char *schema_json)
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	/* the key's text copied before the entry exists, which points at it */
+	schema_json = pstrdup(schema_json);
 	MemoryContextSwitchTo(old);
-	entry = hash_search(schemas, &id, HASH_ENTER, &found);
+	entry = hash_search(schemas, &schema_json, HASH_ENTER, NULL);
 	entry->root = node;
 	entry->schema = s;
 	entry->iface = iface;
 	entry->value = value;
-	entry->json = MemoryContextStrdup(schema_context, schema_json);
 	return entry;
 }
 
@@ -1118,7 +1129,7 @@ avro_encode(const OutboxTopicSetting *setting, text *key, Datum payload, bool is
 	if (key != NULL && setting->key_schema_id != 0)
 	{
 		initStringInfo(&buf);
-		problem = encode_text(schema_of(setting->key_schema_id, setting->key_schema),
+		problem = encode_text(schema_of(setting->key_schema),
 							  VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), &buf);
 		if (problem != NULL)
 			refuse("key", setting->pattern, problem);
@@ -1135,7 +1146,7 @@ avro_encode(const OutboxTopicSetting *setting, text *key, Datum payload, bool is
 	initStringInfo(&buf);
 	appendStringInfoSpaces(&buf, VARHDRSZ);
 	outbox_registry_frame(&buf, setting->value_schema_id);
-	problem = encode_jsonb(schema_of(setting->value_schema_id, setting->value_schema),
+	problem = encode_jsonb(schema_of(setting->value_schema),
 						   DatumGetJsonbP(payload), &buf);
 	if (problem != NULL)
 		refuse("payload", setting->pattern, problem);
@@ -1187,7 +1198,7 @@ avro_prepare(const OutboxTopicSetting *setting, OutboxEvent *ev)
 	MemoryContextSwitchTo(cxt);
 	PG_TRY();
 	{
-		problem = encode_text(schema_of(setting->key_schema_id, setting->key_schema),
+		problem = encode_text(schema_of(setting->key_schema),
 							  VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), &buf);
 		ReleaseCurrentSubTransaction();
 	}

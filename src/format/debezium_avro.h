@@ -20,6 +20,5 @@ extern int32 outbox_debezium_avro_register(const OutboxExtension *ext,
 										   const char *connect_schema, const char *subject);
 extern bytea *outbox_debezium_avro(const OutboxExtension *ext, const char *connect_record,
 								   const char *subject);
-extern void outbox_debezium_avro_tidy(const OutboxExtension *ext);
 
 #endif							/* OUTBOX_DEBEZIUM_AVRO_H */
