@@ -8,13 +8,14 @@
  *		and each key at publish.  docs/avro.md says how each JSON value
  *		maps to Avro.
  *
- * libavro parses the schema and writes the binary encoding; it knows no
- * logical types, so the schema's JSON is walked beside its parse for them
- * (decimal, timestamp-millis and -micros, date, uuid) and for the fields'
- * defaults.  libavro allocates with malloc: its objects are held by the
- * cache of parsed schemas, never by a single call, and the one value of a
- * schema that each encoding fills is reset before the next, so an error
- * raised halfway through leaks nothing.
+ * libavro parses and checks the schema (names, references, unions); it
+ * knows no logical types, so the schema's JSON is walked beside its parse
+ * for them (decimal, timestamp-millis and -micros, date, uuid) and for the
+ * fields' defaults.  A value is walked against that (convert), which
+ * writes its binary encoding with avro_binary.c, the writer of Connect's
+ * records too: libavro allocates with malloc and writes nothing here, so
+ * an error raised halfway through a value leaks nothing.  A parsed schema
+ * is held by the cache of this process, for good.
  *
  * src/format/avro.c
  *
@@ -42,6 +43,7 @@
 #include "utils/resowner.h"
 
 #include "base/event.h"
+#include "format/avro_binary.h"
 #include "format/decimal.h"
 #include "format/format_internal.h"
 #include "format/topics.h"
@@ -78,8 +80,6 @@ typedef struct OutboxAvroSchema
 	const char *json;			/* the hash key: the schema's text */
 	AvroType	   *root;
 	avro_schema_t schema;
-	avro_value_iface_t *iface;
-	avro_value_t value;			/* what each encoding fills, reset first */
 } OutboxAvroSchema;
 
 /*
@@ -114,17 +114,6 @@ typedef struct Encoder
 	int			probing;		/* > 0: trying a union's branch, quietly */
 	char	   *detail;			/* the mismatch, a sentence */
 } Encoder;
-
-/*
- * Raise an error if a call of libavro failed: only a bug or a lack of
- * memory makes one fail once the value fits the schema.
- */
-static void
-check_avro(int rc)
-{
-	if (rc != 0)
-		elog(ERROR, "Avro library call failed: %s", avro_strerror());
-}
 
 /*
  * The member key of the JSON object v, or NULL if v is no object or has
@@ -387,8 +376,6 @@ schema_of(const char *schema_json)
 	Walk		w = {NIL, NIL, false};
 	avro_schema_t s;
 	AvroType	   *node;
-	avro_value_iface_t *volatile iface = NULL;
-	avro_value_t value;
 
 	if (schemas == NULL)
 	{
@@ -415,14 +402,9 @@ schema_of(const char *schema_json)
 	{
 		root_of(jb, &root);
 		node = walk(&w, &root, s);
-		iface = avro_generic_class_from_schema(s);
-		if (iface == NULL || avro_generic_value_new(iface, &value) != 0)
-			elog(ERROR, "Avro library call failed: %s", avro_strerror());
 	}
 	PG_CATCH();
 	{
-		if (iface != NULL)
-			avro_value_iface_decref(iface);
 		avro_schema_decref(s);
 		PG_RE_THROW();
 	}
@@ -433,8 +415,6 @@ schema_of(const char *schema_json)
 	entry = hash_search(schemas, &schema_json, HASH_ENTER, NULL);
 	entry->root = node;
 	entry->schema = s;
-	entry->iface = iface;
-	entry->value = value;
 	return entry;
 }
 
@@ -709,7 +689,7 @@ decimal_bytes(const AvroType *n, const char *s, int size, StringInfo out)
 	return NULL;
 }
 
-static bool convert(Encoder *e, const AvroType *n, JsonbValue *v, avro_value_t *out);
+static bool convert(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out);
 
 /*
  * Convert v, a member of the record or map at the current path, named
@@ -717,7 +697,7 @@ static bool convert(Encoder *e, const AvroType *n, JsonbValue *v, avro_value_t *
  */
 static bool
 convert_member(Encoder *e, const AvroType *n, const char *name, int len, JsonbValue *v,
-			   avro_value_t *out)
+			   StringInfo out)
 {
 	int			path_len = e->path.len;
 	bool		ok;
@@ -740,260 +720,363 @@ utf8_of(JsonbValue *v, int *len)
 	return outbox_to_utf8(v->val.string.val, v->val.string.len, len);
 }
 
-/*
- * Check the JSON value v (NULL: missing) against the type n, and set out
- * to it unless out is NULL; false if it does not fit, with the first
- * mismatch noted in e.
- */
+/* null: null, or missing; nothing written */
 static bool
-convert(Encoder *e, const AvroType *n, JsonbValue *v, avro_value_t *out)
+convert_null(Encoder *e, const AvroType *n, JsonbValue *v)
+{
+	if (v != NULL && v->type != jbvNull)
+		return mismatch(e, n, v, NULL);
+	return true;
+}
+
+/* boolean: true or false */
+static bool
+convert_boolean(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
+{
+	if (v == NULL || v->type != jbvBool)
+		return mismatch(e, n, v, NULL);
+	if (out)
+		outbox_avro_write_boolean(out, v->val.boolean);
+	return true;
+}
+
+/* int: a whole number within 32 bits; date: also a string YYYY-MM-DD */
+static bool
+convert_int(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
 {
 	int64		i64;
 	char	   *str;
+
+	if (n->logical == LOGICAL_DATE && (str = string_of(v)) != NULL)
+	{
+		int			days;
+
+		if (strlen(str) != 10 || !parse_date(str, &days))
+			return mismatch(e, n, v, "not a date YYYY-MM-DD");
+		i64 = days;
+	}
+	else if (!json_integer(v, &i64) || i64 < PG_INT32_MIN || i64 > PG_INT32_MAX)
+		return mismatch(e, n, v, v && v->type == jbvNumeric ? "not a 32-bit integer" : NULL);
+	if (out)
+		outbox_avro_write_long(out, i64);
+	return true;
+}
+
+/*
+ * long: a whole number within 64 bits; timestamp-millis and -micros: also
+ * an RFC 3339 string with its offset, no finer than the unit
+ */
+static bool
+convert_long(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
+{
+	bool		millis = n->logical == LOGICAL_TIMESTAMP_MILLIS;
+	int64		i64;
+	char	   *str;
+
+	if ((millis || n->logical == LOGICAL_TIMESTAMP_MICROS) && (str = string_of(v)) != NULL)
+	{
+		if (!parse_timestamp(str, millis ? 1000 : 1000000, &i64))
+			return mismatch(e, n, v, millis ?
+							"not an RFC 3339 timestamp with an offset, to the millisecond" :
+							"not an RFC 3339 timestamp with an offset, to the microsecond");
+	}
+	else if (!json_integer(v, &i64))
+		return mismatch(e, n, v, v && v->type == jbvNumeric ? "not a 64-bit integer" : NULL);
+	if (out)
+		outbox_avro_write_long(out, i64);
+	return true;
+}
+
+/* float, double: a number, a float within its range */
+static bool
+convert_floating(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
+{
+	double		d;
+
+	if (v == NULL || v->type != jbvNumeric)
+		return mismatch(e, n, v, NULL);
+	d = DatumGetFloat8(DirectFunctionCall1(numeric_float8, NumericGetDatum(v->val.numeric)));
+	if (n->type == AVRO_FLOAT && (isinf((float) d) || fabs(d) > FLT_MAX))
+		return mismatch(e, n, v, "out of range");
+	if (out && n->type == AVRO_FLOAT)
+		outbox_avro_write_float(out, (float) d);
+	else if (out)
+		outbox_avro_write_double(out, d);
+	return true;
+}
+
+/* string: a string, in UTF-8; uuid: in the 8-4-4-4-12 hexadecimal form */
+static bool
+convert_string(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
+{
+	char	   *str;
 	int			len;
 
+	if ((str = utf8_of(v, &len)) == NULL)
+		return mismatch(e, n, v, v && v->type == jbvString ? "not UTF-8" : NULL);
+	if (n->logical == LOGICAL_UUID && !is_uuid(str, len))
+		return mismatch(e, n, v, "not a UUID");
+	if (out)
+		outbox_avro_write_bytes(out, str, len);
+	return true;
+}
+
+/*
+ * bytes, fixed: a string in base64, a fixed of its size; decimal: a
+ * number or a string of one, written as its unscaled two's complement
+ */
+static bool
+convert_bytes(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
+{
+	int			size = n->type == AVRO_FIXED ? avro_schema_fixed_size(n->schema) : 0;
+	StringInfoData bytes;
+	const char *why = NULL;
+	char	   *str;
+
+	initStringInfo(&bytes);
+	if (n->logical == LOGICAL_DECIMAL)
+	{
+		if (v != NULL && v->type == jbvNumeric)
+			str = numeric_normalize(v->val.numeric);
+		else if ((str = string_of(v)) == NULL)
+			return mismatch(e, n, v, NULL);
+		why = decimal_bytes(n, str, size, &bytes);
+	}
+	else
+	{
+		if ((str = string_of(v)) == NULL)
+			return mismatch(e, n, v, NULL);
+		enlargeStringInfo(&bytes, pg_b64_dec_len(strlen(str)));
+		bytes.len = pg_b64_decode(str, strlen(str), bytes.data, bytes.maxlen);
+		if (bytes.len < 0)
+			why = "not base64";
+		else if (size > 0 && bytes.len != size)
+			why = psprintf("%d bytes", bytes.len);
+	}
+	if (why != NULL)
+		return mismatch(e, n, v, why);
+	if (out && n->type == AVRO_FIXED)
+		appendBinaryStringInfo(out, bytes.data, bytes.len);
+	else if (out)
+		outbox_avro_write_bytes(out, bytes.data, bytes.len);
+	return true;
+}
+
+/* enum: a string, one of its symbols, written as its index */
+static bool
+convert_enum(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
+{
+	char	   *str;
+	int			symbol;
+
+	if ((str = string_of(v)) == NULL ||
+		(symbol = avro_schema_enum_get_by_name(n->schema, str)) < 0)
+		return mismatch(e, n, v, NULL);
+	if (out)
+		outbox_avro_write_long(out, symbol);
+	return true;
+}
+
+/* array: an array, each item of the items' type */
+static bool
+convert_array(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
+{
+	int			path_len = e->path.len;
+	int			count;
+
+	if (v == NULL || v->type != jbvBinary || !JsonContainerIsArray(v->val.binary.data))
+		return mismatch(e, n, v, NULL);
+	count = JsonContainerSize(v->val.binary.data);
+	if (out && count > 0)
+		outbox_avro_write_long(out, count);
+	for (int i = 0; i < count; i++)
+	{
+		bool		ok;
+
+		appendStringInfo(&e->path, "[%d]", i);
+		ok = convert(e, n->children[0],
+					 getIthJsonbValueFromContainer(v->val.binary.data, i), out);
+		e->path.len = path_len;
+		e->path.data[path_len] = '\0';
+		if (!ok)
+			return false;
+	}
+	if (out)
+		outbox_avro_write_long(out, 0);
+	return true;
+}
+
+/* map: an object, each value of the values' type, its keys in UTF-8 */
+static bool
+convert_map(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
+{
+	JsonbIterator *it;
+	JsonbValue	key,
+				value;
+	JsonbIteratorToken token;
+	int			count;
+
+	if (v == NULL || v->type != jbvBinary || !JsonContainerIsObject(v->val.binary.data))
+		return mismatch(e, n, v, NULL);
+	count = JsonContainerSize(v->val.binary.data);
+	if (out && count > 0)
+		outbox_avro_write_long(out, count);
+	it = JsonbIteratorInit(v->val.binary.data);
+	while ((token = JsonbIteratorNext(&it, &key, true)) != WJB_DONE)
+	{
+		char	   *str;
+		int			len;
+
+		if (token != WJB_KEY)
+			continue;
+		(void) JsonbIteratorNext(&it, &value, true);
+		if ((str = utf8_of(&key, &len)) == NULL)
+			return mismatch(e, n, v, "a key that is not UTF-8");
+		if (out)
+			outbox_avro_write_bytes(out, str, len);
+		if (!convert_member(e, n->children[0], key.val.string.val, key.val.string.len,
+							&value, out))
+			return false;
+	}
+	if (out)
+		outbox_avro_write_long(out, 0);
+	return true;
+}
+
+/*
+ * Note that the object v, whose members record n's fields do not all take,
+ * has one that is no field of n; false.
+ */
+static bool
+unknown_field(Encoder *e, const AvroType *n, JsonbValue *v)
+{
+	JsonbIterator *it = JsonbIteratorInit(v->val.binary.data);
+	JsonbValue	key;
+	JsonbIteratorToken token;
+
+	if (e->probing > 0)
+		return false;
+	while ((token = JsonbIteratorNext(&it, &key, true)) != WJB_DONE)
+		if (token == WJB_KEY &&
+			avro_schema_record_field_get_index(n->schema,
+											   pnstrdup(key.val.string.val, key.val.string.len)) < 0)
+			break;
+	if (e->path.len > 0)
+		appendStringInfoChar(&e->path, '.');
+	appendBinaryStringInfo(&e->path, key.val.string.val, key.val.string.len);
+	e->detail = psprintf("Field \"%s\" is not in %s.", e->path.data, describe(n));
+	return false;
+}
+
+/*
+ * record: an object, each field by name, a missing one its default (else
+ * null), no member that is no field
+ */
+static bool
+convert_record(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
+{
+	int			found = 0;
+
+	if (v == NULL || v->type != jbvBinary || !JsonContainerIsObject(v->val.binary.data))
+		return mismatch(e, n, v, NULL);
+	for (int i = 0; i < n->nchildren; i++)
+	{
+		JsonbValue *field = member(v, n->names[i]);
+
+		if (field != NULL)
+			found++;
+		else
+			field = n->defaults[i];
+		if (!convert_member(e, n->children[i], n->names[i], strlen(n->names[i]), field, out))
+			return false;
+	}
+	if (found < JsonContainerSize(v->val.binary.data))
+		return unknown_field(e, n, v);
+	return true;
+}
+
+/*
+ * The branch of union n that v takes: null (or missing) its null branch;
+ * with one other type, that type (any mismatch is then the type's); else
+ * the first other branch v fits, tried quietly; -1 if none.
+ */
+static int
+union_branch(Encoder *e, const AvroType *n, JsonbValue *v, bool *checked)
+{
+	int			branch = -1;
+
+	*checked = false;
+	if (v == NULL || v->type == jbvNull)
+		return n->null_branch;
+	if (n->nchildren == 1)
+		return 0;
+	if (n->nchildren == 2 && n->null_branch >= 0)
+		return 1 - n->null_branch;
+	e->probing++;
+	for (int i = 0; i < n->nchildren && branch < 0; i++)
+		if (i != n->null_branch && convert(e, n->children[i], v, NULL))
+			branch = i;
+	e->probing--;
+	*checked = branch >= 0;
+	return branch;
+}
+
+/* union: the value of its branch (union_branch), after the branch's index */
+static bool
+convert_union(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
+{
+	bool		checked;
+	int			branch = union_branch(e, n, v, &checked);
+
+	if (branch < 0)
+		return mismatch(e, n, v, NULL);
+	/* checked: converting again would double at each level */
+	if (checked && out == NULL)
+		return true;
+	if (out)
+		outbox_avro_write_long(out, branch);
+	return convert(e, n->children[branch], v, out);
+}
+
+/*
+ * Check the JSON value v (NULL: missing) against the type n, and append
+ * its Avro binary encoding to out unless out is NULL; false if it does not
+ * fit, with the first mismatch noted in e (and out holding a part).
+ */
+static bool
+convert(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
+{
 	/* a recursive schema follows the payload as deep as it goes */
 	check_stack_depth();
 	CHECK_FOR_INTERRUPTS();
 	switch (n->type)
 	{
 		case AVRO_NULL:
-			if (v != NULL && v->type != jbvNull)
-				return mismatch(e, n, v, NULL);
-			if (out)
-				check_avro(avro_value_set_null(out));
-			return true;
+			return convert_null(e, n, v);
 		case AVRO_BOOLEAN:
-			if (v == NULL || v->type != jbvBool)
-				return mismatch(e, n, v, NULL);
-			if (out)
-				check_avro(avro_value_set_boolean(out, v->val.boolean));
-			return true;
+			return convert_boolean(e, n, v, out);
 		case AVRO_INT32:
-			if (n->logical == LOGICAL_DATE && (str = string_of(v)) != NULL)
-			{
-				int			days;
-
-				if (strlen(str) != 10 || !parse_date(str, &days))
-					return mismatch(e, n, v, "not a date YYYY-MM-DD");
-				i64 = days;
-			}
-			else if (!json_integer(v, &i64) || i64 < PG_INT32_MIN || i64 > PG_INT32_MAX)
-				return mismatch(e, n, v, v && v->type == jbvNumeric ? "not a 32-bit integer" : NULL);
-			if (out)
-				check_avro(avro_value_set_int(out, (int32) i64));
-			return true;
+			return convert_int(e, n, v, out);
 		case AVRO_INT64:
-			if ((n->logical == LOGICAL_TIMESTAMP_MILLIS ||
-				 n->logical == LOGICAL_TIMESTAMP_MICROS) && (str = string_of(v)) != NULL)
-			{
-				if (!parse_timestamp(str, n->logical == LOGICAL_TIMESTAMP_MILLIS ? 1000 : 1000000, &i64))
-					return mismatch(e, n, v, n->logical == LOGICAL_TIMESTAMP_MILLIS ?
-									"not an RFC 3339 timestamp with an offset, to the millisecond" :
-									"not an RFC 3339 timestamp with an offset, to the microsecond");
-			}
-			else if (!json_integer(v, &i64))
-				return mismatch(e, n, v, v && v->type == jbvNumeric ? "not a 64-bit integer" : NULL);
-			if (out)
-				check_avro(avro_value_set_long(out, i64));
-			return true;
+			return convert_long(e, n, v, out);
 		case AVRO_FLOAT:
 		case AVRO_DOUBLE:
-			{
-				double		d;
-
-				if (v == NULL || v->type != jbvNumeric)
-					return mismatch(e, n, v, NULL);
-				d = DatumGetFloat8(DirectFunctionCall1(numeric_float8,
-													   NumericGetDatum(v->val.numeric)));
-				if (n->type == AVRO_FLOAT && (isinf((float) d) || fabs(d) > FLT_MAX))
-					return mismatch(e, n, v, "out of range");
-				if (out)
-					check_avro(n->type == AVRO_FLOAT ? avro_value_set_float(out, (float) d) :
-							   avro_value_set_double(out, d));
-				return true;
-			}
+			return convert_floating(e, n, v, out);
 		case AVRO_STRING:
-			if ((str = utf8_of(v, &len)) == NULL)
-				return mismatch(e, n, v, v && v->type == jbvString ? "not UTF-8" : NULL);
-			if (n->logical == LOGICAL_UUID && !is_uuid(str, len))
-				return mismatch(e, n, v, "not a UUID");
-			if (out)
-				check_avro(avro_value_set_string_len(out, str, len + 1));
-			return true;
+			return convert_string(e, n, v, out);
 		case AVRO_BYTES:
 		case AVRO_FIXED:
-			{
-				int			size = n->type == AVRO_FIXED ? avro_schema_fixed_size(n->schema) : 0;
-				StringInfoData bytes;
-				const char *why = NULL;
-
-				initStringInfo(&bytes);
-				if (n->logical == LOGICAL_DECIMAL)
-				{
-					if (v != NULL && v->type == jbvNumeric)
-						str = numeric_normalize(v->val.numeric);
-					else if ((str = string_of(v)) == NULL)
-						return mismatch(e, n, v, NULL);
-					why = decimal_bytes(n, str, size, &bytes);
-				}
-				else
-				{
-					if ((str = string_of(v)) == NULL)
-						return mismatch(e, n, v, NULL);
-					enlargeStringInfo(&bytes, pg_b64_dec_len(strlen(str)));
-					bytes.len = pg_b64_decode(str, strlen(str), bytes.data, bytes.maxlen);
-					if (bytes.len < 0)
-						why = "not base64";
-					else if (size > 0 && bytes.len != size)
-						why = psprintf("%d bytes", bytes.len);
-				}
-				if (why != NULL)
-					return mismatch(e, n, v, why);
-				if (out)
-					check_avro(n->type == AVRO_FIXED ?
-							   avro_value_set_fixed(out, bytes.data, bytes.len) :
-							   avro_value_set_bytes(out, bytes.data, bytes.len));
-				return true;
-			}
+			return convert_bytes(e, n, v, out);
 		case AVRO_ENUM:
-			{
-				int			symbol;
-
-				if ((str = string_of(v)) == NULL)
-					return mismatch(e, n, v, NULL);
-				if ((symbol = avro_schema_enum_get_by_name(n->schema, str)) < 0)
-					return mismatch(e, n, v, NULL);
-				if (out)
-					check_avro(avro_value_set_enum(out, symbol));
-				return true;
-			}
+			return convert_enum(e, n, v, out);
 		case AVRO_ARRAY:
-			{
-				int			path_len = e->path.len;
-				int			count;
-
-				if (v == NULL || v->type != jbvBinary || !JsonContainerIsArray(v->val.binary.data))
-					return mismatch(e, n, v, NULL);
-				count = JsonContainerSize(v->val.binary.data);
-				for (int i = 0; i < count; i++)
-				{
-					avro_value_t item;
-					bool		ok;
-
-					if (out)
-						check_avro(avro_value_append(out, &item, NULL));
-					appendStringInfo(&e->path, "[%d]", i);
-					ok = convert(e, n->children[0],
-								 getIthJsonbValueFromContainer(v->val.binary.data, i),
-								 out ? &item : NULL);
-					e->path.len = path_len;
-					e->path.data[path_len] = '\0';
-					if (!ok)
-						return false;
-				}
-				return true;
-			}
+			return convert_array(e, n, v, out);
 		case AVRO_MAP:
-			{
-				JsonbIterator *it;
-				JsonbValue	key,
-							value;
-				JsonbIteratorToken token;
-
-				if (v == NULL || v->type != jbvBinary || !JsonContainerIsObject(v->val.binary.data))
-					return mismatch(e, n, v, NULL);
-				it = JsonbIteratorInit(v->val.binary.data);
-				while ((token = JsonbIteratorNext(&it, &key, true)) != WJB_DONE)
-				{
-					avro_value_t item;
-
-					if (token != WJB_KEY)
-						continue;
-					(void) JsonbIteratorNext(&it, &value, true);
-					if (out)
-					{
-						if ((str = utf8_of(&key, &len)) == NULL)
-							return mismatch(e, n, v, "a key that is not UTF-8");
-						check_avro(avro_value_add(out, str, &item, NULL, NULL));
-					}
-					if (!convert_member(e, n->children[0], key.val.string.val,
-										key.val.string.len, &value, out ? &item : NULL))
-						return false;
-				}
-				return true;
-			}
+			return convert_map(e, n, v, out);
 		case AVRO_RECORD:
-			{
-				int			found = 0;
-
-				if (v == NULL || v->type != jbvBinary || !JsonContainerIsObject(v->val.binary.data))
-					return mismatch(e, n, v, NULL);
-				for (int i = 0; i < n->nchildren; i++)
-				{
-					JsonbValue *field = member(v, n->names[i]);
-					avro_value_t item;
-
-					if (field != NULL)
-						found++;
-					else
-						field = n->defaults[i];
-					if (out)
-						check_avro(avro_value_get_by_index(out, i, &item, NULL));
-					if (!convert_member(e, n->children[i], n->names[i], strlen(n->names[i]),
-										field, out ? &item : NULL))
-						return false;
-				}
-				if (found < JsonContainerSize(v->val.binary.data))
-				{
-					JsonbIterator *it = JsonbIteratorInit(v->val.binary.data);
-					JsonbValue	key;
-					JsonbIteratorToken token;
-
-					if (e->probing > 0)
-						return false;
-					while ((token = JsonbIteratorNext(&it, &key, true)) != WJB_DONE)
-						if (token == WJB_KEY &&
-							avro_schema_record_field_get_index(n->schema,
-															   pnstrdup(key.val.string.val, key.val.string.len)) < 0)
-							break;
-					if (e->path.len > 0)
-						appendStringInfoChar(&e->path, '.');
-					appendBinaryStringInfo(&e->path, key.val.string.val, key.val.string.len);
-					e->detail = psprintf("Field \"%s\" is not in %s.", e->path.data, describe(n));
-					return false;
-				}
-				return true;
-			}
+			return convert_record(e, n, v, out);
 		case AVRO_UNION:
-			{
-				int			branch = -1;
-				avro_value_t item;
-
-				if (v == NULL || v->type == jbvNull)
-					branch = n->null_branch;
-				else if (n->nchildren == 1)
-					branch = 0;
-				else if (n->nchildren == 2 && n->null_branch >= 0)
-					/* null or one type: any mismatch is the type's */
-					branch = 1 - n->null_branch;
-				else
-				{
-					e->probing++;
-					for (int i = 0; i < n->nchildren && branch < 0; i++)
-						if (i != n->null_branch && convert(e, n->children[i], v, NULL))
-							branch = i;
-					e->probing--;
-					/* checked: converting again would double at each level */
-					if (branch >= 0 && out == NULL)
-						return true;
-				}
-				if (branch < 0)
-					return mismatch(e, n, v, NULL);
-				if (out)
-					check_avro(avro_value_set_branch(out, branch, &item));
-				return convert(e, n->children[branch], v, out ? &item : NULL);
-			}
+			return convert_union(e, n, v, out);
 		default:
 			elog(ERROR, "unexpected Avro type %d", n->type);
 	}
@@ -1009,25 +1092,14 @@ static char *
 encode(OutboxAvroSchema *schema, JsonbValue *v, StringInfo out)
 {
 	Encoder		e = {0};
-	size_t		size;
-	avro_writer_t writer;
-	int			rc;
+	int			start = out->len;
 
 	initStringInfo(&e.path);
-	check_avro(avro_value_reset(&schema->value));
-	if (!convert(&e, schema->root, v, &schema->value))
-		return e.detail;
-	check_avro(avro_value_sizeof(&schema->value, &size));
-	if (size > MaxAllocSize - 1 - out->len)
-		return "The encoded value would be larger than 1 GB.";
-	enlargeStringInfo(out, size);
-	writer = avro_writer_memory(out->data + out->len, size);
-	rc = avro_value_write(writer, &schema->value);
-	avro_writer_free(writer);
-	check_avro(rc);
-	out->len += size;
-	out->data[out->len] = '\0';
-	return NULL;
+	if (convert(&e, schema->root, v, out))
+		return NULL;
+	out->len = start;
+	out->data[start] = '\0';
+	return e.detail;
 }
 
 /*

@@ -52,6 +52,7 @@
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
 
+#include "format/avro_binary.h"
 #include "format/debezium_avro.h"
 #include "kafka/registry.h"
 
@@ -372,28 +373,6 @@ outbox_debezium_avro_register(const OutboxExtension *ext, const char *connect_sc
 	return schema_id(ext, subject, avro_schema(&jb->root));
 }
 
-/* Avro's long: zig-zag, then 7 bits a byte, low bits first */
-static void
-write_long(StringInfo out, int64 v)
-{
-	uint64		u = ((uint64) v << 1) ^ (uint64) (v >> 63);
-
-	while (u >= 0x80)
-	{
-		appendStringInfoChar(out, (char) ((u & 0x7f) | 0x80));
-		u >>= 7;
-	}
-	appendStringInfoChar(out, (char) u);
-}
-
-/* Avro's bytes and string: the length, then the bytes */
-static void
-write_bytes(StringInfo out, const char *bytes, int len)
-{
-	write_long(out, len);
-	appendBinaryStringInfo(out, bytes, len);
-}
-
 /* a number, or "NaN", "Infinity", "-Infinity", as a C double */
 static double
 float_value(JsonbValue *v)
@@ -427,16 +406,16 @@ write_zero(StringInfo out, JsonbContainer *schema, const char *type)
 			write_value(out, getIthJsonbValueFromContainer(fields, i)->val.binary.data, NULL);
 	}
 	else if (strcmp(type, "boolean") == 0)
-		appendStringInfoChar(out, 0);
+		outbox_avro_write_boolean(out, false);
 	else if (strcmp(type, "float") == 0)
-		appendBinaryStringInfo(out, "\0\0\0\0", 4);
+		outbox_avro_write_float(out, 0);
 	else if (strcmp(type, "double") == 0)
-		appendBinaryStringInfo(out, "\0\0\0\0\0\0\0\0", 8);
+		outbox_avro_write_double(out, 0);
 	else if (strcmp(type, "bytes") == 0 && member(schema, "name") != NULL &&
 			 strcmp(string_member(schema, "name"), "org.apache.kafka.connect.data.Decimal") == 0)
-		write_bytes(out, "\0", 1);
+		outbox_avro_write_bytes(out, "\0", 1);
 	else
-		write_long(out, 0);		/* numbers, and empty strings, bytes, arrays */
+		outbox_avro_write_long(out, 0); /* numbers, and empty strings, bytes, arrays */
 }
 
 /*
@@ -457,7 +436,7 @@ write_value(StringInfo out, JsonbContainer *schema, JsonbValue *value)
 		bool		null_last = member(schema, "default") != NULL;
 
 		/* the branch of the union */
-		write_long(out, (value == NULL) == null_last ? 1 : 0);
+		outbox_avro_write_long(out, (value == NULL) == null_last ? 1 : 0);
 		if (value == NULL)
 			return;
 	}
@@ -494,39 +473,26 @@ write_value(StringInfo out, JsonbContainer *schema, JsonbValue *value)
 			int			n = JsonContainerSize(c);
 
 			if (n > 0)
-				write_long(out, n);
+				outbox_avro_write_long(out, n);
 			for (int i = 0; i < n; i++)
 			{
 				JsonbValue *item = getIthJsonbValueFromContainer(c, i);
 
 				write_value(out, items, item->type == jbvNull ? NULL : item);
 			}
-			write_long(out, 0);
+			outbox_avro_write_long(out, 0);
 		}
 	}
 	else if (strcmp(type, "boolean") == 0)
-		appendStringInfoChar(out, value->val.boolean ? 1 : 0);
+		outbox_avro_write_boolean(out, value->val.boolean);
 	else if (strncmp(type, "int", 3) == 0)
-		write_long(out, DatumGetInt64(DirectFunctionCall1(numeric_int8,
-														  NumericGetDatum(value->val.numeric))));
+		outbox_avro_write_long(out,
+							   DatumGetInt64(DirectFunctionCall1(numeric_int8,
+																 NumericGetDatum(value->val.numeric))));
 	else if (strcmp(type, "float") == 0)
-	{
-		float4		f = (float4) float_value(value);
-		uint32		bits;
-
-		memcpy(&bits, &f, sizeof(bits));
-		for (int i = 0; i < 4; i++)
-			appendStringInfoChar(out, (char) (bits >> (8 * i)));
-	}
+		outbox_avro_write_float(out, (float4) float_value(value));
 	else if (strcmp(type, "double") == 0)
-	{
-		float8		d = float_value(value);
-		uint64		bits;
-
-		memcpy(&bits, &d, sizeof(bits));
-		for (int i = 0; i < 8; i++)
-			appendStringInfoChar(out, (char) (bits >> (8 * i)));
-	}
+		outbox_avro_write_double(out, float_value(value));
 	else if (strcmp(type, "bytes") == 0)
 	{
 		int			len = value->val.string.len;
@@ -538,13 +504,15 @@ write_value(StringInfo out, JsonbContainer *schema, JsonbValue *value)
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("a value does not fit its Avro schema, bytes"),
 					 errdetail("Value \"%.*s\" is not bytes.", len, value->val.string.val)));
-		write_bytes(out, bytes, n);
+		outbox_avro_write_bytes(out, bytes, n);
 	}
 	else
 	{
 		char	   *utf8 = pg_server_to_any(value->val.string.val, value->val.string.len, PG_UTF8);
 
-		write_bytes(out, utf8, utf8 == value->val.string.val ? value->val.string.len : strlen(utf8));
+		outbox_avro_write_bytes(out, utf8,
+								utf8 == value->val.string.val ? value->val.string.len :
+								strlen(utf8));
 	}
 }
 
