@@ -1084,21 +1084,24 @@ convert(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
 }
 
 /*
- * Check v against schema, then append its Avro binary encoding to out;
- * NULL if it fits, else a sentence naming the field that does not and the
- * type it should have, and out as it was.
+ * Check v against schema, then append its Avro binary encoding to out
+ * (NULL: only check); NULL if it fits, else a sentence naming the field
+ * that does not and the type it should have, and out as it was.
  */
 static char *
 encode(OutboxAvroSchema *schema, JsonbValue *v, StringInfo out)
 {
 	Encoder		e = {0};
-	int			start = out->len;
+	int			start = out ? out->len : 0;
 
 	initStringInfo(&e.path);
 	if (convert(&e, schema->root, v, out))
 		return NULL;
-	out->len = start;
-	out->data[start] = '\0';
+	if (out)
+	{
+		out->len = start;
+		out->data[start] = '\0';
+	}
 	return e.detail;
 }
 
@@ -1116,8 +1119,8 @@ encode_jsonb(OutboxAvroSchema *schema, Jsonb *value, StringInfo out)
 
 /*
  * Append the Avro binary encoding of the text value (len bytes, in the
- * server's encoding) to out: the string itself if the schema is a string,
- * else JSON text; see encode.
+ * server's encoding) to out (NULL: only check): the string itself if the
+ * schema is a string, else JSON text; see encode.
  */
 static char *
 encode_text(OutboxAvroSchema *schema, const char *value, int len, StringInfo out)
@@ -1188,7 +1191,9 @@ avro_check_topic(OutboxTopicSetting *setting)
  * The payload of an event on a topic of format avro, whose setting is
  * setting: the JSON payload checked against the value schema and encoded
  * in the Schema Registry's wire format; the key, if any, checked against
- * the key schema.  See OutboxFormat.encode.
+ * the key schema, not encoded: it is stored as given, for order per key
+ * holds by its text, and encoded at publish (avro_prepare).  See
+ * OutboxFormat.encode.
  */
 static bytea *
 avro_encode(const OutboxTopicSetting *setting, text *key, Datum payload, bool isnull,
@@ -1198,15 +1203,10 @@ avro_encode(const OutboxTopicSetting *setting, text *key, Datum payload, bool is
 	char	   *problem;
 
 	*json = false;
-	if (key != NULL && setting->key_schema_id != 0)
-	{
-		initStringInfo(&buf);
-		problem = encode_text(schema_of(setting->key_schema),
-							  VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), &buf);
-		if (problem != NULL)
-			refuse("key", setting->pattern, problem);
-		pfree(buf.data);
-	}
+	if (key != NULL && setting->key_schema_id != 0 &&
+		(problem = encode_text(schema_of(setting->key_schema),
+							   VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), NULL)) != NULL)
+		refuse("key", setting->pattern, problem);
 	if (isnull)
 		return NULL;
 	if (type != JSONBOID)
