@@ -82,8 +82,8 @@ outbox_check_topic(const char *topic, int len)
  * get the format's.
  */
 static void
-check_event(const OutboxTopicSetting *setting, text *topic, text *key, bytea *payload,
-			Jsonb **headers, bool json)
+check_event(const OutboxTopicSetting *setting, text *topic, const char *topic_name,
+			text *key, bytea *payload, Jsonb **headers, bool json)
 {
 	OutboxEvent ev = {0};
 	const char *problem;
@@ -110,8 +110,8 @@ check_event(const OutboxTopicSetting *setting, text *topic, text *key, bytea *pa
 				 errmsg("invalid event headers"),
 				 errdetail("%s", problem)));
 	}
-	ev.headers_bytes += outbox_format_check_event(setting, text_to_cstring(topic), &ev,
-												  payload != NULL, json, headers);
+	ev.headers_bytes += outbox_format_check_event(setting, topic_name, &ev, payload != NULL,
+												  json, headers);
 
 	if (ev.key_base64 && key != NULL && (problem = outbox_decode_key(&ev)) != NULL)
 		ereport(ERROR,
@@ -595,14 +595,16 @@ append_event(const OutboxExtension *ext, Datum *columns, bool *nulls, Datum even
 }
 
 /*
- * Validate an event of a topic with setting (NULL: none) and append it to
- * the log of ext, in the current transaction; *id gets the new row's id.
+ * Validate an event of topic (topic_name, as a C string) with setting
+ * (NULL: none) and append it to the log of ext, in the current
+ * transaction; *id gets the new row's id.
  * Returns false if an operator's trigger on the log skipped it.
  */
 static bool
 store_event(const OutboxExtension *ext, const OutboxTopicSetting *setting,
-			text *topic, text *key, bytea *payload, Jsonb *headers, Datum event_id,
-			bool event_id_isnull, const TimestampTz *created_at, bool json, int64 *id)
+			text *topic, const char *topic_name, text *key, bytea *payload, Jsonb *headers,
+			Datum event_id, bool event_id_isnull, const TimestampTz *created_at, bool json,
+			int64 *id)
 {
 	Datum		columns[OUTBOX_LOG_COLUMNS];
 	bool		nulls[OUTBOX_LOG_COLUMNS];
@@ -616,7 +618,7 @@ store_event(const OutboxExtension *ext, const OutboxTopicSetting *setting,
 			DatumGetJsonbP(DirectFunctionCall2(jsonb_concat,
 											   JsonbPGetDatum(outbox_transaction_headers),
 											   JsonbPGetDatum(headers)));
-	check_event(setting, topic, key, payload, &headers, json);
+	check_event(setting, topic, topic_name, key, payload, &headers, json);
 
 	columns[LOG_TOPIC] = PointerGetDatum(topic);
 	nulls[LOG_TOPIC] = false;
@@ -645,10 +647,11 @@ outbox_store_event(const OutboxExtension *ext, text *topic, text *key, bytea *pa
 				   Jsonb *headers, Datum event_id, bool event_id_isnull,
 				   const TimestampTz *created_at, bool json)
 {
+	char	   *topic_name = text_to_cstring(topic);
 	int64		id;
 
-	return store_event(ext, outbox_topic_setting_to_enqueue(ext, text_to_cstring(topic)),
-					   topic, key, payload, headers, event_id, event_id_isnull,
+	return store_event(ext, outbox_topic_setting_to_enqueue(ext, topic_name),
+					   topic, topic_name, key, payload, headers, event_id, event_id_isnull,
 					   created_at, json, &id);
 }
 
@@ -665,6 +668,7 @@ outbox_enqueue(PG_FUNCTION_ARGS)
 {
 	const OutboxExtension *ext;
 	const OutboxTopicSetting *setting;
+	char	   *topic_name;
 	text	   *key;
 	bytea	   *payload;
 	bool		json;
@@ -676,12 +680,13 @@ outbox_enqueue(PG_FUNCTION_ARGS)
 				 errmsg("topic must not be null")));
 
 	ext = outbox_entry(fcinfo);
-	setting = outbox_topic_setting_to_enqueue(ext, text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	topic_name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	setting = outbox_topic_setting_to_enqueue(ext, topic_name);
 	key = PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2);
 	/* the setting looked up once: the one the payload is encoded for */
 	payload = outbox_format_encode(setting, key, PG_GETARG_DATUM(1), PG_ARGISNULL(1),
 								   get_fn_expr_argtype(fcinfo->flinfo, 1), &json);
-	if (!store_event(ext, setting, PG_GETARG_TEXT_PP(0), key, payload,
+	if (!store_event(ext, setting, PG_GETARG_TEXT_PP(0), topic_name, key, payload,
 					 PG_ARGISNULL(3) ? NULL : PG_GETARG_JSONB_P(3),
 					 PG_GETARG_DATUM(4), PG_ARGISNULL(4), NULL, json, &id))
 		PG_RETURN_NULL();		/* an operator's trigger skipped it */
