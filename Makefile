@@ -7,13 +7,18 @@ OBJS = \
 	src/base/guc.o \
 	src/capture/attach.o \
 	src/capture/capture.o \
-	src/capture/debezium.o \
-	src/capture/debezium_avro.o \
 	src/capture/router.o \
 	src/capture/snapshot.o \
 	src/format/avro.o \
+	src/format/avro_binary.o \
+	src/format/change.o \
 	src/format/cloudevents.o \
+	src/format/debezium.o \
+	src/format/debezium_avro.o \
+	src/format/debezium_json.o \
 	src/format/decimal.o \
+	src/format/format.o \
+	src/format/outbox.o \
 	src/format/topics.o \
 	src/kafka/kafka.o \
 	src/kafka/properties.o \

@@ -125,6 +125,42 @@ outbox_to_utf8(const char *str, int len, int *utf8_len)
 }
 
 /*
+ * Refuse text that cannot be published as UTF-8.
+ */
+void
+outbox_refuse_not_utf8(const char *what)
+{
+	ereport(ERROR,
+			(errcode(GetDatabaseEncoding() == PG_SQL_ASCII ?
+					 ERRCODE_CHARACTER_NOT_IN_REPERTOIRE :
+					 ERRCODE_UNTRANSLATABLE_CHARACTER),
+			 errmsg("event %s cannot be converted to UTF-8", what),
+			 errdetail("Kafka clients read keys, headers and text payloads as UTF-8.")));
+}
+
+/*
+ * Text in the server encoding as the UTF-8 bytes that will be published.
+ * In a UTF-8 database that is the text itself.
+ */
+bytea *
+outbox_utf8_payload(text *t)
+{
+	char	   *utf8;
+	int			len;
+	bytea	   *result;
+
+	if (GetDatabaseEncoding() == PG_UTF8)
+		return (bytea *) t;		/* text and bytea share their layout */
+	utf8 = outbox_to_utf8(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), &len);
+	if (utf8 == NULL)
+		outbox_refuse_not_utf8("payload");
+	result = (bytea *) palloc(VARHDRSZ + len);
+	SET_VARSIZE(result, VARHDRSZ + len);
+	memcpy(VARDATA(result), utf8, len);
+	return result;
+}
+
+/*
  * Walk a headers object into ev's name and value arrays, as UTF-8.
  * Returns NULL, or what is wrong with the headers (ev is then left
  * half-filled); *not_utf8 says whether that is a character UTF-8 cannot

@@ -109,6 +109,8 @@ typedef struct OutboxBatch
 extern const char *outbox_topic_problem(const char *topic, int len);
 extern bool outbox_json_too_deep(const char *json, int max_depth);
 extern char *outbox_to_utf8(const char *str, int len, int *utf8_len);
+extern void outbox_refuse_not_utf8(const char *what);
+extern bytea *outbox_utf8_payload(text *t);
 extern const char *outbox_unpack_headers(Jsonb *headers, OutboxEvent *ev,
 										 bool *not_utf8);
 extern const char *outbox_decode_key(OutboxEvent *ev);

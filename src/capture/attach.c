@@ -28,8 +28,8 @@
 
 #include "base/catalog.h"
 #include "capture/capture.h"
-#include "capture/debezium.h"
 #include "capture/snapshot.h"
+#include "format/format.h"
 #include "queue/enqueue.h"
 
 PG_FUNCTION_INFO_V1(outbox_capture);
@@ -192,6 +192,7 @@ outbox_attach(PG_FUNCTION_ARGS)
 	CaptureConfig config;
 	Relation	rel;
 	char	   *relname;
+	char	   *topic;
 	char	   *function;
 	char	  **args;
 	int			nargs;
@@ -226,24 +227,9 @@ outbox_attach(PG_FUNCTION_ARGS)
 					 errmsg("format must not be null")));
 		format = text_to_cstring(PG_GETARG_TEXT_PP(3));
 		snapshot = !PG_ARGISNULL(4) && PG_GETARG_BOOL(4);
-		config.tombstones = !PG_ARGISNULL(5) && PG_GETARG_BOOL(5);
 	}
-	if (strcmp(format, "outbox") == 0)
-		config.format = CAPTURE_FORMAT_OUTBOX;
-	else if (strcmp(format, "debezium") == 0)
-		config.format = CAPTURE_FORMAT_DEBEZIUM;
-	else
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown format \"%s\"", format),
-				 errdetail("The formats are \"outbox\" and \"debezium\"."),
-				 errhint("An outbox table in the shape that Debezium's outbox event router reads is attached with outbox_attach_router().")));
-	if (config.tombstones && config.format != CAPTURE_FORMAT_DEBEZIUM)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("tombstones are written in the debezium format only")));
-	if (PG_NARGS() == 10)
-		outbox_capture_debezium_settings(fcinfo, &config);
+	outbox_format_capture(format, &config);
+	outbox_format_attach_options(fcinfo, &config);
 	rel = outbox_open_to_attach(relid);
 	if (outbox_has_trigger(ext, rel, ROUTER_TRIGGER))
 		ereport(ERROR,
@@ -251,14 +237,9 @@ outbox_attach(PG_FUNCTION_ARGS)
 				 errmsg("table \"%s\" is attached as an outbox router", RelationGetRelationName(rel)),
 				 errdetail("Its inserts are published as the events that the application writes in it."),
 				 errhint("Call outbox_detach() first to capture its changes instead.")));
-	if (config.format == CAPTURE_FORMAT_DEBEZIUM)
-	{
-		char	   *topic = outbox_debezium_topic(config.topic,
-												  get_namespace_name(RelationGetNamespace(rel)),
-												  RelationGetRelationName(rel));
-
-		outbox_check_topic(topic, strlen(topic));
-	}
+	topic = outbox_format_capture_topic(&config, get_namespace_name(RelationGetNamespace(rel)),
+										RelationGetRelationName(rel));
+	outbox_check_topic(topic, strlen(topic));
 	if (!PG_ARGISNULL(2))
 	{
 		Datum	   *names;
@@ -287,8 +268,7 @@ outbox_attach(PG_FUNCTION_ARGS)
 			aclcheck_error(aclresult, OBJECT_TABLE, get_rel_name(relid));
 	}
 
-	if (config.options.avro && rel->rd_rel->relkind == RELKIND_RELATION)
-		outbox_capture_register_avro(ext, &config, rel);
+	outbox_format_attached(ext, &config, rel);
 
 	args = outbox_capture_args(&config, &nargs);
 	initStringInfo(&arglist);

@@ -20,10 +20,8 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
-#include "common/jsonapi.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
-#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/array.h"
@@ -37,7 +35,8 @@
 #include "base/catalog.h"
 #include "base/event.h"
 #include "capture/capture.h"
-#include "capture/debezium.h"
+#include "format/debezium.h"
+#include "format/debezium_json.h"
 #include "queue/enqueue.h"
 
 PG_FUNCTION_INFO_V1(outbox_router);
@@ -57,11 +56,7 @@ typedef struct RouterConfig
 	char	   *id;
 	char	   *payload;
 	char	   *timestamp;		/* NULL: the start of the transaction */
-	bool		expand;
-	bool		key_json;		/* key_converter=json; 1.2: string */
-	bool		schemas;		/* schemas_enable=true; 1.2: false */
-	bool		null_tombstone; /* a null payload is a tombstone; 1.2: true */
-	bool		blank_tombstone;	/* so is an empty or blank one; 1.2: false */
+	RouterOptions options;
 	bool		any_id;			/* ids=any: an id of any type; 1.2: a UUID */
 	int			nheaders;
 	char	  **header_columns;
@@ -91,7 +86,7 @@ static void
 router_config(int nargs, char **args, RouterConfig *config)
 {
 	memset(config, 0, sizeof(*config));
-	config->null_tombstone = true;
+	config->options.null_tombstone = true;
 	config->header_columns = palloc((nargs + 1) * sizeof(char *));
 	config->header_names = palloc((nargs + 1) * sizeof(char *));
 	for (int i = 0; i < nargs; i++)
@@ -120,13 +115,14 @@ router_config(int nargs, char **args, RouterConfig *config)
 		else if (strcmp(name, "timestamp") == 0)
 			config->timestamp = value;
 		else if (strcmp(name, "expand") == 0)
-			config->expand = strcmp(value, "true") == 0;
+			config->options.expand = strcmp(value, "true") == 0;
 		else if (strcmp(name, "key_converter") == 0)
-			config->key_json = strcmp(value, "json") == 0;
+			config->options.key_json = strcmp(value, "json") == 0;
 		else if (strcmp(name, "schemas_enable") == 0)
-			config->schemas = strcmp(value, "true") == 0;
+			config->options.schemas = strcmp(value, "true") == 0;
 		else if (strcmp(name, "tombstone_on_empty_payload") == 0)
-			config->null_tombstone = config->blank_tombstone = strcmp(value, "true") == 0;
+			config->options.null_tombstone = config->options.blank_tombstone =
+				strcmp(value, "true") == 0;
 		else if (strcmp(name, "ids") == 0 && strcmp(value, "any") == 0)
 			config->any_id = true;
 		else if (strcmp(name, "header") == 0 &&
@@ -167,277 +163,12 @@ route(const char *pattern, const char *value)
 	return topic.data;
 }
 
-/*
- * The expansion of a JSON text: the same values, without white space,
- * members whose value is null or [] left out.  One level per nested
- * object or array.
- */
-typedef struct Expansion
-{
-	StringInfo	out;
-	int			depth;
-	int			size;
-	bool	   *first;			/* nothing written at this level yet */
-	int		   *member_start;	/* where the member being written starts */
-	bool		empty_array;	/* the value just written is [] */
-} Expansion;
-
-static void
-expansion_push(Expansion *x, char c)
-{
-	if (++x->depth >= x->size)
-	{
-		x->size *= 2;
-		x->first = repalloc(x->first, x->size * sizeof(bool));
-		x->member_start = repalloc(x->member_start, x->size * sizeof(int));
-	}
-	x->first[x->depth] = true;
-	appendStringInfoChar(x->out, c);
-}
-
-static void
-expansion_object_start(void *state)
-{
-	expansion_push((Expansion *) state, '{');
-}
-
-static void
-expansion_object_end(void *state)
-{
-	Expansion  *x = (Expansion *) state;
-
-	appendStringInfoChar(x->out, '}');
-	x->depth--;
-	x->empty_array = false;
-}
-
-static void
-expansion_array_start(void *state)
-{
-	expansion_push((Expansion *) state, '[');
-}
-
-static void
-expansion_array_end(void *state)
-{
-	Expansion  *x = (Expansion *) state;
-
-	appendStringInfoChar(x->out, ']');
-	x->empty_array = x->first[x->depth];
-	x->depth--;
-}
-
-static void
-expansion_field_start(void *state, char *fname, bool isnull)
-{
-	Expansion  *x = (Expansion *) state;
-
-	x->member_start[x->depth] = x->out->len;
-	if (!x->first[x->depth])
-		appendStringInfoChar(x->out, ',');
-	escape_json(x->out, fname);
-	appendStringInfoChar(x->out, ':');
-}
-
-static void
-expansion_field_end(void *state, char *fname, bool isnull)
-{
-	Expansion  *x = (Expansion *) state;
-
-	if (isnull || x->empty_array)
-	{
-		/* left out */
-		x->out->len = x->member_start[x->depth];
-		x->out->data[x->out->len] = '\0';
-	}
-	else
-		x->first[x->depth] = false;
-	x->empty_array = false;
-}
-
-static void
-expansion_element_start(void *state, bool isnull)
-{
-	Expansion  *x = (Expansion *) state;
-
-	if (!x->first[x->depth])
-		appendStringInfoChar(x->out, ',');
-	x->first[x->depth] = false;
-}
-
-static void
-expansion_scalar(void *state, char *token, JsonTokenType tokentype)
-{
-	Expansion  *x = (Expansion *) state;
-
-	if (tokentype == JSON_TOKEN_STRING)
-		escape_json(x->out, token);
-	else
-		appendStringInfoString(x->out, token);
-	x->empty_array = false;
-}
-
-/* the deepest nesting expanded, Jackson's (StreamReadConstraints) */
-#define MAX_JSON_DEPTH 1000
-
-/*
- * Append the expansion of JSON text json to out; false (out as it was) if
- * it is not valid JSON.  name is the payload column.
- */
-static bool
-expand_json(StringInfo out, char *json, const char *name)
-{
-	JsonLexContext *lex;
-	JsonSemAction sem = {0};
-	Expansion	x = {0};
-	int			start = out->len;
-
-	if (outbox_json_too_deep(json, MAX_JSON_DEPTH))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("payload column \"%s\" nests JSON deeper than %d levels", name, MAX_JSON_DEPTH),
-				 errdetail("An expanded payload may nest objects and arrays %d levels deep, as Jackson parses it for Debezium.",
-						   MAX_JSON_DEPTH),
-				 errhint("Attach the router with expand_payload => false to publish the payload as a JSON string.")));
-	lex = makeJsonLexContextCstringLen(json, strlen(json), GetDatabaseEncoding(), true);
-	x.out = out;
-	x.size = 8;
-	x.first = palloc(x.size * sizeof(bool));
-	x.member_start = palloc(x.size * sizeof(int));
-	sem.semstate = &x;
-	sem.object_start = expansion_object_start;
-	sem.object_end = expansion_object_end;
-	sem.array_start = expansion_array_start;
-	sem.array_end = expansion_array_end;
-	sem.object_field_start = expansion_field_start;
-	sem.object_field_end = expansion_field_end;
-	sem.array_element_start = expansion_element_start;
-	sem.scalar = expansion_scalar;
-	if (pg_parse_json(lex, &sem) != JSON_SUCCESS)
-	{
-		out->len = start;
-		out->data[start] = '\0';
-		return false;
-	}
-	return true;
-}
-
-/*
- * The type of a column given for one purpose is not one of those it can
- * have.
- */
-static void
-wrong_type(const char *name, Oid typid, const char *what, const char *types)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_DATATYPE_MISMATCH),
-			 errmsg("%s column \"%s\" is of type %s", what, name, format_type_be(typid)),
-			 errdetail("It must be %s.", types)));
-}
-
-/* the types a payload column can have (its base type, if a domain) */
-#define PAYLOAD_TYPES "jsonb, json, text or bytea"
-static bool
-payload_type(Oid typid)
-{
-	return typid == JSONBOID || typid == JSONOID || typid == TEXTOID ||
-		typid == VARCHAROID || typid == BPCHAROID || typid == BYTEAOID;
-}
-
 /* the types a timestamp column can have (its base type, if a domain) */
 #define TIMESTAMP_TYPES "timestamp with time zone, or timestamp without time zone (taken as UTC)"
 static bool
 timestamp_type(Oid typid)
 {
 	return typid == TIMESTAMPTZOID || typid == TIMESTAMPOID;
-}
-
-/* the connector's defaults, with which the router's keys and values are written */
-static const DebeziumOptions router_options = {DEBEZIUM_DECIMALS_PRECISE, true, false};
-
-/*
- * Is str empty or white space only, as Java's String.trim() sees it?
- */
-static bool
-blank(const char *str)
-{
-	for (; *str != '\0'; str++)
-		if ((unsigned char) *str > ' ')
-			return false;
-	return true;
-}
-
-/*
- * The record value of a payload, the value of column attr: see the file
- * header.  NULL: a tombstone.
- */
-static bytea *
-router_value(const RouterConfig *config, Form_pg_attribute attr, Datum value, bool isnull)
-{
-	Oid			typid = getBaseType(attr->atttypid);
-	char	   *json = NULL;
-	StringInfoData out;
-
-	if (!payload_type(typid))
-		wrong_type(config->payload, typid, "payload", PAYLOAD_TYPES);
-	if (isnull && config->null_tombstone)
-		return NULL;
-	if (!isnull && typid == BYTEAOID)
-		return DatumGetByteaPCopy(value);	/* its bytes, as ByteArrayConverter */
-	if (!isnull && typid == JSONBOID)
-	{
-		Jsonb	   *jb = DatumGetJsonbP(value);
-
-		json = JsonbToCString(NULL, &jb->root, VARSIZE(jb));
-	}
-	else if (!isnull)
-		json = TextDatumGetCString(value);
-	if (json != NULL && config->blank_tombstone && blank(json))
-		return NULL;
-
-	initStringInfo(&out);
-	if (config->schemas)
-	{
-		appendStringInfoString(&out, "{\"schema\":");
-		outbox_debezium_schema(&out, &router_options, typid, attr->atttypmod, !attr->attnotnull);
-		appendStringInfoString(&out, ",\"payload\":");
-	}
-	if (json == NULL)
-		appendStringInfoString(&out, "null");
-	else if (!config->expand || (json[0] != '{' && json[0] != '[') ||
-			 !expand_json(&out, json, config->payload))
-		escape_json(&out, json);
-	if (config->schemas)
-		appendStringInfoChar(&out, '}');
-	return outbox_utf8_payload(cstring_to_text_with_len(out.data, out.len));
-}
-
-/*
- * The record key of the value of key column attr, as the key converter
- * writes it: JSON (with its schema if schemas_enable), or the text of the
- * value (Kafka's StringConverter).  NULL: no key.
- */
-static text *
-router_key(const RouterConfig *config, Form_pg_attribute attr, Datum value, bool isnull)
-{
-	StringInfoData out;
-
-	if (!config->key_json)
-		return isnull ? NULL : cstring_to_text(outbox_debezium_text(value, attr->atttypid,
-																	 attr->atttypmod));
-	initStringInfo(&out);
-	if (config->schemas)
-	{
-		appendStringInfoString(&out, "{\"schema\":");
-		outbox_debezium_schema(&out, &router_options, attr->atttypid, attr->atttypmod,
-							   !attr->attnotnull);
-		appendStringInfoString(&out, ",\"payload\":");
-	}
-	outbox_debezium_column(&out, &router_options, value, isnull, attr->atttypid,
-						   attr->atttypmod);
-	if (config->schemas)
-		appendStringInfoChar(&out, '}');
-	return cstring_to_text_with_len(out.data, out.len);
 }
 
 /*
@@ -553,7 +284,7 @@ outbox_router(PG_FUNCTION_ARGS)
 	if (config.key != NULL)
 	{
 		value = column_value(tuple, tupdesc, config.key, &isnull, &attr);
-		key = router_key(&config, attr, value, isnull);
+		key = outbox_router_key(&config.options, attr, value, isnull);
 	}
 
 	/*
@@ -578,7 +309,8 @@ outbox_router(PG_FUNCTION_ARGS)
 
 	/* the value */
 	value = column_value(tuple, tupdesc, config.payload, &isnull, &attr);
-	payload = router_value(&config, attr, value, isnull);
+	payload = outbox_router_value(&config.options, config.payload, attr, value,
+								  isnull);
 	/* JSON but for the bytes of a bytea payload, which go as they are */
 	payload_json = isnull || getBaseType(attr->atttypid) != BYTEAOID;
 
@@ -606,7 +338,7 @@ outbox_router(PG_FUNCTION_ARGS)
 		value = column_value(tuple, tupdesc, config.timestamp, &isnull, &attr);
 		typid = getBaseType(attr->atttypid);
 		if (!timestamp_type(typid))
-			wrong_type(config.timestamp, typid, "timestamp", TIMESTAMP_TYPES);
+			outbox_router_wrong_type(config.timestamp, typid, "timestamp", TIMESTAMP_TYPES);
 		if (!isnull)
 		{
 			created_at = record_timestamp(config.timestamp, value, typid);
@@ -691,7 +423,7 @@ outbox_attach_router(PG_FUNCTION_ARGS)
 	config.id = text_arg(fcinfo, 4);
 	config.payload = text_arg(fcinfo, 5);
 	config.timestamp = text_arg(fcinfo, 6);
-	config.expand = PG_ARGISNULL(8) ? PG_NARGS() == 9 : PG_GETARG_BOOL(8);
+	config.options.expand = PG_ARGISNULL(8) ? PG_NARGS() == 9 : PG_GETARG_BOOL(8);
 	if (PG_NARGS() == 12)
 	{
 		char	   *converter = text_arg(fcinfo, 9);
@@ -702,10 +434,10 @@ outbox_attach_router(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("invalid key_converter \"%s\"", converter ? converter : "null"),
 					 errdetail("It is \"json\" (Kafka's JsonConverter) or \"string\" (StringConverter).")));
-		config.key_json = strcmp(converter, "json") == 0;
-		config.schemas = !PG_ARGISNULL(10) && PG_GETARG_BOOL(10);
-		config.blank_tombstone = !PG_ARGISNULL(11) && PG_GETARG_BOOL(11);
-		if (config.schemas && config.expand)
+		config.options.key_json = strcmp(converter, "json") == 0;
+		config.options.schemas = !PG_ARGISNULL(10) && PG_GETARG_BOOL(10);
+		config.options.blank_tombstone = !PG_ARGISNULL(11) && PG_GETARG_BOOL(11);
+		if (config.options.schemas && config.options.expand)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("schemas_enable cannot be combined with expand_payload"),
@@ -757,25 +489,28 @@ outbox_attach_router(PG_FUNCTION_ARGS)
 	typid = column_type(relid, config.id, "id");
 	if (PG_NARGS() == 9 &&
 		typid != UUIDOID && typid != TEXTOID && typid != VARCHAROID && typid != BPCHAROID)
-		wrong_type(config.id, typid, "id", "uuid, or text holding a UUID");
+		outbox_router_wrong_type(config.id, typid, "id", "uuid, or text holding a UUID");
 	args = lappend(args, psprintf("id=%s", config.id));
 	typid = column_type(relid, config.payload, "payload");
-	if (!payload_type(typid))
-		wrong_type(config.payload, typid, "payload", PAYLOAD_TYPES);
+	if (!outbox_router_payload_type(typid))
+		outbox_router_wrong_type(config.payload, typid, "payload",
+								 OUTBOX_ROUTER_PAYLOAD_TYPES);
 	args = lappend(args, psprintf("payload=%s", config.payload));
 	if (config.timestamp != NULL)
 	{
 		typid = column_type(relid, config.timestamp, "timestamp");
 		if (!timestamp_type(typid))
-			wrong_type(config.timestamp, typid, "timestamp", TIMESTAMP_TYPES);
+			outbox_router_wrong_type(config.timestamp, typid, "timestamp", TIMESTAMP_TYPES);
 		args = lappend(args, psprintf("timestamp=%s", config.timestamp));
 	}
-	args = lappend(args, config.expand ? "expand=true" : "expand=false");
+	args = lappend(args, config.options.expand ? "expand=true" : "expand=false");
 	if (PG_NARGS() == 12)
 	{
-		args = lappend(args, config.key_json ? "key_converter=json" : "key_converter=string");
-		args = lappend(args, config.schemas ? "schemas_enable=true" : "schemas_enable=false");
-		args = lappend(args, config.blank_tombstone ? "tombstone_on_empty_payload=true" :
+		args = lappend(args, config.options.key_json ? "key_converter=json" :
+					   "key_converter=string");
+		args = lappend(args, config.options.schemas ? "schemas_enable=true" :
+					   "schemas_enable=false");
+		args = lappend(args, config.options.blank_tombstone ? "tombstone_on_empty_payload=true" :
 					   "tombstone_on_empty_payload=false");
 		args = lappend(args, "ids=any");
 	}

@@ -52,6 +52,7 @@
 #include "base/catalog.h"
 #include "capture/capture.h"
 #include "capture/snapshot.h"
+#include "format/format.h"
 #include "launcher/launcher.h"
 
 /* rows read by a chunk, at most */

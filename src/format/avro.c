@@ -1,18 +1,21 @@
 /*-------------------------------------------------------------------------
  *
  * avro.c
- *		Avro records from JSON, with Apache Avro's C library: a schema is
- *		checked when a topic takes it, parsed once per process and schema id,
- *		and each value is checked against it and encoded in the caller's
- *		transaction.  docs/avro.md says how each JSON value maps to Avro.
+ *		The avro format: records from JSON, with Apache Avro's C library.
+ *		A topic's schemas are checked and registered when it is set, parsed
+ *		once per process and schema id; each payload is checked against the
+ *		value schema and encoded at enqueue, in the caller's transaction,
+ *		and each key at publish.  docs/avro.md says how each JSON value
+ *		maps to Avro.
  *
- * libavro parses the schema and writes the binary encoding; it knows no
- * logical types, so the schema's JSON is walked beside its parse for them
- * (decimal, timestamp-millis and -micros, date, uuid) and for the fields'
- * defaults.  libavro allocates with malloc: its objects are held by the
- * cache of parsed schemas, never by a single call, and the one value of a
- * schema that each encoding fills is reset before the next, so an error
- * raised halfway through leaks nothing.
+ * libavro parses and checks the schema (names, references, unions); it
+ * knows no logical types, so the schema's JSON is walked beside its parse
+ * for them (decimal, timestamp-millis and -micros, date, uuid) and for the
+ * fields' defaults.  A value is walked against that (convert), which
+ * writes its binary encoding with avro_binary.c, the writer of Connect's
+ * records too: libavro allocates with malloc and writes nothing here, so
+ * an error raised halfway through a value leaks nothing.  A parsed schema
+ * is held by the cache of this process, for good.
  *
  * src/format/avro.c
  *
@@ -26,6 +29,9 @@
 #include <avro.h>
 
 #include "common/base64.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "common/hashfn.h"
 #include "common/jsonapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
@@ -34,10 +40,14 @@
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/numeric.h"
+#include "utils/resowner.h"
 
 #include "base/event.h"
-#include "format/avro.h"
+#include "format/avro_binary.h"
 #include "format/decimal.h"
+#include "format/format_internal.h"
+#include "format/topics.h"
+#include "kafka/registry.h"
 
 typedef enum Logical
 {
@@ -64,19 +74,19 @@ typedef struct AvroType
 	int			null_branch;	/* union: the branch of null, or -1 */
 } AvroType;
 
-struct OutboxAvroSchema
+/* a schema of a topic, parsed */
+typedef struct OutboxAvroSchema
 {
-	int32		id;
+	const char *json;			/* the hash key: the schema's text */
 	AvroType	   *root;
 	avro_schema_t schema;
-	avro_value_iface_t *iface;
-	avro_value_t value;			/* what each encoding fills, reset first */
-	char	   *json;			/* the schema's text */
-};
+} OutboxAvroSchema;
 
 /*
- * the parsed schemas of this process, by id; an id whose text changed (the
- * registry's URL changed, or the registry started again) is parsed again
+ * the parsed schemas of this process, by their text: a topic's setting
+ * holds its schemas' texts and ids, and the ids are the registry's
+ * (src/kafka/registry.c keeps which text an id is); the same id may stand
+ * for other texts in another registry.
  */
 static HTAB *schemas = NULL;
 static MemoryContext schema_context = NULL;
@@ -104,17 +114,6 @@ typedef struct Encoder
 	int			probing;		/* > 0: trying a union's branch, quietly */
 	char	   *detail;			/* the mismatch, a sentence */
 } Encoder;
-
-/*
- * Raise an error if a call of libavro failed: only a bug or a lack of
- * memory makes one fail once the value fits the schema.
- */
-static void
-check_avro(int rc)
-{
-	if (rc != 0)
-		elog(ERROR, "Avro library call failed: %s", avro_strerror());
-}
 
 /*
  * The member key of the JSON object v, or NULL if v is no object or has
@@ -304,13 +303,13 @@ walk(Walk *w, JsonbValue *js, avro_schema_t s)
 }
 
 /*
- * Parse the schema jb with libavro; an error (22023) with libavro's own
- * message if it is no Avro schema.  The caller decrefs the result.
+ * Parse the schema json (JSON text) with libavro; an error (22023) with
+ * libavro's own message if it is no Avro schema.  The caller decrefs the
+ * result.
  */
 static avro_schema_t
-parse_schema(Jsonb *jb, const char *what)
+parse_schema(const char *json, const char *what)
 {
-	char	   *json = JsonbToCString(NULL, &jb->root, VARSIZE(jb));
 	avro_schema_t s;
 
 	if (avro_schema_from_json_length(json, strlen(json), &s) != 0)
@@ -323,11 +322,12 @@ parse_schema(Jsonb *jb, const char *what)
 }
 
 /*
- * Raise an error (22023) unless schema is an Avro schema whose logical
- * types are well formed; what names it ("value", "key") in the message.
+ * Raise an error (22023) unless schema (JSON text) is an Avro schema whose
+ * logical types are well formed; what names it ("value", "key") in the
+ * message.
  */
-void
-outbox_avro_check_schema(Jsonb *schema, const char *what)
+static void
+check_schema(const char *schema, const char *what)
 {
 	avro_schema_t s = parse_schema(schema, what);
 
@@ -336,7 +336,8 @@ outbox_avro_check_schema(Jsonb *schema, const char *what)
 		Walk		w = {NIL, NIL, true};
 		JsonbValue	root;
 
-		root_of(schema, &root);
+		root_of(DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(schema))),
+				&root);
 		(void) walk(&w, &root, s);
 	}
 	PG_FINALLY();
@@ -346,23 +347,35 @@ outbox_avro_check_schema(Jsonb *schema, const char *what)
 	PG_END_TRY();
 }
 
+/* the hash of a schema's text, the key of schemas */
+static uint32
+text_hash(const void *key, Size keysize)
+{
+	const char *json = *(const char *const *) key;
+
+	return hash_any((const unsigned char *) json, strlen(json));
+}
+
+static int
+text_match(const void *key1, const void *key2, Size keysize)
+{
+	return strcmp(*(const char *const *) key1, *(const char *const *) key2);
+}
+
 /*
- * The parsed schema of registry id id, whose JSON is schema_json: from
- * this process's cache, else parsed now and kept.
+ * The parsed schema whose JSON is schema_json: from this process's cache,
+ * else parsed now and kept.
  */
-OutboxAvroSchema *
-outbox_avro_schema(int32 id, const char *schema_json)
+static OutboxAvroSchema *
+schema_of(const char *schema_json)
 {
 	OutboxAvroSchema *entry;
 	MemoryContext old;
-	bool		found;
 	Jsonb	   *jb;
 	JsonbValue	root;
 	Walk		w = {NIL, NIL, false};
 	avro_schema_t s;
 	AvroType	   *node;
-	avro_value_iface_t *volatile iface = NULL;
-	avro_value_t value;
 
 	if (schemas == NULL)
 	{
@@ -370,50 +383,38 @@ outbox_avro_schema(int32 id, const char *schema_json)
 
 		schema_context = AllocSetContextCreate(TopMemoryContext, "outbox Avro schemas",
 											   ALLOCSET_SMALL_SIZES);
-		ctl.keysize = sizeof(int32);
+		ctl.keysize = sizeof(const char *);
 		ctl.entrysize = sizeof(OutboxAvroSchema);
+		ctl.hash = text_hash;
+		ctl.match = text_match;
 		ctl.hcxt = schema_context;
 		schemas = hash_create("outbox Avro schemas", 16, &ctl,
-							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+							  HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
 	}
-	entry = hash_search(schemas, &id, HASH_FIND, NULL);
-	if (entry != NULL && strcmp(entry->json, schema_json) == 0)
-		return entry;
+	entry = hash_search(schemas, &schema_json, HASH_FIND, NULL);
 	if (entry != NULL)
-	{
-		avro_value_decref(&entry->value);
-		avro_value_iface_decref(entry->iface);
-		avro_schema_decref(entry->schema);
-		pfree(entry->json);
-		hash_search(schemas, &id, HASH_REMOVE, NULL);
-	}
+		return entry;
 
 	old = MemoryContextSwitchTo(schema_context);
 	jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(schema_json)));
-	s = parse_schema(jb, "registered");
+	s = parse_schema(schema_json, "registered");
 	PG_TRY();
 	{
 		root_of(jb, &root);
 		node = walk(&w, &root, s);
-		iface = avro_generic_class_from_schema(s);
-		if (iface == NULL || avro_generic_value_new(iface, &value) != 0)
-			elog(ERROR, "Avro library call failed: %s", avro_strerror());
 	}
 	PG_CATCH();
 	{
-		if (iface != NULL)
-			avro_value_iface_decref(iface);
 		avro_schema_decref(s);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	/* the key's text copied before the entry exists, which points at it */
+	schema_json = pstrdup(schema_json);
 	MemoryContextSwitchTo(old);
-	entry = hash_search(schemas, &id, HASH_ENTER, &found);
+	entry = hash_search(schemas, &schema_json, HASH_ENTER, NULL);
 	entry->root = node;
 	entry->schema = s;
-	entry->iface = iface;
-	entry->value = value;
-	entry->json = MemoryContextStrdup(schema_context, schema_json);
 	return entry;
 }
 
@@ -421,8 +422,8 @@ outbox_avro_schema(int32 id, const char *schema_json)
  * Whether values of schema are given as text (a key): a string is the
  * text itself, any other type its JSON.
  */
-bool
-outbox_avro_takes_text(const OutboxAvroSchema *schema)
+static bool
+takes_text(const OutboxAvroSchema *schema)
 {
 	return schema->root->type == AVRO_STRING;
 }
@@ -688,7 +689,7 @@ decimal_bytes(const AvroType *n, const char *s, int size, StringInfo out)
 	return NULL;
 }
 
-static bool convert(Encoder *e, const AvroType *n, JsonbValue *v, avro_value_t *out);
+static bool convert(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out);
 
 /*
  * Convert v, a member of the record or map at the current path, named
@@ -696,7 +697,7 @@ static bool convert(Encoder *e, const AvroType *n, JsonbValue *v, avro_value_t *
  */
 static bool
 convert_member(Encoder *e, const AvroType *n, const char *name, int len, JsonbValue *v,
-			   avro_value_t *out)
+			   StringInfo out)
 {
 	int			path_len = e->path.len;
 	bool		ok;
@@ -719,260 +720,363 @@ utf8_of(JsonbValue *v, int *len)
 	return outbox_to_utf8(v->val.string.val, v->val.string.len, len);
 }
 
-/*
- * Check the JSON value v (NULL: missing) against the type n, and set out
- * to it unless out is NULL; false if it does not fit, with the first
- * mismatch noted in e.
- */
+/* null: null, or missing; nothing written */
 static bool
-convert(Encoder *e, const AvroType *n, JsonbValue *v, avro_value_t *out)
+convert_null(Encoder *e, const AvroType *n, JsonbValue *v)
+{
+	if (v != NULL && v->type != jbvNull)
+		return mismatch(e, n, v, NULL);
+	return true;
+}
+
+/* boolean: true or false */
+static bool
+convert_boolean(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
+{
+	if (v == NULL || v->type != jbvBool)
+		return mismatch(e, n, v, NULL);
+	if (out)
+		outbox_avro_write_boolean(out, v->val.boolean);
+	return true;
+}
+
+/* int: a whole number within 32 bits; date: also a string YYYY-MM-DD */
+static bool
+convert_int(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
 {
 	int64		i64;
 	char	   *str;
+
+	if (n->logical == LOGICAL_DATE && (str = string_of(v)) != NULL)
+	{
+		int			days;
+
+		if (strlen(str) != 10 || !parse_date(str, &days))
+			return mismatch(e, n, v, "not a date YYYY-MM-DD");
+		i64 = days;
+	}
+	else if (!json_integer(v, &i64) || i64 < PG_INT32_MIN || i64 > PG_INT32_MAX)
+		return mismatch(e, n, v, v && v->type == jbvNumeric ? "not a 32-bit integer" : NULL);
+	if (out)
+		outbox_avro_write_long(out, i64);
+	return true;
+}
+
+/*
+ * long: a whole number within 64 bits; timestamp-millis and -micros: also
+ * an RFC 3339 string with its offset, no finer than the unit
+ */
+static bool
+convert_long(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
+{
+	bool		millis = n->logical == LOGICAL_TIMESTAMP_MILLIS;
+	int64		i64;
+	char	   *str;
+
+	if ((millis || n->logical == LOGICAL_TIMESTAMP_MICROS) && (str = string_of(v)) != NULL)
+	{
+		if (!parse_timestamp(str, millis ? 1000 : 1000000, &i64))
+			return mismatch(e, n, v, millis ?
+							"not an RFC 3339 timestamp with an offset, to the millisecond" :
+							"not an RFC 3339 timestamp with an offset, to the microsecond");
+	}
+	else if (!json_integer(v, &i64))
+		return mismatch(e, n, v, v && v->type == jbvNumeric ? "not a 64-bit integer" : NULL);
+	if (out)
+		outbox_avro_write_long(out, i64);
+	return true;
+}
+
+/* float, double: a number, a float within its range */
+static bool
+convert_floating(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
+{
+	double		d;
+
+	if (v == NULL || v->type != jbvNumeric)
+		return mismatch(e, n, v, NULL);
+	d = DatumGetFloat8(DirectFunctionCall1(numeric_float8, NumericGetDatum(v->val.numeric)));
+	if (n->type == AVRO_FLOAT && (isinf((float) d) || fabs(d) > FLT_MAX))
+		return mismatch(e, n, v, "out of range");
+	if (out && n->type == AVRO_FLOAT)
+		outbox_avro_write_float(out, (float) d);
+	else if (out)
+		outbox_avro_write_double(out, d);
+	return true;
+}
+
+/* string: a string, in UTF-8; uuid: in the 8-4-4-4-12 hexadecimal form */
+static bool
+convert_string(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
+{
+	char	   *str;
 	int			len;
 
+	if ((str = utf8_of(v, &len)) == NULL)
+		return mismatch(e, n, v, v && v->type == jbvString ? "not UTF-8" : NULL);
+	if (n->logical == LOGICAL_UUID && !is_uuid(str, len))
+		return mismatch(e, n, v, "not a UUID");
+	if (out)
+		outbox_avro_write_bytes(out, str, len);
+	return true;
+}
+
+/*
+ * bytes, fixed: a string in base64, a fixed of its size; decimal: a
+ * number or a string of one, written as its unscaled two's complement
+ */
+static bool
+convert_bytes(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
+{
+	int			size = n->type == AVRO_FIXED ? avro_schema_fixed_size(n->schema) : 0;
+	StringInfoData bytes;
+	const char *why = NULL;
+	char	   *str;
+
+	initStringInfo(&bytes);
+	if (n->logical == LOGICAL_DECIMAL)
+	{
+		if (v != NULL && v->type == jbvNumeric)
+			str = numeric_normalize(v->val.numeric);
+		else if ((str = string_of(v)) == NULL)
+			return mismatch(e, n, v, NULL);
+		why = decimal_bytes(n, str, size, &bytes);
+	}
+	else
+	{
+		if ((str = string_of(v)) == NULL)
+			return mismatch(e, n, v, NULL);
+		enlargeStringInfo(&bytes, pg_b64_dec_len(strlen(str)));
+		bytes.len = pg_b64_decode(str, strlen(str), bytes.data, bytes.maxlen);
+		if (bytes.len < 0)
+			why = "not base64";
+		else if (size > 0 && bytes.len != size)
+			why = psprintf("%d bytes", bytes.len);
+	}
+	if (why != NULL)
+		return mismatch(e, n, v, why);
+	if (out && n->type == AVRO_FIXED)
+		appendBinaryStringInfo(out, bytes.data, bytes.len);
+	else if (out)
+		outbox_avro_write_bytes(out, bytes.data, bytes.len);
+	return true;
+}
+
+/* enum: a string, one of its symbols, written as its index */
+static bool
+convert_enum(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
+{
+	char	   *str;
+	int			symbol;
+
+	if ((str = string_of(v)) == NULL ||
+		(symbol = avro_schema_enum_get_by_name(n->schema, str)) < 0)
+		return mismatch(e, n, v, NULL);
+	if (out)
+		outbox_avro_write_long(out, symbol);
+	return true;
+}
+
+/* array: an array, each item of the items' type */
+static bool
+convert_array(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
+{
+	int			path_len = e->path.len;
+	int			count;
+
+	if (v == NULL || v->type != jbvBinary || !JsonContainerIsArray(v->val.binary.data))
+		return mismatch(e, n, v, NULL);
+	count = JsonContainerSize(v->val.binary.data);
+	if (out && count > 0)
+		outbox_avro_write_long(out, count);
+	for (int i = 0; i < count; i++)
+	{
+		bool		ok;
+
+		appendStringInfo(&e->path, "[%d]", i);
+		ok = convert(e, n->children[0],
+					 getIthJsonbValueFromContainer(v->val.binary.data, i), out);
+		e->path.len = path_len;
+		e->path.data[path_len] = '\0';
+		if (!ok)
+			return false;
+	}
+	if (out)
+		outbox_avro_write_long(out, 0);
+	return true;
+}
+
+/* map: an object, each value of the values' type, its keys in UTF-8 */
+static bool
+convert_map(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
+{
+	JsonbIterator *it;
+	JsonbValue	key,
+				value;
+	JsonbIteratorToken token;
+	int			count;
+
+	if (v == NULL || v->type != jbvBinary || !JsonContainerIsObject(v->val.binary.data))
+		return mismatch(e, n, v, NULL);
+	count = JsonContainerSize(v->val.binary.data);
+	if (out && count > 0)
+		outbox_avro_write_long(out, count);
+	it = JsonbIteratorInit(v->val.binary.data);
+	while ((token = JsonbIteratorNext(&it, &key, true)) != WJB_DONE)
+	{
+		char	   *str;
+		int			len;
+
+		if (token != WJB_KEY)
+			continue;
+		(void) JsonbIteratorNext(&it, &value, true);
+		if ((str = utf8_of(&key, &len)) == NULL)
+			return mismatch(e, n, v, "a key that is not UTF-8");
+		if (out)
+			outbox_avro_write_bytes(out, str, len);
+		if (!convert_member(e, n->children[0], key.val.string.val, key.val.string.len,
+							&value, out))
+			return false;
+	}
+	if (out)
+		outbox_avro_write_long(out, 0);
+	return true;
+}
+
+/*
+ * Note that the object v, whose members record n's fields do not all take,
+ * has one that is no field of n; false.
+ */
+static bool
+unknown_field(Encoder *e, const AvroType *n, JsonbValue *v)
+{
+	JsonbIterator *it = JsonbIteratorInit(v->val.binary.data);
+	JsonbValue	key;
+	JsonbIteratorToken token;
+
+	if (e->probing > 0)
+		return false;
+	while ((token = JsonbIteratorNext(&it, &key, true)) != WJB_DONE)
+		if (token == WJB_KEY &&
+			avro_schema_record_field_get_index(n->schema,
+											   pnstrdup(key.val.string.val, key.val.string.len)) < 0)
+			break;
+	if (e->path.len > 0)
+		appendStringInfoChar(&e->path, '.');
+	appendBinaryStringInfo(&e->path, key.val.string.val, key.val.string.len);
+	e->detail = psprintf("Field \"%s\" is not in %s.", e->path.data, describe(n));
+	return false;
+}
+
+/*
+ * record: an object, each field by name, a missing one its default (else
+ * null), no member that is no field
+ */
+static bool
+convert_record(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
+{
+	int			found = 0;
+
+	if (v == NULL || v->type != jbvBinary || !JsonContainerIsObject(v->val.binary.data))
+		return mismatch(e, n, v, NULL);
+	for (int i = 0; i < n->nchildren; i++)
+	{
+		JsonbValue *field = member(v, n->names[i]);
+
+		if (field != NULL)
+			found++;
+		else
+			field = n->defaults[i];
+		if (!convert_member(e, n->children[i], n->names[i], strlen(n->names[i]), field, out))
+			return false;
+	}
+	if (found < JsonContainerSize(v->val.binary.data))
+		return unknown_field(e, n, v);
+	return true;
+}
+
+/*
+ * The branch of union n that v takes: null (or missing) its null branch;
+ * with one other type, that type (any mismatch is then the type's); else
+ * the first other branch v fits, tried quietly; -1 if none.
+ */
+static int
+union_branch(Encoder *e, const AvroType *n, JsonbValue *v, bool *checked)
+{
+	int			branch = -1;
+
+	*checked = false;
+	if (v == NULL || v->type == jbvNull)
+		return n->null_branch;
+	if (n->nchildren == 1)
+		return 0;
+	if (n->nchildren == 2 && n->null_branch >= 0)
+		return 1 - n->null_branch;
+	e->probing++;
+	for (int i = 0; i < n->nchildren && branch < 0; i++)
+		if (i != n->null_branch && convert(e, n->children[i], v, NULL))
+			branch = i;
+	e->probing--;
+	*checked = branch >= 0;
+	return branch;
+}
+
+/* union: the value of its branch (union_branch), after the branch's index */
+static bool
+convert_union(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
+{
+	bool		checked;
+	int			branch = union_branch(e, n, v, &checked);
+
+	if (branch < 0)
+		return mismatch(e, n, v, NULL);
+	/* checked: converting again would double at each level */
+	if (checked && out == NULL)
+		return true;
+	if (out)
+		outbox_avro_write_long(out, branch);
+	return convert(e, n->children[branch], v, out);
+}
+
+/*
+ * Check the JSON value v (NULL: missing) against the type n, and append
+ * its Avro binary encoding to out unless out is NULL; false if it does not
+ * fit, with the first mismatch noted in e (and out holding a part).
+ */
+static bool
+convert(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
+{
 	/* a recursive schema follows the payload as deep as it goes */
 	check_stack_depth();
 	CHECK_FOR_INTERRUPTS();
 	switch (n->type)
 	{
 		case AVRO_NULL:
-			if (v != NULL && v->type != jbvNull)
-				return mismatch(e, n, v, NULL);
-			if (out)
-				check_avro(avro_value_set_null(out));
-			return true;
+			return convert_null(e, n, v);
 		case AVRO_BOOLEAN:
-			if (v == NULL || v->type != jbvBool)
-				return mismatch(e, n, v, NULL);
-			if (out)
-				check_avro(avro_value_set_boolean(out, v->val.boolean));
-			return true;
+			return convert_boolean(e, n, v, out);
 		case AVRO_INT32:
-			if (n->logical == LOGICAL_DATE && (str = string_of(v)) != NULL)
-			{
-				int			days;
-
-				if (strlen(str) != 10 || !parse_date(str, &days))
-					return mismatch(e, n, v, "not a date YYYY-MM-DD");
-				i64 = days;
-			}
-			else if (!json_integer(v, &i64) || i64 < PG_INT32_MIN || i64 > PG_INT32_MAX)
-				return mismatch(e, n, v, v && v->type == jbvNumeric ? "not a 32-bit integer" : NULL);
-			if (out)
-				check_avro(avro_value_set_int(out, (int32) i64));
-			return true;
+			return convert_int(e, n, v, out);
 		case AVRO_INT64:
-			if ((n->logical == LOGICAL_TIMESTAMP_MILLIS ||
-				 n->logical == LOGICAL_TIMESTAMP_MICROS) && (str = string_of(v)) != NULL)
-			{
-				if (!parse_timestamp(str, n->logical == LOGICAL_TIMESTAMP_MILLIS ? 1000 : 1000000, &i64))
-					return mismatch(e, n, v, n->logical == LOGICAL_TIMESTAMP_MILLIS ?
-									"not an RFC 3339 timestamp with an offset, to the millisecond" :
-									"not an RFC 3339 timestamp with an offset, to the microsecond");
-			}
-			else if (!json_integer(v, &i64))
-				return mismatch(e, n, v, v && v->type == jbvNumeric ? "not a 64-bit integer" : NULL);
-			if (out)
-				check_avro(avro_value_set_long(out, i64));
-			return true;
+			return convert_long(e, n, v, out);
 		case AVRO_FLOAT:
 		case AVRO_DOUBLE:
-			{
-				double		d;
-
-				if (v == NULL || v->type != jbvNumeric)
-					return mismatch(e, n, v, NULL);
-				d = DatumGetFloat8(DirectFunctionCall1(numeric_float8,
-													   NumericGetDatum(v->val.numeric)));
-				if (n->type == AVRO_FLOAT && (isinf((float) d) || fabs(d) > FLT_MAX))
-					return mismatch(e, n, v, "out of range");
-				if (out)
-					check_avro(n->type == AVRO_FLOAT ? avro_value_set_float(out, (float) d) :
-							   avro_value_set_double(out, d));
-				return true;
-			}
+			return convert_floating(e, n, v, out);
 		case AVRO_STRING:
-			if ((str = utf8_of(v, &len)) == NULL)
-				return mismatch(e, n, v, v && v->type == jbvString ? "not UTF-8" : NULL);
-			if (n->logical == LOGICAL_UUID && !is_uuid(str, len))
-				return mismatch(e, n, v, "not a UUID");
-			if (out)
-				check_avro(avro_value_set_string_len(out, str, len + 1));
-			return true;
+			return convert_string(e, n, v, out);
 		case AVRO_BYTES:
 		case AVRO_FIXED:
-			{
-				int			size = n->type == AVRO_FIXED ? avro_schema_fixed_size(n->schema) : 0;
-				StringInfoData bytes;
-				const char *why = NULL;
-
-				initStringInfo(&bytes);
-				if (n->logical == LOGICAL_DECIMAL)
-				{
-					if (v != NULL && v->type == jbvNumeric)
-						str = numeric_normalize(v->val.numeric);
-					else if ((str = string_of(v)) == NULL)
-						return mismatch(e, n, v, NULL);
-					why = decimal_bytes(n, str, size, &bytes);
-				}
-				else
-				{
-					if ((str = string_of(v)) == NULL)
-						return mismatch(e, n, v, NULL);
-					enlargeStringInfo(&bytes, pg_b64_dec_len(strlen(str)));
-					bytes.len = pg_b64_decode(str, strlen(str), bytes.data, bytes.maxlen);
-					if (bytes.len < 0)
-						why = "not base64";
-					else if (size > 0 && bytes.len != size)
-						why = psprintf("%d bytes", bytes.len);
-				}
-				if (why != NULL)
-					return mismatch(e, n, v, why);
-				if (out)
-					check_avro(n->type == AVRO_FIXED ?
-							   avro_value_set_fixed(out, bytes.data, bytes.len) :
-							   avro_value_set_bytes(out, bytes.data, bytes.len));
-				return true;
-			}
+			return convert_bytes(e, n, v, out);
 		case AVRO_ENUM:
-			{
-				int			symbol;
-
-				if ((str = string_of(v)) == NULL)
-					return mismatch(e, n, v, NULL);
-				if ((symbol = avro_schema_enum_get_by_name(n->schema, str)) < 0)
-					return mismatch(e, n, v, NULL);
-				if (out)
-					check_avro(avro_value_set_enum(out, symbol));
-				return true;
-			}
+			return convert_enum(e, n, v, out);
 		case AVRO_ARRAY:
-			{
-				int			path_len = e->path.len;
-				int			count;
-
-				if (v == NULL || v->type != jbvBinary || !JsonContainerIsArray(v->val.binary.data))
-					return mismatch(e, n, v, NULL);
-				count = JsonContainerSize(v->val.binary.data);
-				for (int i = 0; i < count; i++)
-				{
-					avro_value_t item;
-					bool		ok;
-
-					if (out)
-						check_avro(avro_value_append(out, &item, NULL));
-					appendStringInfo(&e->path, "[%d]", i);
-					ok = convert(e, n->children[0],
-								 getIthJsonbValueFromContainer(v->val.binary.data, i),
-								 out ? &item : NULL);
-					e->path.len = path_len;
-					e->path.data[path_len] = '\0';
-					if (!ok)
-						return false;
-				}
-				return true;
-			}
+			return convert_array(e, n, v, out);
 		case AVRO_MAP:
-			{
-				JsonbIterator *it;
-				JsonbValue	key,
-							value;
-				JsonbIteratorToken token;
-
-				if (v == NULL || v->type != jbvBinary || !JsonContainerIsObject(v->val.binary.data))
-					return mismatch(e, n, v, NULL);
-				it = JsonbIteratorInit(v->val.binary.data);
-				while ((token = JsonbIteratorNext(&it, &key, true)) != WJB_DONE)
-				{
-					avro_value_t item;
-
-					if (token != WJB_KEY)
-						continue;
-					(void) JsonbIteratorNext(&it, &value, true);
-					if (out)
-					{
-						if ((str = utf8_of(&key, &len)) == NULL)
-							return mismatch(e, n, v, "a key that is not UTF-8");
-						check_avro(avro_value_add(out, str, &item, NULL, NULL));
-					}
-					if (!convert_member(e, n->children[0], key.val.string.val,
-										key.val.string.len, &value, out ? &item : NULL))
-						return false;
-				}
-				return true;
-			}
+			return convert_map(e, n, v, out);
 		case AVRO_RECORD:
-			{
-				int			found = 0;
-
-				if (v == NULL || v->type != jbvBinary || !JsonContainerIsObject(v->val.binary.data))
-					return mismatch(e, n, v, NULL);
-				for (int i = 0; i < n->nchildren; i++)
-				{
-					JsonbValue *field = member(v, n->names[i]);
-					avro_value_t item;
-
-					if (field != NULL)
-						found++;
-					else
-						field = n->defaults[i];
-					if (out)
-						check_avro(avro_value_get_by_index(out, i, &item, NULL));
-					if (!convert_member(e, n->children[i], n->names[i], strlen(n->names[i]),
-										field, out ? &item : NULL))
-						return false;
-				}
-				if (found < JsonContainerSize(v->val.binary.data))
-				{
-					JsonbIterator *it = JsonbIteratorInit(v->val.binary.data);
-					JsonbValue	key;
-					JsonbIteratorToken token;
-
-					if (e->probing > 0)
-						return false;
-					while ((token = JsonbIteratorNext(&it, &key, true)) != WJB_DONE)
-						if (token == WJB_KEY &&
-							avro_schema_record_field_get_index(n->schema,
-															   pnstrdup(key.val.string.val, key.val.string.len)) < 0)
-							break;
-					if (e->path.len > 0)
-						appendStringInfoChar(&e->path, '.');
-					appendBinaryStringInfo(&e->path, key.val.string.val, key.val.string.len);
-					e->detail = psprintf("Field \"%s\" is not in %s.", e->path.data, describe(n));
-					return false;
-				}
-				return true;
-			}
+			return convert_record(e, n, v, out);
 		case AVRO_UNION:
-			{
-				int			branch = -1;
-				avro_value_t item;
-
-				if (v == NULL || v->type == jbvNull)
-					branch = n->null_branch;
-				else if (n->nchildren == 1)
-					branch = 0;
-				else if (n->nchildren == 2 && n->null_branch >= 0)
-					/* null or one type: any mismatch is the type's */
-					branch = 1 - n->null_branch;
-				else
-				{
-					e->probing++;
-					for (int i = 0; i < n->nchildren && branch < 0; i++)
-						if (i != n->null_branch && convert(e, n->children[i], v, NULL))
-							branch = i;
-					e->probing--;
-					/* checked: converting again would double at each level */
-					if (branch >= 0 && out == NULL)
-						return true;
-				}
-				if (branch < 0)
-					return mismatch(e, n, v, NULL);
-				if (out)
-					check_avro(avro_value_set_branch(out, branch, &item));
-				return convert(e, n->children[branch], v, out ? &item : NULL);
-			}
+			return convert_union(e, n, v, out);
 		default:
 			elog(ERROR, "unexpected Avro type %d", n->type);
 	}
@@ -980,40 +1084,32 @@ convert(Encoder *e, const AvroType *n, JsonbValue *v, avro_value_t *out)
 }
 
 /*
- * Check v against schema, then append its Avro binary encoding to out;
- * NULL if it fits, else a sentence naming the field that does not and the
- * type it should have, and out as it was.
+ * Check v against schema, then append its Avro binary encoding to out
+ * (NULL: only check); NULL if it fits, else a sentence naming the field
+ * that does not and the type it should have, and out as it was.
  */
 static char *
 encode(OutboxAvroSchema *schema, JsonbValue *v, StringInfo out)
 {
 	Encoder		e = {0};
-	size_t		size;
-	avro_writer_t writer;
-	int			rc;
+	int			start = out ? out->len : 0;
 
 	initStringInfo(&e.path);
-	check_avro(avro_value_reset(&schema->value));
-	if (!convert(&e, schema->root, v, &schema->value))
-		return e.detail;
-	check_avro(avro_value_sizeof(&schema->value, &size));
-	if (size > MaxAllocSize - 1 - out->len)
-		return "The encoded value would be larger than 1 GB.";
-	enlargeStringInfo(out, size);
-	writer = avro_writer_memory(out->data + out->len, size);
-	rc = avro_value_write(writer, &schema->value);
-	avro_writer_free(writer);
-	check_avro(rc);
-	out->len += size;
-	out->data[out->len] = '\0';
-	return NULL;
+	if (convert(&e, schema->root, v, out))
+		return NULL;
+	if (out)
+	{
+		out->len = start;
+		out->data[start] = '\0';
+	}
+	return e.detail;
 }
 
 /*
  * Append the Avro binary encoding of the JSON value to out; see encode.
  */
-char *
-outbox_avro_encode(OutboxAvroSchema *schema, Jsonb *value, StringInfo out)
+static char *
+encode_jsonb(OutboxAvroSchema *schema, Jsonb *value, StringInfo out)
 {
 	JsonbValue	v;
 
@@ -1023,15 +1119,15 @@ outbox_avro_encode(OutboxAvroSchema *schema, Jsonb *value, StringInfo out)
 
 /*
  * Append the Avro binary encoding of the text value (len bytes, in the
- * server's encoding) to out: the string itself if the schema is a string,
- * else JSON text; see encode.
+ * server's encoding) to out (NULL: only check): the string itself if the
+ * schema is a string, else JSON text; see encode.
  */
-char *
-outbox_avro_encode_text(OutboxAvroSchema *schema, const char *value, int len, StringInfo out)
+static char *
+encode_text(OutboxAvroSchema *schema, const char *value, int len, StringInfo out)
 {
 	JsonbValue	v;
 
-	if (outbox_avro_takes_text(schema))
+	if (takes_text(schema))
 	{
 		v.type = jbvString;
 		v.val.string.val = (char *) value;
@@ -1041,10 +1137,10 @@ outbox_avro_encode_text(OutboxAvroSchema *schema, const char *value, int len, St
 	if (pg_parse_json(makeJsonLexContextCstringLen((char *) value, len, GetDatabaseEncoding(), true),
 					  &nullSemAction) != JSON_SUCCESS)
 		return "The value is not JSON, and its schema is not a string.";
-	return outbox_avro_encode(schema,
-							  DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
-																 CStringGetDatum(pnstrdup(value, len)))),
-							  out);
+	return encode_jsonb(schema,
+						DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
+														   CStringGetDatum(pnstrdup(value, len)))),
+						out);
 }
 
 /*
@@ -1052,8 +1148,8 @@ outbox_avro_encode_text(OutboxAvroSchema *schema, const char *value, int len, St
  * ("payload", "key") of an event on topic, and detail, as the encoding
  * said.
  */
-void
-outbox_avro_refuse(const char *what, const char *topic, const char *detail)
+static void
+refuse(const char *what, const char *topic, const char *detail)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -1061,3 +1157,155 @@ outbox_avro_refuse(const char *what, const char *topic, const char *detail)
 			 errdetail_internal("%s", detail),
 			 errhint("docs/avro.md says how JSON values map to Avro types.")));
 }
+
+/*
+ * The schemas of a topic of format avro, as outbox_set_topic is given
+ * them: a value schema, for a topic (not a pattern), each checked, then
+ * registered under <topic>-value and <topic>-key (Confluent's
+ * TopicNameStrategy): their ids.
+ */
+static void
+avro_check_topic(OutboxTopicSetting *setting)
+{
+	const char *pattern = setting->pattern;
+
+	if (setting->value_schema == NULL)
+		outbox_format_conflict(setting, "Format avro needs a value_schema.");
+	if (pattern[strlen(pattern) - 1] == '*')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("format avro is set for a topic, not for pattern \"%s\"", pattern),
+				 errdetail("A topic's Avro schemas are registered under its name (\"<topic>-value\", \"<topic>-key\") when it is set, and a pattern names no topic."),
+				 errhint("Set format avro for each topic, with its schemas.")));
+	check_schema(setting->value_schema, "value");
+	if (setting->key_schema != NULL)
+		check_schema(setting->key_schema, "key");
+	setting->value_schema_id =
+		outbox_registry_register(psprintf("%s-value", pattern), setting->value_schema);
+	if (setting->key_schema != NULL)
+		setting->key_schema_id =
+			outbox_registry_register(psprintf("%s-key", pattern), setting->key_schema);
+}
+
+/*
+ * The payload of an event on a topic of format avro, whose setting is
+ * setting: the JSON payload checked against the value schema and encoded
+ * in the Schema Registry's wire format; the key, if any, checked against
+ * the key schema, not encoded: it is stored as given, for order per key
+ * holds by its text, and encoded at publish (avro_prepare).  See
+ * OutboxFormat.encode.
+ */
+static bytea *
+avro_encode(const OutboxTopicSetting *setting, text *key, Datum payload, bool isnull,
+			Oid type, bool *json)
+{
+	StringInfoData buf;
+	char	   *problem;
+
+	*json = false;
+	if (key != NULL && setting->key_schema_id != 0 &&
+		(problem = encode_text(schema_of(setting->key_schema),
+							   VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), NULL)) != NULL)
+		refuse("key", setting->pattern, problem);
+	if (isnull)
+		return NULL;
+	if (type != JSONBOID)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the payload of an event on topic \"%s\" must be jsonb", setting->pattern),
+				 errdetail("The topic has format avro: its events are checked against its schema and encoded from JSON."),
+				 errhint("Give the payload as jsonb, or publish these bytes to a topic without a format.")));
+	initStringInfo(&buf);
+	appendStringInfoSpaces(&buf, VARHDRSZ);
+	outbox_registry_frame(&buf, setting->value_schema_id);
+	problem = encode_jsonb(schema_of(setting->value_schema),
+						   DatumGetJsonbP(payload), &buf);
+	if (problem != NULL)
+		refuse("payload", setting->pattern, problem);
+	SET_VARSIZE(buf.data, buf.len);
+	return (bytea *) buf.data;
+}
+
+/*
+ * Refuse a JSON payload on a topic of format avro: a trigger's, which
+ * outbox_enqueue would have encoded.  See OutboxFormat.check_event.
+ */
+static int
+avro_check_event(const OutboxTopicSetting *setting, const char *topic,
+				 const OutboxEvent *ev, bool payload, bool json, Jsonb **headers)
+{
+	if (payload && json)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("topic \"%s\" is of format avro", topic),
+				 errdetail("Its events are checked against its Avro schema and encoded by outbox_enqueue() with a jsonb payload."),
+				 errhint("Attach the table with another topic, or enqueue its events with outbox_enqueue().")));
+	return 0;
+}
+
+/*
+ * Set ev's key to its Avro encoding if its topic's setting has a key
+ * schema: the key is stored as given, its text (order per key holds by
+ * it), and checked at enqueue against the schema the topic had then.  A
+ * key that no longer fits, or that the encoding raises an error for (a
+ * number out of range, a key stored by a trigger), is refused for good: in
+ * a subtransaction, so that no stored key can stop the worker.  See
+ * OutboxFormat.prepare.
+ */
+static void
+avro_prepare(const OutboxTopicSetting *setting, OutboxEvent *ev)
+{
+	text	   *key;
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	StringInfoData buf;
+	char	   *problem;
+
+	if (ev->key == NULL || setting->key_schema_id == 0)
+		return;
+	key = DatumGetTextPP(ev->values[LOG_KEY]);
+	initStringInfo(&buf);
+	outbox_registry_frame(&buf, setting->key_schema_id);
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		problem = encode_text(schema_of(setting->key_schema),
+							  VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), &buf);
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		/* a cancel is the batch's, not the key's */
+		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
+			PG_RE_THROW();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		problem = edata->message;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	if (problem != NULL)
+	{
+		ev->outcome = OUTBOX_REFUSED;
+		ev->error = psprintf("The key does not match the Avro key schema of its topic: %s", problem);
+		ev->permanent = true;
+		return;
+	}
+	ev->key = buf.data;
+	ev->key_len = buf.len;
+}
+
+const OutboxFormat outbox_avro_format = {
+	.name = "avro",
+	.settings = FORMAT_SCHEMAS,
+	.check_topic = avro_check_topic,
+	.encode = avro_encode,
+	.check_event = avro_check_event,
+	.prepare = avro_prepare,
+};

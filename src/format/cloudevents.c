@@ -12,7 +12,7 @@
  * when the worker publishes, by the topic's setting then.  Only enqueue
  * knows a payload's type: it records content-type application/json for
  * a JSON payload, and refuses headers that would contradict the format
- * (outbox_cloudevents_problem).  A tombstone is no event: it gets none of
+ * (headers_problem).  A tombstone is no event: it gets none of
  * this.  docs/cloudevents.md has the reasons.
  *
  * src/format/cloudevents.c
@@ -23,8 +23,16 @@
 
 #include "mb/pg_wchar.h"
 #include "utils/datetime.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/jsonb.h"
 
-#include "format/cloudevents.h"
+#include "base/event.h"
+#include "format/format_internal.h"
+#include "format/topics.h"
+
+/* the content type of a JSON payload, recorded at enqueue */
+#define JSON_CONTENT_TYPE "application/json"
 
 /* the headers the format makes from the event and the topic's setting */
 static const char *const made_headers[] = {
@@ -51,8 +59,8 @@ is_made(const char *name)
  * U+xFFFF); surrogates cannot be in UTF-8.  what names the value, as the
  * start of a sentence ("The header \"ce_type\"").
  */
-const char *
-outbox_cloudevents_string_problem(const char *what, const char *value)
+static const char *
+string_problem(const char *what, const char *value)
 {
 	const unsigned char *p = (const unsigned char *) value;
 	const unsigned char *end = p + strlen(value);
@@ -218,8 +226,8 @@ is_ipvfuture(const char *s, size_t len)
  * or a relative reference), or NULL.  The empty string is one: a caller
  * that needs more says so.
  */
-const char *
-outbox_uri_reference_problem(const char *s)
+static const char *
+uri_reference_problem(const char *s)
 {
 	const char *p = s;
 	bool		bad_pct = false;
@@ -326,8 +334,8 @@ is_media_type(const char *value)
  * cloudevents, or NULL; json says whether its payload is JSON, whose
  * content type the format records.  *hint gets what to do, or NULL.
  */
-const char *
-outbox_cloudevents_problem(const OutboxEvent *ev, bool json, const char **hint)
+static const char *
+headers_problem(const OutboxEvent *ev, bool json, const char **hint)
 {
 	const char *problem;
 
@@ -351,7 +359,7 @@ outbox_cloudevents_problem(const OutboxEvent *ev, bool json, const char **hint)
 			}
 			if (pg_strncasecmp(value, "application/cloudevents", 23) == 0)
 				return "A content-type application/cloudevents is the structured content mode; records of format cloudevents are in binary content mode.";
-			if ((problem = outbox_cloudevents_string_problem("The header content-type", value)) != NULL)
+			if ((problem = string_problem("The header content-type", value)) != NULL)
 				return problem;
 			continue;
 		}
@@ -372,7 +380,7 @@ outbox_cloudevents_problem(const OutboxEvent *ev, bool json, const char **hint)
 							name);
 		if (*value == '\0')
 			return psprintf("The header \"%s\" is empty: CloudEvents attributes are not.", name);
-		if ((problem = outbox_cloudevents_string_problem(psprintf("The header \"%s\"", name),
+		if ((problem = string_problem(psprintf("The header \"%s\"", name),
 														 value)) != NULL)
 			return problem;
 	}
@@ -383,8 +391,8 @@ outbox_cloudevents_problem(const OutboxEvent *ev, bool json, const char **hint)
  * The most bytes that the format adds to a record of topic, by what
  * outbox.max_message_bytes counts.
  */
-int
-outbox_cloudevents_bytes(const char *topic, const char *source, bool json)
+static int
+made_bytes(const char *topic, const char *source, bool json)
 {
 	int			bytes = 5 * OUTBOX_HEADER_OVERHEAD;
 
@@ -395,7 +403,7 @@ outbox_cloudevents_bytes(const char *topic, const char *source, bool json)
 	bytes += strlen("ce_type") + strlen(topic);
 	if (json)
 		bytes += OUTBOX_HEADER_OVERHEAD + strlen("content-type") +
-			strlen(OUTBOX_CLOUDEVENTS_JSON);
+			strlen(JSON_CONTENT_TYPE);
 	return bytes;
 }
 
@@ -425,8 +433,8 @@ rfc3339(TimestampTz t, char *buf)
  * stored before its topic took the format).  Allocates in the current
  * memory context.
  */
-void
-outbox_cloudevents_headers(OutboxEvent *ev, const char *source)
+static void
+make_headers(OutboxEvent *ev, const char *source)
 {
 	int			size = ev->nheaders + 5;
 	char	  **names = palloc(sizeof(char *) * size);
@@ -470,3 +478,96 @@ outbox_cloudevents_headers(OutboxEvent *ev, const char *source)
 	for (int i = 0; i < n; i++)
 		ev->headers_bytes += strlen(names[i]) + strlen(values[i]) + OUTBOX_HEADER_OVERHEAD;
 }
+
+/*
+ * Raise an error unless source can be a CloudEvents source: a URI
+ * reference (RFC 3986), not empty.
+ */
+static void
+check_source(const char *source)
+{
+	const char *problem = *source == '\0' ? "It is empty." :
+		uri_reference_problem(source);
+
+	if (problem != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid cloudevents_source \"%s\"", source),
+				 errdetail("%s", problem),
+				 errhint("A CloudEvents source is a URI reference (RFC 3986), not empty, such as \"/orders\" or \"https://shop.example/orders\"; other characters are written with %%.")));
+}
+
+/*
+ * The source of a topic of format cloudevents, as outbox_set_topic is
+ * given it: there, and a URI reference.  See OutboxFormat.check_topic.
+ */
+static void
+cloudevents_check_topic(OutboxTopicSetting *setting)
+{
+	if (setting->cloudevents_source == NULL)
+		outbox_format_conflict(setting, "Format cloudevents needs a cloudevents_source, the ce_source of its events.");
+	check_source(setting->cloudevents_source);
+}
+
+/*
+ * headers (NULL for none) with content-type application/json added, for a
+ * JSON payload.
+ */
+static Jsonb *
+with_json_content_type(Jsonb *headers)
+{
+	Jsonb	   *content_type;
+
+	content_type = DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
+													  CStringGetDatum("{\"content-type\": \"" JSON_CONTENT_TYPE "\"}")));
+	if (headers == NULL)
+		return content_type;
+	return DatumGetJsonbP(DirectFunctionCall2(jsonb_concat, JsonbPGetDatum(headers),
+											  JsonbPGetDatum(content_type)));
+}
+
+/*
+ * Refuse headers that contradict the format, on an event that is no
+ * tombstone (a tombstone is no CloudEvent: the format leaves it alone),
+ * and record content-type application/json for a JSON payload.  See
+ * OutboxFormat.check_event.
+ */
+static int
+cloudevents_check_event(const OutboxTopicSetting *setting, const char *topic,
+						const OutboxEvent *ev, bool payload, bool json, Jsonb **headers)
+{
+	const char *problem;
+	const char *hint;
+
+	if (!payload)
+		return 0;
+	if ((problem = headers_problem(ev, json, &hint)) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid event headers for format cloudevents"),
+				 errdetail("%s", problem),
+				 hint ? errhint("%s", hint) : 0,
+				 errcontext("topic %s", topic)));
+	if (json)
+		*headers = with_json_content_type(*headers);
+	return made_bytes(topic, setting->cloudevents_source, json);
+}
+
+/*
+ * Give ev the headers of its topic's format, unless it is a tombstone.
+ * See OutboxFormat.prepare.
+ */
+static void
+cloudevents_prepare(const OutboxTopicSetting *setting, OutboxEvent *ev)
+{
+	if (ev->payload != NULL)
+		make_headers(ev, setting->cloudevents_source);
+}
+
+const OutboxFormat outbox_cloudevents_format = {
+	.name = "cloudevents",
+	.settings = FORMAT_SOURCE,
+	.check_topic = cloudevents_check_topic,
+	.check_event = cloudevents_check_event,
+	.prepare = cloudevents_prepare,
+};

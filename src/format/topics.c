@@ -30,12 +30,10 @@
 
 #include "base/event.h"
 #include "base/guc.h"
-#include "format/avro.h"
-#include "format/cloudevents.h"
+#include "format/format_internal.h"
 #include "format/topics.h"
 #include "kafka/kafka.h"
 #include "kafka/properties.h"
-#include "kafka/registry.h"
 
 static OutboxPlan settings_plan = {
 	"SELECT s.pattern, s.brokers, s.properties_file, s.format, s.value_schema::text,"
@@ -58,16 +56,28 @@ static OutboxPlan set_plan = {
 	9, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID, INT4OID, INT4OID, TEXTOID}
 };
 
-static const char *const format_names[] = {
-	[OUTBOX_FORMAT_AS_GIVEN] = NULL,
-	[OUTBOX_FORMAT_AVRO] = "avro",
-	[OUTBOX_FORMAT_CLOUDEVENTS] = "cloudevents"
-};
-
 static OutboxPlan reset_plan = {
 	"DELETE FROM %1$s.outbox_topic_settings s WHERE s.pattern = $1",
 	1, {TEXTOID}
 };
+
+/*
+ * The format of topics a name stands for; an error for a name that is
+ * none.
+ */
+static const OutboxFormat *
+format_named(const char *name)
+{
+	const OutboxFormat *format = outbox_format_named(name, true);
+
+	if (format == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown record format \"%s\"", name),
+				 errhint("The formats are %s; NULL publishes the payload as given.",
+						 outbox_format_names(true, false))));
+	return format;
+}
 
 /*
  * The rows of outbox_topic_settings, in the current memory context; none
@@ -99,7 +109,7 @@ outbox_topic_settings_load(const OutboxExtension *ext)
 		if ((value = SPI_getvalue(tuple, desc, 3)) != NULL)
 			settings->rows[i].cluster.properties_file = MemoryContextStrdup(cxt, value);
 		if ((value = SPI_getvalue(tuple, desc, 4)) != NULL)
-			settings->rows[i].format = outbox_topic_format(value);
+			settings->rows[i].format = format_named(value);
 		if ((value = SPI_getvalue(tuple, desc, 5)) != NULL)
 			settings->rows[i].value_schema = MemoryContextStrdup(cxt, value);
 		if ((value = SPI_getvalue(tuple, desc, 6)) != NULL)
@@ -113,22 +123,6 @@ outbox_topic_settings_load(const OutboxExtension *ext)
 	}
 	SPI_finish();
 	return settings;
-}
-
-/*
- * The format a name stands for; an error for a name that is none.
- */
-OutboxTopicFormat
-outbox_topic_format(const char *name)
-{
-	for (int i = 0; i < lengthof(format_names); i++)
-		if (format_names[i] != NULL && strcmp(format_names[i], name) == 0)
-			return (OutboxTopicFormat) i;
-	ereport(ERROR,
-			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("unknown record format \"%s\"", name),
-			 errhint("The formats are avro and cloudevents; NULL publishes the payload as given.")));
-	pg_unreachable();
 }
 
 /*
@@ -242,7 +236,7 @@ load_enqueue_settings(const OutboxExtension *ext)
 				values[i] = heap_getattr(tuple, attnum[i], desc, &nulls[i]);
 			row->pattern = TextDatumGetCString(values[0]);
 			if (!nulls[1])
-				row->format = outbox_topic_format(TextDatumGetCString(values[1]));
+				row->format = format_named(TextDatumGetCString(values[1]));
 			for (int i = 0; i < 2; i++)
 			{
 				Jsonb	   *schema;
@@ -384,50 +378,6 @@ PG_FUNCTION_INFO_V1(outbox_reset_topic);
 PG_FUNCTION_INFO_V1(outbox_topic);
 
 /*
- * Raise an error unless the format's settings go together: schemas with
- * avro only, a value schema for avro, a source with cloudevents only and
- * for it.
- */
-static void
-check_format(const char *pattern, OutboxTopicFormat format, bool value_schema,
-			 bool key_schema, bool source)
-{
-	const char *problem = NULL;
-
-	if (format != OUTBOX_FORMAT_AVRO && (value_schema || key_schema))
-		problem = "value_schema and key_schema are settings of format avro.";
-	else if (format == OUTBOX_FORMAT_AVRO && !value_schema)
-		problem = "Format avro needs a value_schema.";
-	else if (format != OUTBOX_FORMAT_CLOUDEVENTS && source)
-		problem = "cloudevents_source is a setting of format cloudevents.";
-	else if (format == OUTBOX_FORMAT_CLOUDEVENTS && !source)
-		problem = "Format cloudevents needs a cloudevents_source, the ce_source of its events.";
-	if (problem != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("conflicting settings for topic pattern \"%s\"", pattern),
-				 errdetail("%s", problem)));
-}
-
-/*
- * Raise an error unless source can be a CloudEvents source: a URI
- * reference (RFC 3986), not empty.
- */
-static void
-check_source(const char *source)
-{
-	const char *problem = *source == '\0' ? "It is empty." :
-		outbox_uri_reference_problem(source);
-
-	if (problem != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid cloudevents_source \"%s\"", source),
-				 errdetail("%s", problem),
-				 errhint("A CloudEvents source is a URI reference (RFC 3986), not empty, such as \"/orders\" or \"https://shop.example/orders\"; other characters are written with %%.")));
-}
-
-/*
  * outbox_set_topic(pattern text, brokers text DEFAULT NULL,
  *					properties_file text DEFAULT NULL, format text DEFAULT NULL,
  *					value_schema jsonb DEFAULT NULL, key_schema jsonb DEFAULT NULL,
@@ -440,11 +390,10 @@ Datum
 outbox_set_topic(PG_FUNCTION_ARGS)
 {
 	const OutboxExtension *ext = outbox_entry(fcinfo);
-	OutboxTopicFormat format = OUTBOX_FORMAT_AS_GIVEN;
+	OutboxTopicSetting setting = {0};
 	Datum		values[9];
 	char		nulls[9];
 	int			ret;
-	char	   *pattern;
 
 	check_rights();
 	if (PG_ARGISNULL(0))
@@ -452,7 +401,7 @@ outbox_set_topic(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("the topic pattern must not be NULL")));
 	check_pattern(PG_GETARG_TEXT_PP(0));
-	pattern = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	setting.pattern = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	if (!PG_ARGISNULL(1) && *text_to_cstring(PG_GETARG_TEXT_PP(1)) == '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -461,28 +410,7 @@ outbox_set_topic(PG_FUNCTION_ARGS)
 	if (!PG_ARGISNULL(2))
 		check_properties_file(text_to_cstring(PG_GETARG_TEXT_PP(2)));
 	if (!PG_ARGISNULL(3))
-		format = outbox_topic_format(text_to_cstring(PG_GETARG_TEXT_PP(3)));
-	check_format(pattern, format, !PG_ARGISNULL(4), !PG_ARGISNULL(5), !PG_ARGISNULL(6));
-	if (format == OUTBOX_FORMAT_AVRO && pattern[strlen(pattern) - 1] == '*')
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("format avro is set for a topic, not for pattern \"%s\"", pattern),
-				 errdetail("A topic's Avro schemas are registered under its name (\"<topic>-value\", \"<topic>-key\") when it is set, and a pattern names no topic."),
-				 errhint("Set format avro for each topic, with its schemas.")));
-	if (!PG_ARGISNULL(6))
-		check_source(text_to_cstring(PG_GETARG_TEXT_PP(6)));
-
-	/* pattern, brokers, properties_file, format, the schemas */
-	for (int i = 0; i < 6; i++)
-	{
-		values[i] = PG_GETARG_DATUM(i);
-		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
-	}
-	/* the schemas, checked, then registered: their ids */
-	nulls[6] = nulls[7] = 'n';
-	for (int i = 0; i < 2; i++)
-		if (!PG_ARGISNULL(4 + i))
-			outbox_avro_check_schema(PG_GETARG_JSONB_P(4 + i), i == 0 ? "value" : "key");
+		setting.format = format_named(text_to_cstring(PG_GETARG_TEXT_PP(3)));
 	for (int i = 0; i < 2; i++)
 	{
 		Jsonb	   *schema;
@@ -490,12 +418,24 @@ outbox_set_topic(PG_FUNCTION_ARGS)
 		if (PG_ARGISNULL(4 + i))
 			continue;
 		schema = PG_GETARG_JSONB_P(4 + i);
-		values[6 + i] = Int32GetDatum(outbox_registry_register(psprintf("%s-%s", pattern,
-																		i == 0 ? "value" : "key"),
-															   JsonbToCString(NULL, &schema->root,
-																			  VARSIZE(schema))));
-		nulls[6 + i] = ' ';
+		*(i == 0 ? &setting.value_schema : &setting.key_schema) =
+			JsonbToCString(NULL, &schema->root, VARSIZE(schema));
 	}
+	if (!PG_ARGISNULL(6))
+		setting.cloudevents_source = text_to_cstring(PG_GETARG_TEXT_PP(6));
+	/* checked by its format, which completes it (the schemas' ids) */
+	outbox_format_check_topic(&setting);
+
+	/* pattern, brokers, properties_file, format, the schemas */
+	for (int i = 0; i < 6; i++)
+	{
+		values[i] = PG_GETARG_DATUM(i);
+		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
+	}
+	values[6] = Int32GetDatum(setting.value_schema_id);
+	nulls[6] = setting.value_schema_id == 0 ? 'n' : ' ';
+	values[7] = Int32GetDatum(setting.key_schema_id);
+	nulls[7] = setting.key_schema_id == 0 ? 'n' : ' ';
 	values[8] = PG_GETARG_DATUM(6);
 	nulls[8] = PG_ARGISNULL(6) ? 'n' : ' ';
 
@@ -555,7 +495,7 @@ outbox_topic(PG_FUNCTION_ARGS)
 	values[2] = CStringGetTextDatum(outbox_cluster_properties_file(cluster));
 	if (setting != NULL)
 	{
-		const char *format = format_names[setting->format];
+		const char *format = setting->format ? setting->format->name : NULL;
 
 		values[0] = CStringGetTextDatum(setting->pattern);
 		nulls[0] = false;

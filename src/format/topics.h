@@ -14,20 +14,15 @@
 #include "base/catalog.h"
 #include "kafka/kafka.h"
 
-/* the format of a topic's records */
-typedef enum OutboxTopicFormat
-{
-	OUTBOX_FORMAT_AS_GIVEN,		/* the payload as given to outbox_enqueue() */
-	OUTBOX_FORMAT_AVRO,			/* encoded at enqueue, in the registry's format */
-	OUTBOX_FORMAT_CLOUDEVENTS	/* as given, with CloudEvents' ce_* headers */
-} OutboxTopicFormat;
+struct OutboxFormat;
 
 /* one row of outbox_topic_settings; NULL: the outbox.* setting */
 typedef struct OutboxTopicSetting
 {
 	char	   *pattern;		/* a topic, or a prefix and '*' */
 	OutboxCluster cluster;
-	OutboxTopicFormat format;
+	const struct OutboxFormat *format;	/* src/format/format.h; NULL: the
+										 * payload as given */
 	char	   *value_schema;	/* avro: the schemas, as JSON text */
 	char	   *key_schema;
 	int32		value_schema_id;	/* avro: their registry ids; 0: none */
@@ -42,7 +37,6 @@ typedef struct OutboxTopicSettings
 } OutboxTopicSettings;
 
 extern OutboxTopicSettings *outbox_topic_settings_load(const OutboxExtension *ext);
-extern OutboxTopicFormat outbox_topic_format(const char *name);
 extern const OutboxTopicSetting *outbox_topic_setting(const OutboxTopicSettings *settings,
 													  const char *topic);
 extern const OutboxTopicSetting *outbox_topic_setting_to_enqueue(const OutboxExtension *ext,

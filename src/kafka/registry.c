@@ -10,7 +10,19 @@
  * outbox.kafka_properties_file holds as schema.registry.* properties (the
  * Kafka side skips them).  Each process caches what it learnt, by
  * (subject, schema text) and by id, for as long as the URL stays the same:
- * a schema registered again, or an id met again, costs no request.
+ * a schema registered again, or an id met again, costs no request.  This
+ * is the one cache of schema ids: the formats ask it, and keep none of
+ * their own.
+ *
+ * The ids of schemas registered in the application's transaction (change
+ * events in Avro) are also kept in the table outbox_schema_ids, read and
+ * written as the extension's owner, so that a session meets the registry
+ * for a schema that no session registered before (a table attached, or
+ * changed by DDL), not at its first change of a table: a registry that is
+ * down fails only the changes that need a new schema.  The table has no
+ * unique index (1.4), so that a session that keeps an id never waits for
+ * another that keeps the same one: both rows serve, and the worker removes
+ * the second (outbox_registry_tidy).
  *
  * An answer of the registry is untrusted input: it is bounded in size,
  * must come within REQUEST_TIMEOUT_MS, and is parsed as JSON of any shape.
@@ -27,7 +39,11 @@
 
 #include <curl/curl.h>
 
+#include "catalog/pg_type.h"
+#include "common/cryptohash.h"
 #include "common/hashfn.h"
+#include "common/sha2.h"
+#include "executor/spi.h"
 #include "common/jsonapi.h"
 #include "fmgr.h"
 #include "mb/pg_wchar.h"
@@ -38,6 +54,7 @@
 #include "utils/json.h"
 #include "utils/memutils.h"
 
+#include "base/catalog.h"
 #include "base/guc.h"
 #include "kafka/properties.h"
 #include "kafka/registry.h"
@@ -78,6 +95,34 @@ static MemoryContext registry_cxt = NULL;
 static char *cached_url = NULL;
 static HTAB *registered = NULL;
 static HTAB *schemas = NULL;
+
+/* a schema's id kept, by fingerprint: any of its rows, all given by the registry */
+static OutboxPlan kept_id_plan = {
+	"SELECT schema_id FROM %1$s.outbox_schema_ids"
+	" WHERE fingerprint OPERATOR(pg_catalog.=) $1 LIMIT 1",
+	1, {BYTEAOID}
+};
+
+/*
+ * A schema's id kept.  From 1.4 no unique index arbitrates, so the insert
+ * never waits for another transaction that keeps the same fingerprint; at
+ * 1.3 the primary key on the fingerprint does, and a second session waits
+ * for the first to end, as 1.3 did.
+ */
+static OutboxPlan keep_id_plan = {
+	"INSERT INTO %1$s.outbox_schema_ids (fingerprint, subject, schema_id)"
+	" VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+	3, {BYTEAOID, TEXTOID, INT4OID}
+};
+
+/* the rows that repeat a fingerprint's, the first of each kept */
+static OutboxPlan tidy_ids_plan = {
+	"DELETE FROM %1$s.outbox_schema_ids r"
+	" WHERE EXISTS (SELECT FROM %1$s.outbox_schema_ids k"
+	"                WHERE k.fingerprint OPERATOR(pg_catalog.=) r.fingerprint"
+	"                  AND k.ctid OPERATOR(pg_catalog.<) r.ctid)",
+	0, {InvalidOid}
+};
 
 /* the libcurl handle, kept so that its connection is reused */
 static CURL *curl = NULL;
@@ -589,21 +634,46 @@ remember_schema(int32 id, const char *schema)
 	((SchemaEntry *) hash_search(schemas, &id, HASH_ENTER, NULL))->schema = copy;
 }
 
+/*
+ * The id of schema under subject that this process knows, or 0.
+ */
+static int32
+known_id(const char *subject, const char *schema)
+{
+	SubjectSchema key = {subject, schema};
+	RegisteredEntry *entry;
+
+	registry_url();
+	entry = hash_search(registered, &key, HASH_FIND, NULL);
+	return entry != NULL ? entry->id : 0;
+}
+
+/*
+ * Remember that schema has id under subject, both ways.
+ */
+static void
+remember(const char *subject, const char *schema, int32 id)
+{
+	SubjectSchema key;
+
+	/* the key's strings copied before the entry exists, which points at them */
+	key.subject = MemoryContextStrdup(registry_cxt, subject);
+	key.schema = MemoryContextStrdup(registry_cxt, schema);
+	((RegisteredEntry *) hash_search(registered, &key, HASH_ENTER, NULL))->id = id;
+	remember_schema(id, schema);
+}
+
 int32
 outbox_registry_register(const char *subject, const char *schema_json)
 {
-	SubjectSchema key = {subject, schema_json};
-	RegisteredEntry *entry;
 	StringInfoData body;
 	StringInfoData answer;
 	Answer		a;
 	char	   *what;
 	int32		id;
 
-	registry_url();
-	entry = hash_search(registered, &key, HASH_FIND, NULL);
-	if (entry != NULL)
-		return entry->id;
+	if ((id = known_id(subject, schema_json)) != 0)
+		return id;
 
 	initStringInfo(&body);
 	appendStringInfoString(&body, "{\"schema\":");
@@ -616,14 +686,80 @@ outbox_registry_register(const char *subject, const char *schema_json)
 				 answer.data, &a, what);
 
 	id = answer_id(&a, what);
-
-	/* the key's strings copied before the entry exists, which points at them */
-	key.subject = MemoryContextStrdup(registry_cxt, subject);
-	key.schema = MemoryContextStrdup(registry_cxt, schema_json);
-	entry = hash_search(registered, &key, HASH_ENTER, NULL);
-	entry->id = id;
-	remember_schema(id, schema_json);
+	remember(subject, schema_json, id);
 	return id;
+}
+
+/*
+ * The SHA-256 of the registry's URL, subject and schema, as the key of
+ * outbox_schema_ids, into fingerprint.
+ */
+static void
+fingerprint_of(const char *subject, const char *schema, uint8 *fingerprint)
+{
+	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
+	const char *url = outbox_schema_registry_url ? outbox_schema_registry_url : "";
+
+	if (pg_cryptohash_init(ctx) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) url, strlen(url) + 1) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) subject, strlen(subject) + 1) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) schema, strlen(schema)) < 0 ||
+		pg_cryptohash_final(ctx, fingerprint, PG_SHA256_DIGEST_LENGTH) < 0)
+		elog(ERROR, "could not compute a SHA-256 hash: %s", pg_cryptohash_error(ctx));
+	pg_cryptohash_free(ctx);
+}
+
+int32
+outbox_registry_id(const OutboxExtension *ext, const char *subject, const char *schema_json)
+{
+	uint8		fingerprint[PG_SHA256_DIGEST_LENGTH];
+	bytea	   *key;
+	Datum		values[3];
+	Oid			save_userid;
+	int			save_sec;
+	int32		id;
+
+	if ((id = known_id(subject, schema_json)) != 0)
+		return id;
+	if (ext->version < OUTBOX_VERSION(1, 3))
+		return outbox_registry_register(subject, schema_json);
+
+	fingerprint_of(subject, schema_json, fingerprint);
+	key = palloc(VARHDRSZ + PG_SHA256_DIGEST_LENGTH);
+	SET_VARSIZE(key, VARHDRSZ + PG_SHA256_DIGEST_LENGTH);
+	memcpy(VARDATA(key), fingerprint, PG_SHA256_DIGEST_LENGTH);
+	values[0] = PointerGetDatum(key);
+	values[1] = CStringGetTextDatum(subject);
+	SPI_connect();
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(ext->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	if (outbox_run(ext, &kept_id_plan, values, -1) > 0)
+	{
+		bool		isnull;
+
+		id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+										 &isnull));
+		remember(subject, schema_json, id);
+	}
+	else
+	{
+		id = outbox_registry_register(subject, schema_json);
+		values[2] = Int32GetDatum(id);
+		outbox_run(ext, &keep_id_plan, values, -1);
+	}
+	SetUserIdAndSecContext(save_userid, save_sec);
+	SPI_finish();
+	return id;
+}
+
+void
+outbox_registry_tidy(const OutboxExtension *ext)
+{
+	if (ext->version < OUTBOX_VERSION(1, 4))
+		return;
+	SPI_connect();
+	outbox_run(ext, &tidy_ids_plan, NULL, -1);
+	SPI_finish();
 }
 
 const char *

@@ -14,6 +14,8 @@
 
 #include "lib/stringinfo.h"
 
+#include "base/catalog.h"
+
 /*
  * Register schema_json (an Avro schema, as JSON text) under subject
  * (TopicNameStrategy: "<topic>-value", "<topic>-key") at
@@ -25,6 +27,24 @@
  * Registry not set or unreachable: ERROR ERRCODE_CONNECTION_FAILURE.
  */
 extern int32 outbox_registry_register(const char *subject, const char *schema_json);
+
+/*
+ * The id of schema_json under subject, as outbox_registry_register gives
+ * it, for a schema registered in the application's transaction: from the
+ * process's cache, else from the table outbox_schema_ids of ext (1.3 on),
+ * else registered and kept there, as the extension's owner.  The caller
+ * holds a transaction; takes a connection to SPI.
+ */
+extern int32 outbox_registry_id(const OutboxExtension *ext, const char *subject,
+								const char *schema_json);
+
+/*
+ * Remove the rows of outbox_schema_ids that repeat another's fingerprint:
+ * sessions that registered a schema at once each keep its id (1.4).  Only
+ * this deletes rows, so it waits for no application transaction, nor one
+ * for it.  The caller holds a transaction; takes a connection to SPI.
+ */
+extern void outbox_registry_tidy(const OutboxExtension *ext);
 
 /*
  * The schema (JSON text) of a schema id: from the process's cache, else from

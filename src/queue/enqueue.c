@@ -6,14 +6,11 @@
  * The row goes straight into a log table and its indexes, or through the
  * executor's path where an operator gave the table a trigger, a constraint
  * or an index that the direct insert would pass over.  The headers of the
- * transaction (outbox.headers) are merged under the event's own.  On a
- * topic of format cloudevents, a JSON payload gets the header content-type
- * (only here is the payload's type known), and headers that would
- * contradict the format are refused (src/format/cloudevents.c).
- * Validation happens before the insert, so bad input leaves nothing
- * behind, and the worker is asked to wake up when the transaction commits.
- * On a topic of format avro, the payload is checked against the topic's
- * schema and stored encoded, as it will be published.
+ * transaction (outbox.headers) are merged under the event's own.  The
+ * format of the event's topic (src/format/format.h) says what its payload
+ * is stored as, and what it refuses or adds of the event.  Validation
+ * happens before the insert, so bad input leaves nothing behind, and the
+ * worker is asked to wake up when the transaction commits.
  *
  * src/queue/enqueue.c
  *
@@ -54,10 +51,8 @@
 #include "base/catalog.h"
 #include "base/event.h"
 #include "base/guc.h"
-#include "format/avro.h"
-#include "format/cloudevents.h"
+#include "format/format.h"
 #include "format/topics.h"
-#include "kafka/registry.h"
 #include "launcher/launcher.h"
 #include "queue/enqueue.h"
 
@@ -79,84 +74,16 @@ outbox_check_topic(const char *topic, int len)
 }
 
 /*
- * Refuse text that cannot be published as UTF-8.
- */
-static void
-refuse_not_utf8(const char *what)
-{
-	ereport(ERROR,
-			(errcode(GetDatabaseEncoding() == PG_SQL_ASCII ?
-					 ERRCODE_CHARACTER_NOT_IN_REPERTOIRE :
-					 ERRCODE_UNTRANSLATABLE_CHARACTER),
-			 errmsg("event %s cannot be converted to UTF-8", what),
-			 errdetail("Kafka clients read keys, headers and text payloads as UTF-8.")));
-}
-
-/*
- * Text in the server encoding as the UTF-8 bytes that will be published.
- * In a UTF-8 database that is the text itself.
- */
-bytea *
-outbox_utf8_payload(text *t)
-{
-	char	   *utf8;
-	int			len;
-	bytea	   *result;
-
-	if (GetDatabaseEncoding() == PG_UTF8)
-		return (bytea *) t;		/* text and bytea share their layout */
-	utf8 = outbox_to_utf8(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), &len);
-	if (utf8 == NULL)
-		refuse_not_utf8("payload");
-	result = (bytea *) palloc(VARHDRSZ + len);
-	SET_VARSIZE(result, VARHDRSZ + len);
-	memcpy(VARDATA(result), utf8, len);
-	return result;
-}
-
-/*
- * The bytes that will be published: for text and jsonb their UTF-8 text,
- * for bytea the bytes as given.
- */
-static bytea *
-payload_bytes(FunctionCallInfo fcinfo, int argno)
-{
-	Oid			argtype = get_fn_expr_argtype(fcinfo->flinfo, argno);
-
-	switch (argtype)
-	{
-		case BYTEAOID:
-			return PG_GETARG_BYTEA_PP(argno);
-		case TEXTOID:
-			return outbox_utf8_payload(PG_GETARG_TEXT_PP(argno));
-		case JSONBOID:
-			{
-				Jsonb	   *jb = PG_GETARG_JSONB_P(argno);
-				StringInfoData buf;
-
-				/* printed straight into a text datum */
-				initStringInfo(&buf);
-				appendStringInfoSpaces(&buf, VARHDRSZ);
-				(void) JsonbToCString(&buf, &jb->root, VARSIZE(jb));
-				SET_VARSIZE(buf.data, buf.len);
-				return outbox_utf8_payload((text *) buf.data);
-			}
-		default:
-			elog(ERROR, "outbox_enqueue called with payload of type %u", argtype);
-			return NULL;		/* keep compiler quiet */
-	}
-}
-
-/*
  * Refuse an event that the worker could not publish: a bad topic, a
  * tombstone without key, a key or headers that are not UTF-8, headers that
- * are not an object of strings, a record over outbox.max_message_bytes;
- * with a source (its topic's format is cloudevents), headers that
- * contradict the format.  json says whether the payload is JSON.
+ * are not an object of strings, what the format of its topic (with
+ * setting, NULL: none) refuses, a record over outbox.max_message_bytes.
+ * json says whether the payload is JSON.  *headers, those to store, may
+ * get the format's.
  */
 static void
-check_event(text *topic, text *key, bytea *payload, Jsonb *headers,
-			const char *source, bool json)
+check_event(const OutboxTopicSetting *setting, text *topic, const char *topic_name,
+			text *key, bytea *payload, Jsonb **headers, bool json)
 {
 	OutboxEvent ev = {0};
 	const char *problem;
@@ -172,30 +99,19 @@ check_event(text *topic, text *key, bytea *payload, Jsonb *headers,
 		ev.payload_len = VARSIZE_ANY_EXHDR(payload);
 	if (key != NULL &&
 		(ev.key = outbox_to_utf8(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), &ev.key_len)) == NULL)
-		refuse_not_utf8("key");
-	if (headers != NULL &&
-		(problem = outbox_unpack_headers(headers, &ev, &not_utf8)) != NULL)
+		outbox_refuse_not_utf8("key");
+	if (*headers != NULL &&
+		(problem = outbox_unpack_headers(*headers, &ev, &not_utf8)) != NULL)
 	{
 		if (not_utf8)
-			refuse_not_utf8("header");
+			outbox_refuse_not_utf8("header");
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid event headers"),
 				 errdetail("%s", problem)));
 	}
-	if (source != NULL)
-	{
-		const char *hint;
-
-		if ((problem = outbox_cloudevents_problem(&ev, json, &hint)) != NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid event headers for format cloudevents"),
-					 errdetail("%s", problem),
-					 hint ? errhint("%s", hint) : 0,
-					 errcontext("topic %s", text_to_cstring(topic))));
-		ev.headers_bytes += outbox_cloudevents_bytes(text_to_cstring(topic), source, json);
-	}
+	ev.headers_bytes += outbox_format_check_event(setting, topic_name, &ev, payload != NULL,
+												  json, headers);
 
 	if (ev.key_base64 && key != NULL && (problem = outbox_decode_key(&ev)) != NULL)
 		ereport(ERROR,
@@ -208,23 +124,6 @@ check_event(text *topic, text *key, bytea *payload, Jsonb *headers,
 				 errmsg("event is too large"),
 				 errdetail("Payload, key and headers have " INT64_FORMAT " bytes; outbox.max_message_bytes is %d.",
 						   outbox_record_bytes(&ev), outbox_max_message_bytes)));
-}
-
-/*
- * headers (NULL for none) with content-type application/json added, for a
- * JSON payload.
- */
-static Jsonb *
-with_json_content_type(Jsonb *headers)
-{
-	Jsonb	   *content_type;
-
-	content_type = DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
-													  CStringGetDatum("{\"content-type\": \"" OUTBOX_CLOUDEVENTS_JSON "\"}")));
-	if (headers == NULL)
-		return content_type;
-	return DatumGetJsonbP(DirectFunctionCall2(jsonb_concat, JsonbPGetDatum(headers),
-											  JsonbPGetDatum(content_type)));
 }
 
 /*
@@ -696,18 +595,19 @@ append_event(const OutboxExtension *ext, Datum *columns, bool *nulls, Datum even
 }
 
 /*
- * Validate an event of a topic with setting (NULL: none) and append it to
- * the log of ext, in the current transaction; *id gets the new row's id.
+ * Validate an event of topic (topic_name, as a C string) with setting
+ * (NULL: none) and append it to the log of ext, in the current
+ * transaction; *id gets the new row's id.
  * Returns false if an operator's trigger on the log skipped it.
  */
 static bool
 store_event(const OutboxExtension *ext, const OutboxTopicSetting *setting,
-			text *topic, text *key, bytea *payload, Jsonb *headers, Datum event_id,
-			bool event_id_isnull, const TimestampTz *created_at, bool json, int64 *id)
+			text *topic, const char *topic_name, text *key, bytea *payload, Jsonb *headers,
+			Datum event_id, bool event_id_isnull, const TimestampTz *created_at, bool json,
+			int64 *id)
 {
 	Datum		columns[OUTBOX_LOG_COLUMNS];
 	bool		nulls[OUTBOX_LOG_COLUMNS];
-	const char *source = NULL;
 
 	/* the insert below bypasses the executor, which would check this */
 	PreventCommandIfReadOnly("outbox_enqueue()");
@@ -718,19 +618,7 @@ store_event(const OutboxExtension *ext, const OutboxTopicSetting *setting,
 			DatumGetJsonbP(DirectFunctionCall2(jsonb_concat,
 											   JsonbPGetDatum(outbox_transaction_headers),
 											   JsonbPGetDatum(headers)));
-	/* a tombstone is no CloudEvent: the format leaves it alone */
-	if (payload != NULL && setting != NULL && setting->format == OUTBOX_FORMAT_CLOUDEVENTS)
-		source = setting->cloudevents_source;
-	/* JSON on an Avro topic: a trigger's, which outbox_enqueue would encode */
-	if (payload != NULL && json && setting != NULL && setting->format == OUTBOX_FORMAT_AVRO)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("topic \"%s\" is of format avro", text_to_cstring(topic)),
-				 errdetail("Its events are checked against its Avro schema and encoded by outbox_enqueue() with a jsonb payload."),
-				 errhint("Attach the table with another topic, or enqueue its events with outbox_enqueue().")));
-	check_event(topic, key, payload, headers, source, json);
-	if (source != NULL && json)
-		headers = with_json_content_type(headers);
+	check_event(setting, topic, topic_name, key, payload, &headers, json);
 
 	columns[LOG_TOPIC] = PointerGetDatum(topic);
 	nulls[LOG_TOPIC] = false;
@@ -759,55 +647,12 @@ outbox_store_event(const OutboxExtension *ext, text *topic, text *key, bytea *pa
 				   Jsonb *headers, Datum event_id, bool event_id_isnull,
 				   const TimestampTz *created_at, bool json)
 {
+	char	   *topic_name = text_to_cstring(topic);
 	int64		id;
 
-	return store_event(ext, outbox_topic_setting_to_enqueue(ext, text_to_cstring(topic)),
-					   topic, key, payload, headers, event_id, event_id_isnull,
+	return store_event(ext, outbox_topic_setting_to_enqueue(ext, topic_name),
+					   topic, topic_name, key, payload, headers, event_id, event_id_isnull,
 					   created_at, json, &id);
-}
-
-/*
- * The payload of an event on a topic of format avro, whose setting is
- * setting: the JSON payload checked against the value schema and encoded
- * in the Schema Registry's wire format; the key, if any, checked against
- * the key schema.
- */
-static bytea *
-avro_payload(FunctionCallInfo fcinfo, const OutboxTopicSetting *setting, const char *topic)
-{
-	StringInfoData buf;
-	char	   *problem;
-
-	if (!PG_ARGISNULL(2) && setting->key_schema_id != 0)
-	{
-		text	   *key = PG_GETARG_TEXT_PP(2);
-
-		initStringInfo(&buf);
-		problem = outbox_avro_encode_text(outbox_avro_schema(setting->key_schema_id,
-															 setting->key_schema),
-										  VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), &buf);
-		if (problem != NULL)
-			outbox_avro_refuse("key", topic, problem);
-		pfree(buf.data);
-	}
-	if (PG_ARGISNULL(1))
-		return NULL;
-	if (get_fn_expr_argtype(fcinfo->flinfo, 1) != JSONBOID)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("the payload of an event on topic \"%s\" must be jsonb", topic),
-				 errdetail("The topic has format avro: its events are checked against its schema and encoded from JSON."),
-				 errhint("Give the payload as jsonb, or publish these bytes to a topic without a format.")));
-	initStringInfo(&buf);
-	appendStringInfoSpaces(&buf, VARHDRSZ);
-	outbox_registry_frame(&buf, setting->value_schema_id);
-	problem = outbox_avro_encode(outbox_avro_schema(setting->value_schema_id,
-													setting->value_schema),
-								 PG_GETARG_JSONB_P(1), &buf);
-	if (problem != NULL)
-		outbox_avro_refuse("payload", topic, problem);
-	SET_VARSIZE(buf.data, buf.len);
-	return (bytea *) buf.data;
 }
 
 /*
@@ -823,6 +668,10 @@ outbox_enqueue(PG_FUNCTION_ARGS)
 {
 	const OutboxExtension *ext;
 	const OutboxTopicSetting *setting;
+	char	   *topic_name;
+	text	   *key;
+	bytea	   *payload;
+	bool		json;
 	int64		id;
 
 	if (PG_ARGISNULL(0))
@@ -831,21 +680,15 @@ outbox_enqueue(PG_FUNCTION_ARGS)
 				 errmsg("topic must not be null")));
 
 	ext = outbox_entry(fcinfo);
-	setting = outbox_topic_setting_to_enqueue(ext, text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	topic_name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	setting = outbox_topic_setting_to_enqueue(ext, topic_name);
+	key = PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2);
 	/* the setting looked up once: the one the payload is encoded for */
-	if (!store_event(ext, setting,
-					 PG_GETARG_TEXT_PP(0),
-					 PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2),
-					 setting != NULL && setting->format == OUTBOX_FORMAT_AVRO ?
-					 avro_payload(fcinfo, setting, setting->pattern) :
-					 PG_ARGISNULL(1) ? NULL : payload_bytes(fcinfo, 1),
+	payload = outbox_format_encode(setting, key, PG_GETARG_DATUM(1), PG_ARGISNULL(1),
+								   get_fn_expr_argtype(fcinfo->flinfo, 1), &json);
+	if (!store_event(ext, setting, PG_GETARG_TEXT_PP(0), topic_name, key, payload,
 					 PG_ARGISNULL(3) ? NULL : PG_GETARG_JSONB_P(3),
-					 PG_GETARG_DATUM(4),
-					 PG_ARGISNULL(4),
-					 NULL,
-					 (setting == NULL || setting->format != OUTBOX_FORMAT_AVRO) &&
-					 get_fn_expr_argtype(fcinfo->flinfo, 1) == JSONBOID,
-					 &id))
+					 PG_GETARG_DATUM(4), PG_ARGISNULL(4), NULL, json, &id))
 		PG_RETURN_NULL();		/* an operator's trigger skipped it */
 	PG_RETURN_INT64(id);
 }

@@ -16,7 +16,6 @@
 #include "base/catalog.h"
 
 extern void outbox_check_topic(const char *topic, int len);
-extern bytea *outbox_utf8_payload(text *t);
 extern bool outbox_store_event(const OutboxExtension *ext, text *topic, text *key,
 							   bytea *payload, Jsonb *headers,
 							   Datum event_id, bool event_id_isnull,

@@ -36,8 +36,7 @@
 #include "utils/xid8.h"
 
 #include "base/guc.h"
-#include "format/avro.h"
-#include "format/cloudevents.h"
+#include "format/format.h"
 #include "format/topics.h"
 #include "kafka/kafka.h"
 #include "kafka/registry.h"
@@ -387,68 +386,11 @@ hold_topic(const char *topic)
 }
 
 /*
- * Set ev's key to its Avro encoding if its topic's setting has a key
- * schema: the key is stored as given, its text (order per key holds by
- * it), and checked at enqueue against the schema the topic had then.  A
- * key that no longer fits, or that the encoding raises an error for (a
- * number out of range, a key stored by a trigger), is refused for good: in
- * a subtransaction, so that no stored key can stop the worker.
- */
-static void
-encode_key(OutboxEvent *ev, const OutboxTopicSetting *setting)
-{
-	text	   *key = DatumGetTextPP(ev->values[LOG_KEY]);
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	StringInfoData buf;
-	char	   *problem;
-
-	if (setting == NULL || setting->format != OUTBOX_FORMAT_AVRO || setting->key_schema_id == 0)
-		return;
-	initStringInfo(&buf);
-	outbox_registry_frame(&buf, setting->key_schema_id);
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
-	{
-		problem = outbox_avro_encode_text(outbox_avro_schema(setting->key_schema_id,
-															 setting->key_schema),
-										  VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), &buf);
-		ReleaseCurrentSubTransaction();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		/* a cancel is the batch's, not the key's */
-		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
-			PG_RE_THROW();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		problem = edata->message;
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(cxt);
-	CurrentResourceOwner = owner;
-	if (problem != NULL)
-	{
-		ev->outcome = OUTBOX_REFUSED;
-		ev->error = psprintf("The key does not match the Avro key schema of its topic: %s", problem);
-		ev->permanent = true;
-		return;
-	}
-	ev->key = buf.data;
-	ev->key_len = buf.len;
-}
-
-/*
- * The producer of each event of batch, by settings, and the Avro keys
- * encoded (see encode_key); an event whose cluster is down, or has events
- * handed off, is released, not sent, and its topic held (see
- * held_topics).  Events of one key go to one cluster: they share a topic.
- * An event of a topic of format cloudevents gets the format's headers.
+ * The producer of each event of batch, by settings, and each record made
+ * as the format of its topic says (outbox_format_prepare: the key and the
+ * headers); an event whose cluster is down, or has events handed off, is
+ * released, not sent, and its topic held (see held_topics).  Events of one
+ * key go to one cluster: they share a topic.
  */
 static OutboxProducer **
 route_batch(OutboxBatch *batch, const OutboxTopicSettings *settings)
@@ -464,20 +406,13 @@ route_batch(OutboxBatch *batch, const OutboxTopicSettings *settings)
 			producer_of[i] = producer_of[i - 1];
 		else
 			producer_of[i] = producer_of_topic(settings, ev->topic);
-		if (ev->outcome == OUTBOX_IN_FLIGHT && ev->key != NULL)
-			encode_key(ev, outbox_topic_setting(settings, ev->topic));
+		if (ev->outcome == OUTBOX_IN_FLIGHT)
+			outbox_format_prepare(outbox_topic_setting(settings, ev->topic), ev);
 		if (ev->outcome == OUTBOX_IN_FLIGHT &&
 			(!outbox_kafka_reachable(producer_of[i]) || outbox_kafka_busy(producer_of[i])))
 		{
 			ev->outcome = OUTBOX_RELEASED;
 			hold_topic(ev->topic);
-		}
-		if (ev->outcome == OUTBOX_IN_FLIGHT && ev->payload != NULL)
-		{
-			const OutboxTopicSetting *setting = outbox_topic_setting(settings, ev->topic);
-
-			if (setting != NULL && setting->format == OUTBOX_FORMAT_CLOUDEVENTS)
-				outbox_cloudevents_headers(ev, setting->cloudevents_source);
 		}
 	}
 	return producer_of;

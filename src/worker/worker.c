@@ -36,9 +36,9 @@
 
 #include "base/catalog.h"
 #include "base/guc.h"
-#include "capture/debezium_avro.h"
 #include "capture/snapshot.h"
 #include "kafka/kafka.h"
+#include "kafka/registry.h"
 #include "launcher/launcher_internal.h"
 #include "queue/claim.h"
 #include "queue/retention.h"
@@ -477,7 +477,7 @@ run_cleanup(MemoryContext cxt, const OutboxExtension *ext)
 	begin_work("rotating the log", cxt);
 	/* no count of what it removes: that would read the tables it empties */
 	current_log = outbox_rotate_log(ext, outbox_published_retention, false, NULL);
-	outbox_debezium_avro_tidy(ext);
+	outbox_registry_tidy(ext);
 	end_work(cxt);
 	if (current_log >= 0)
 		pg_atomic_write_u32(&my_slot->current_log, current_log);

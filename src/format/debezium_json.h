@@ -1,16 +1,16 @@
 /*-------------------------------------------------------------------------
  *
- * debezium.h
+ * debezium_json.h
  *		Change events as Debezium's PostgreSQL connector writes them with
  *		the JSON converter and schemas.enable=false: column values, keys,
  *		the envelope and the topic.
  *
- * src/capture/debezium.h
+ * src/format/debezium_json.h
  *
  *-------------------------------------------------------------------------
  */
-#ifndef OUTBOX_DEBEZIUM_H
-#define OUTBOX_DEBEZIUM_H
+#ifndef OUTBOX_DEBEZIUM_JSON_H
+#define OUTBOX_DEBEZIUM_JSON_H
 
 #include "access/htup.h"
 #include "access/tupdesc.h"
@@ -70,4 +70,4 @@ extern char *outbox_debezium_topic(const char *prefix, const char *schema,
 extern int	outbox_debezium_pin_settings(TupleDesc tupdesc);
 extern void outbox_debezium_unpin_settings(int nestlevel);
 
-#endif							/* OUTBOX_DEBEZIUM_H */
+#endif							/* OUTBOX_DEBEZIUM_JSON_H */

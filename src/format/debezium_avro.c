@@ -8,7 +8,7 @@
  * maps the schema to Avro (AvroData.fromConnectSchema), registers it under
  * the subject (TopicNameStrategy: <topic>-key, <topic>-value), and writes
  * the value as Avro binary after the registry's wire-format prefix.  Here
- * the connector's side is src/capture/debezium.c, which writes schema and
+ * the connector's side is src/format/debezium_json.c, which writes schema and
  * value as the JSON converter does ({"schema":...,"payload":...}); this
  * file is the converter's side, read from that JSON:
  *
@@ -25,46 +25,35 @@
  * - an optional schema is a union with null, null first (a field's
  *   default null), or last when it has a default (the field's default it).
  *
- * A schema's id comes from this process's memory, else from the table
- * outbox_schema_ids, else from the registry (outbox_registry_register),
- * then kept in both: a session meets the registry for a schema that no
- * session registered before (a table attached, or changed by DDL), not at
- * its first change of a table, so a registry that is down fails only the
- * changes that need a new schema.  The table is read and written as the
- * extension's owner, in the application's transaction; no unique index
- * (1.4), so that a session that keeps an id never waits for another that
- * keeps the same one: both rows serve, and the worker removes the second
- * (outbox_debezium_avro_tidy).
+ * A schema's id comes from the registry's cache (outbox_registry_id),
+ * which keeps it in outbox_schema_ids, in the application's transaction: a
+ * session meets the registry for a schema that no session registered
+ * before (a table attached, or changed by DDL), not at its first change of
+ * a table, so a registry that is down fails only the changes that need a
+ * new schema.
  *
  * Names that Avro refuses are an error, as they are to the converter
  * (Debezium's schema.name.adjustment.mode is none by default).  The
  * schema's text is in UTF-8, as the registry reads it, as are strings in
  * the values.
  *
- * src/capture/debezium_avro.c
+ * src/format/debezium_avro.c
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "catalog/pg_type.h"
 #include "common/base64.h"
-#include "common/cryptohash.h"
-#include "common/sha2.h"
-#include "executor/spi.h"
 #include "mb/pg_wchar.h"
-#include "miscadmin.h"
 #include "nodes/pg_list.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
-#include "utils/hsearch.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
-#include "utils/memutils.h"
 #include "utils/numeric.h"
 
-#include "base/guc.h"
-#include "capture/debezium_avro.h"
-#include "kafka/properties.h"
+#include "format/avro_binary.h"
+#include "format/debezium_avro.h"
 #include "kafka/registry.h"
 
 /* AvroData's CONNECT_AVRO_DECIMAL_PRECISION_DEFAULT */
@@ -344,61 +333,6 @@ avro_schema(JsonbContainer *schema)
 	return pg_server_to_any(out.data, out.len, PG_UTF8);
 }
 
-/* a schema's id, by fingerprint (this process's memory) */
-typedef struct SchemaId
-{
-	uint8		fingerprint[PG_SHA256_DIGEST_LENGTH];
-	int32		id;
-} SchemaId;
-
-static HTAB *schema_ids = NULL;
-
-/* a schema's id by fingerprint: any of its rows, all given by the registry */
-static OutboxPlan schema_id_plan = {
-	"SELECT schema_id FROM %1$s.outbox_schema_ids"
-	" WHERE fingerprint OPERATOR(pg_catalog.=) $1 LIMIT 1",
-	1, {BYTEAOID}
-};
-
-/*
- * A schema's id kept.  From 1.4 no unique index arbitrates, so the insert
- * never waits for another transaction that keeps the same fingerprint; at
- * 1.3 the primary key on the fingerprint does, and a second session waits
- * for the first to end, as 1.3 did.
- */
-static OutboxPlan keep_schema_id_plan = {
-	"INSERT INTO %1$s.outbox_schema_ids (fingerprint, subject, schema_id)"
-	" VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-	3, {BYTEAOID, TEXTOID, INT4OID}
-};
-
-/* the rows that repeat a fingerprint's, the first of each kept */
-static OutboxPlan tidy_schema_ids_plan = {
-	"DELETE FROM %1$s.outbox_schema_ids r"
-	" WHERE EXISTS (SELECT FROM %1$s.outbox_schema_ids k"
-	"                WHERE k.fingerprint OPERATOR(pg_catalog.=) r.fingerprint"
-	"                  AND k.ctid OPERATOR(pg_catalog.<) r.ctid)",
-	0, {InvalidOid}
-};
-
-/*
- * The SHA-256 of the registry's URL, subject and schema, into fingerprint.
- */
-static void
-fingerprint_of(const char *subject, const char *schema, uint8 *fingerprint)
-{
-	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
-	const char *url = outbox_schema_registry_url ? outbox_schema_registry_url : "";
-
-	if (pg_cryptohash_init(ctx) < 0 ||
-		pg_cryptohash_update(ctx, (const uint8 *) url, strlen(url) + 1) < 0 ||
-		pg_cryptohash_update(ctx, (const uint8 *) subject, strlen(subject) + 1) < 0 ||
-		pg_cryptohash_update(ctx, (const uint8 *) schema, strlen(schema)) < 0 ||
-		pg_cryptohash_final(ctx, fingerprint, PG_SHA256_DIGEST_LENGTH) < 0)
-		elog(ERROR, "could not compute a SHA-256 hash: %s", pg_cryptohash_error(ctx));
-	pg_cryptohash_free(ctx);
-}
-
 /* errcontext of a registration: the subject */
 static void
 registering_context(void *subject)
@@ -407,11 +341,11 @@ registering_context(void *subject)
 }
 
 /*
- * schema's id from the registry, as outbox_registry_register gives it,
- * errors saying the subject.
+ * The id of schema (Avro, JSON text) under subject, from the registry's
+ * cache (outbox_registry_id), errors saying the subject.
  */
 static int32
-register_schema(const char *subject, const char *schema)
+schema_id(const OutboxExtension *ext, const char *subject, const char *schema)
 {
 	ErrorContextCallback callback;
 	int32		id;
@@ -420,85 +354,9 @@ register_schema(const char *subject, const char *schema)
 	callback.arg = (void *) subject;
 	callback.previous = error_context_stack;
 	error_context_stack = &callback;
-	id = outbox_registry_register(subject, schema);
+	id = outbox_registry_id(ext, subject, schema);
 	error_context_stack = callback.previous;
 	return id;
-}
-
-/*
- * The id of schema (Avro, JSON text) under subject: from this process's
- * memory, else from outbox_schema_ids (1.3), else registered; see the file
- * header.
- */
-static int32
-schema_id(const OutboxExtension *ext, const char *subject, const char *schema)
-{
-	uint8		fingerprint[PG_SHA256_DIGEST_LENGTH];
-	SchemaId   *entry;
-	bool		found;
-	bytea	   *key;
-	Datum		values[3];
-	Oid			save_userid;
-	int			save_sec;
-
-	if (schema_ids == NULL)
-	{
-		HASHCTL		ctl;
-
-		ctl.keysize = PG_SHA256_DIGEST_LENGTH;
-		ctl.entrysize = sizeof(SchemaId);
-		ctl.hcxt = TopMemoryContext;
-		schema_ids = hash_create("outbox schema ids", 64, &ctl,
-								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	}
-	fingerprint_of(subject, schema, fingerprint);
-	entry = hash_search(schema_ids, fingerprint, HASH_FIND, NULL);
-	if (entry != NULL)
-		return entry->id;
-	if (ext->version < OUTBOX_VERSION(1, 3))
-		return register_schema(subject, schema);
-
-	key = palloc(VARHDRSZ + PG_SHA256_DIGEST_LENGTH);
-	SET_VARSIZE(key, VARHDRSZ + PG_SHA256_DIGEST_LENGTH);
-	memcpy(VARDATA(key), fingerprint, PG_SHA256_DIGEST_LENGTH);
-	values[0] = PointerGetDatum(key);
-	values[1] = CStringGetTextDatum(subject);
-	SPI_connect();
-	GetUserIdAndSecContext(&save_userid, &save_sec);
-	SetUserIdAndSecContext(ext->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
-	if (outbox_run(ext, &schema_id_plan, values, -1) > 0)
-	{
-		bool		isnull;
-
-		values[2] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	}
-	else
-	{
-		values[2] = Int32GetDatum(register_schema(subject, schema));
-		outbox_run(ext, &keep_schema_id_plan, values, -1);
-	}
-	SetUserIdAndSecContext(save_userid, save_sec);
-	SPI_finish();
-
-	entry = hash_search(schema_ids, fingerprint, HASH_ENTER, &found);
-	entry->id = DatumGetInt32(values[2]);
-	return entry->id;
-}
-
-/*
- * Remove the rows of outbox_schema_ids that repeat another's fingerprint:
- * sessions that registered a schema at once each keep its id (1.4).  Only
- * this deletes rows, so it waits for no application transaction, nor one
- * for it.  The caller holds a transaction; takes a connection to SPI.
- */
-void
-outbox_debezium_avro_tidy(const OutboxExtension *ext)
-{
-	if (ext->version < OUTBOX_VERSION(1, 4))
-		return;
-	SPI_connect();
-	outbox_run(ext, &tidy_schema_ids_plan, NULL, -1);
-	SPI_finish();
 }
 
 /*
@@ -513,28 +371,6 @@ outbox_debezium_avro_register(const OutboxExtension *ext, const char *connect_sc
 														CStringGetDatum(connect_schema)));
 
 	return schema_id(ext, subject, avro_schema(&jb->root));
-}
-
-/* Avro's long: zig-zag, then 7 bits a byte, low bits first */
-static void
-write_long(StringInfo out, int64 v)
-{
-	uint64		u = ((uint64) v << 1) ^ (uint64) (v >> 63);
-
-	while (u >= 0x80)
-	{
-		appendStringInfoChar(out, (char) ((u & 0x7f) | 0x80));
-		u >>= 7;
-	}
-	appendStringInfoChar(out, (char) u);
-}
-
-/* Avro's bytes and string: the length, then the bytes */
-static void
-write_bytes(StringInfo out, const char *bytes, int len)
-{
-	write_long(out, len);
-	appendBinaryStringInfo(out, bytes, len);
 }
 
 /* a number, or "NaN", "Infinity", "-Infinity", as a C double */
@@ -570,16 +406,16 @@ write_zero(StringInfo out, JsonbContainer *schema, const char *type)
 			write_value(out, getIthJsonbValueFromContainer(fields, i)->val.binary.data, NULL);
 	}
 	else if (strcmp(type, "boolean") == 0)
-		appendStringInfoChar(out, 0);
+		outbox_avro_write_boolean(out, false);
 	else if (strcmp(type, "float") == 0)
-		appendBinaryStringInfo(out, "\0\0\0\0", 4);
+		outbox_avro_write_float(out, 0);
 	else if (strcmp(type, "double") == 0)
-		appendBinaryStringInfo(out, "\0\0\0\0\0\0\0\0", 8);
+		outbox_avro_write_double(out, 0);
 	else if (strcmp(type, "bytes") == 0 && member(schema, "name") != NULL &&
 			 strcmp(string_member(schema, "name"), "org.apache.kafka.connect.data.Decimal") == 0)
-		write_bytes(out, "\0", 1);
+		outbox_avro_write_bytes(out, "\0", 1);
 	else
-		write_long(out, 0);		/* numbers, and empty strings, bytes, arrays */
+		outbox_avro_write_long(out, 0); /* numbers, and empty strings, bytes, arrays */
 }
 
 /*
@@ -600,7 +436,7 @@ write_value(StringInfo out, JsonbContainer *schema, JsonbValue *value)
 		bool		null_last = member(schema, "default") != NULL;
 
 		/* the branch of the union */
-		write_long(out, (value == NULL) == null_last ? 1 : 0);
+		outbox_avro_write_long(out, (value == NULL) == null_last ? 1 : 0);
 		if (value == NULL)
 			return;
 	}
@@ -637,39 +473,26 @@ write_value(StringInfo out, JsonbContainer *schema, JsonbValue *value)
 			int			n = JsonContainerSize(c);
 
 			if (n > 0)
-				write_long(out, n);
+				outbox_avro_write_long(out, n);
 			for (int i = 0; i < n; i++)
 			{
 				JsonbValue *item = getIthJsonbValueFromContainer(c, i);
 
 				write_value(out, items, item->type == jbvNull ? NULL : item);
 			}
-			write_long(out, 0);
+			outbox_avro_write_long(out, 0);
 		}
 	}
 	else if (strcmp(type, "boolean") == 0)
-		appendStringInfoChar(out, value->val.boolean ? 1 : 0);
+		outbox_avro_write_boolean(out, value->val.boolean);
 	else if (strncmp(type, "int", 3) == 0)
-		write_long(out, DatumGetInt64(DirectFunctionCall1(numeric_int8,
-														  NumericGetDatum(value->val.numeric))));
+		outbox_avro_write_long(out,
+							   DatumGetInt64(DirectFunctionCall1(numeric_int8,
+																 NumericGetDatum(value->val.numeric))));
 	else if (strcmp(type, "float") == 0)
-	{
-		float4		f = (float4) float_value(value);
-		uint32		bits;
-
-		memcpy(&bits, &f, sizeof(bits));
-		for (int i = 0; i < 4; i++)
-			appendStringInfoChar(out, (char) (bits >> (8 * i)));
-	}
+		outbox_avro_write_float(out, (float4) float_value(value));
 	else if (strcmp(type, "double") == 0)
-	{
-		float8		d = float_value(value);
-		uint64		bits;
-
-		memcpy(&bits, &d, sizeof(bits));
-		for (int i = 0; i < 8; i++)
-			appendStringInfoChar(out, (char) (bits >> (8 * i)));
-	}
+		outbox_avro_write_double(out, float_value(value));
 	else if (strcmp(type, "bytes") == 0)
 	{
 		int			len = value->val.string.len;
@@ -681,13 +504,15 @@ write_value(StringInfo out, JsonbContainer *schema, JsonbValue *value)
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("a value does not fit its Avro schema, bytes"),
 					 errdetail("Value \"%.*s\" is not bytes.", len, value->val.string.val)));
-		write_bytes(out, bytes, n);
+		outbox_avro_write_bytes(out, bytes, n);
 	}
 	else
 	{
 		char	   *utf8 = pg_server_to_any(value->val.string.val, value->val.string.len, PG_UTF8);
 
-		write_bytes(out, utf8, utf8 == value->val.string.val ? value->val.string.len : strlen(utf8));
+		outbox_avro_write_bytes(out, utf8,
+								utf8 == value->val.string.val ? value->val.string.len :
+								strlen(utf8));
 	}
 }
 

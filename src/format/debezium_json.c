@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * debezium.c
+ * debezium_json.c
  *		Change events as Debezium's PostgreSQL connector writes them with
  *		the JSON converter and schemas.enable=false: the key, the value in
  *		the connector's field order, and each column's value type by type,
@@ -9,7 +9,7 @@
  *		pins those that a type's own text reads): docs/design.md, "Capture,
  *		the router and snapshots", says why.
  *
- * src/capture/debezium.c
+ * src/format/debezium_json.c
  *
  *-------------------------------------------------------------------------
  */
@@ -43,7 +43,7 @@
 #include "utils/syscache.h"
 #include "utils/varbit.h"
 
-#include "capture/debezium.h"
+#include "format/debezium_json.h"
 #include "format/decimal.h"
 
 /* microseconds between the Unix epoch and PostgreSQL's */

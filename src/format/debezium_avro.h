@@ -2,10 +2,10 @@
  *
  * debezium_avro.h
  *		Change events as Confluent's AvroConverter writes Debezium's
- *		records: the Kafka Connect schema and value of src/capture/debezium.c,
+ *		records: the Kafka Connect schema and value of src/format/debezium_json.c,
  *		as AvroData maps them, in the Schema Registry's wire format.
  *
- * src/capture/debezium_avro.h
+ * src/format/debezium_avro.h
  *
  *-------------------------------------------------------------------------
  */
@@ -20,6 +20,5 @@ extern int32 outbox_debezium_avro_register(const OutboxExtension *ext,
 										   const char *connect_schema, const char *subject);
 extern bytea *outbox_debezium_avro(const OutboxExtension *ext, const char *connect_record,
 								   const char *subject);
-extern void outbox_debezium_avro_tidy(const OutboxExtension *ext);
 
 #endif							/* OUTBOX_DEBEZIUM_AVRO_H */
