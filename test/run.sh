@@ -177,7 +177,7 @@ if [ $# -eq 0 ]; then
 	set -- t/*.pl
 fi
 TESTDIR="$WORK/tap" PG_REGRESS="$PGXS_DIR/src/test/regress/pg_regress" \
-	prove -v -I "$PGXS_DIR/src/test/perl" -I "$ROOT/t" "$@" 2>&1 | tee "$WORK/tap.out"
+	prove -v --timer -I "$PGXS_DIR/src/test/perl" -I "$ROOT/t" "$@" 2>&1 | tee "$WORK/tap.out"
 ok=$(grep -acE '^ *ok [0-9]+' "$WORK/tap.out")
 bad=$(grep -acE '^ *not ok [0-9]+' "$WORK/tap.out")
 # a script that died after its last assertion counts as one failure
