@@ -179,9 +179,7 @@ CREATE OR REPLACE VIEW @extschema@.outbox_health AS
 					THEN pg_catalog.format('no broker of %s answers: %s', s.brokers, w.last_error)
 					WHEN w.brokers_up IS NULL THEN pg_catalog.format('%s: no producer now', s.brokers)
 					WHEN d.total OPERATOR(pg_catalog.>) 1
-					THEN pg_catalog.format('%s clusters, each up: %s', d.total,
-										   CASE WHEN w.brokers_up OPERATOR(pg_catalog.=) 1 THEN '1 broker'
-												ELSE w.brokers_up OPERATOR(pg_catalog.||) ' brokers' END)
+					THEN pg_catalog.format('%s clusters, all up', d.total)
 					ELSE pg_catalog.format('%s: %s up', s.brokers,
 										   CASE WHEN w.brokers_up OPERATOR(pg_catalog.=) 1 THEN '1 broker'
 												ELSE w.brokers_up OPERATOR(pg_catalog.||) ' brokers' END) END,

@@ -40,6 +40,10 @@ ok( wait_for_sql(
 		"SELECT count(*) = 2 AND bool_and(state = 'up') FROM outbox_cluster_status() WHERE database = current_database()"
 	),
 	'outbox_cluster_status() shows both clusters up');
+is( $node->safe_psql(
+		'postgres', "SELECT status, detail FROM outbox_health WHERE signal = 'brokers'"),
+	'ok|2 clusters, all up',
+	'outbox_health counts clusters, not brokers, when all are up');
 
 # --- a pattern that names the outbox.* settings' brokers (and file: none)
 # is that cluster: it shares its producer, one row of the status
