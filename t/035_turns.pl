@@ -66,6 +66,8 @@ my %session;
 $session{$_} = $node->background_psql($_, extra_params => [ '-U', 'trickler' ])
   for @trickling;
 $session{$_} = $node->background_psql($_) for @busy;
+# the sessions live for minutes: time each query, not the session
+$_->set_query_timer_restart for values %session;
 
 # enqueue $n events of key k in $db, numbered on from what it enqueued
 my %sent;
