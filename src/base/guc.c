@@ -291,8 +291,8 @@ outbox_define_gucs(void)
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("outbox.wake_delay",
-							"How long the worker lets commits gather before it claims: after a commit woke it, and between the claims of batches that were not full.",
-							"The commits of that while share one batch: less work per event for the worker, that much more latency.",
+							"The most the worker lets commits gather before it claims: after a commit woke it, and between the claims of batches that were not full.",
+							"The commits of that while share one batch: less work per event for the worker, up to that much more latency. It waits only while commits come two in this time or faster.",
 							&outbox_wake_delay,
 							3,
 							0, 1000,

@@ -18,6 +18,7 @@
  */
 #include "postgres.h"
 
+#include <math.h>
 #include <signal.h>
 
 #include "access/clog.h"
@@ -71,6 +72,13 @@
  */
 #define RUN_MAX_MS 100
 #define RUN_MAX_BYTES (2 * OUTBOX_BATCH_MAX_BYTES)
+/*
+ * The worker lets commits gather for a wake_delay only while they come at
+ * least GATHER_MIN_COMMITS a wake_delay, at their pace over the last
+ * PACE_MEMORY wake_delays or so (outbox_publish_gathers).
+ */
+#define GATHER_MIN_COMMITS 2
+#define PACE_MEMORY 32
 
 /* the slot of this worker, and how it says what it does there */
 static OutboxWorkerSlot *my_slot = NULL;
@@ -95,6 +103,17 @@ static bool idle = false;
 static TimestampTz last_events_at = 0;
 
 /*
+ * The pace of commits (outbox_publish_gathers): how many a wake_delay
+ * brings, a mean that decays over PACE_MEMORY wake_delays; for the
+ * wake_delay of paced_delay, from the slot's count of commits as it was
+ * read last, at paced_at.
+ */
+static double commits_per_wait = 0;
+static uint32 paced_count = 0;
+static TimestampTz paced_at = 0;
+static int	paced_delay = 0;
+
+/*
  * Publish for the worker of slot, which says what it does with
  * set_state_fn; before the first batch.
  */
@@ -104,6 +123,9 @@ outbox_publish_init(OutboxWorkerSlot *slot, OutboxSetState set_state_fn)
 	my_slot = slot;
 	set_state = set_state_fn;
 	last_events_at = GetCurrentTimestamp();
+	paced_count = (uint32) (pg_atomic_read_u64(&my_slot->undelivered) >> 32);
+	paced_at = last_events_at;
+	paced_delay = outbox_wake_delay;
 }
 
 /*
@@ -562,6 +584,38 @@ claim_may_find(const OutboxBatch *last, bool wrote_retries, uint64 *commits)
 }
 
 /*
+ * Does letting the commits of a wake_delay gather in one batch pay, at the
+ * pace they come?  Only while a wake_delay brings GATHER_MIN_COMMITS or
+ * more: the wait then saves a batch or more (what the worker spends is
+ * mostly per batch), where at a slower pace it would only add its length
+ * to each commit's latency (docs/design.md, "Batches in one transaction").
+ * The pace is the slot's count of commits that enqueued (claim_may_find),
+ * in a mean that forgets over PACE_MEMORY wake_delays: a lone commit after
+ * a quiet while is published at once; a steady stream, or a burst of a few
+ * dozen commits, makes the worker wait, and it goes on waiting for about
+ * that long after they stop.  A change of wake_delay starts the mean
+ * again; the commits counted since the last call are taken as having come
+ * now.
+ */
+bool
+outbox_publish_gathers(void)
+{
+	uint32		count = (uint32) (pg_atomic_read_u64(&my_slot->undelivered) >> 32);
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (outbox_wake_delay <= 0 || paced_delay != outbox_wake_delay)
+		commits_per_wait = 0;
+	else
+		commits_per_wait = commits_per_wait *
+			exp(-(double) (now - paced_at) / (1000.0 * PACE_MEMORY * outbox_wake_delay)) +
+			(double) (uint32) (count - paced_count) / PACE_MEMORY;
+	paced_count = count;
+	paced_at = now;
+	paced_delay = outbox_wake_delay;
+	return commits_per_wait >= GATHER_MIN_COMMITS;
+}
+
+/*
  * Wait until until, so that the commits of the while share the next batch:
  * under a steady stream of commits, batches a wake_delay apart, not as many
  * as the worker can turn (docs/design.md, "Batches in one transaction").  False
@@ -637,10 +691,10 @@ outbox_publish_run(const OutboxExtension *ext, bool *undo)
 
 		/*
 		 * A batch that was not full: the stream is slower than the worker.
-		 * Record the batch, then let the commits of the rest of wake_delay
-		 * share the next one.
+		 * If commits come fast enough, record the batch, then let the
+		 * commits of the rest of wake_delay share the next one.
 		 */
-		if (sending != NULL && !sending->full && outbox_wake_delay > 0)
+		if (sending != NULL && !sending->full && outbox_publish_gathers())
 		{
 			TimestampTz until = TimestampTzPlusMilliseconds(last_claim, outbox_wake_delay);
 

@@ -24,6 +24,7 @@ extern List *outbox_publish_forget(OutboxBatch **late);
 extern void outbox_publish_count(OutboxBatch *batch);
 extern bool outbox_publish_produced(void);
 extern TimestampTz outbox_publish_idle_since(void);
+extern bool outbox_publish_gathers(void);
 extern void outbox_publish_note_undelivered(const OutboxExtension *ext);
 
 #endif							/* OUTBOX_PUBLISH_H */

@@ -368,8 +368,8 @@ pause_for(long ms, bool wakeable)
 			break;
 		if (wakeable && (rc & WL_LATCH_SET))
 		{
-			/* the commits of the next while share the batch */
-			if (outbox_wake_delay > 0)
+			/* the commits of the next while share the batch, if they come fast */
+			if (outbox_publish_gathers())
 				(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 								 outbox_wake_delay, PG_WAIT_EXTENSION);
 			break;
