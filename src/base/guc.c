@@ -202,46 +202,53 @@ check_standby_slots(char **newval, void **extra, GucSource source)
 }
 
 /*
- * Define the outbox.* settings, but for the Kafka properties
- * (src/kafka/properties.c).  Called from _PG_init in every process that
- * loads the library, before the prefix is reserved.
+ * The settings of the launcher: the databases served, the workers' slots.
+ * Only the postmaster defines them: they exist only where the launcher
+ * runs.
  */
-void
-outbox_define_gucs(void)
+static void
+define_launcher_gucs(void)
 {
-	/* only the launcher needs these, and they exist only where it runs */
-	if (process_shared_preload_libraries_in_progress)
-	{
-		DefineCustomStringVariable("outbox.databases",
-								   "Databases the outbox workers publish from: * for every one that has the extension, or a comma-separated list of names.",
-								   NULL,
-								   &outbox_databases,
-								   "*",
-								   PGC_SIGHUP,
-								   0,
-								   check_databases, NULL, NULL);
+	if (!process_shared_preload_libraries_in_progress)
+		return;
 
-		DefineCustomIntVariable("outbox.max_workers",
-								"Most publishing workers, one per database, that run at once.",
-								NULL,
-								&outbox_max_workers,
-								8,
-								1, 1024,
-								PGC_POSTMASTER,
-								0,
-								NULL, NULL, NULL);
+	DefineCustomStringVariable("outbox.databases",
+							   "Databases the outbox workers publish from: * for every one that has the extension, or a comma-separated list of names.",
+							   NULL,
+							   &outbox_databases,
+							   "*",
+							   PGC_SIGHUP,
+							   0,
+							   check_databases, NULL, NULL);
 
-		DefineCustomIntVariable("outbox.worker_idle_timeout",
-								"How long an idle worker keeps its slot while another database waits for one.",
-								"A worker idle this long, with no event, retry or snapshot left, exits when a database waits for a worker; the next commit there starts it again.  A busy worker gives its slot after a time slice of 5 s, or this if longer, and waits for its turn.  -1: never, idle or not.",
-								&outbox_worker_idle_timeout,
-								2000,
-								-1, INT_MAX,
-								PGC_SIGHUP,
-								GUC_UNIT_MS,
-								NULL, NULL, NULL);
-	}
+	DefineCustomIntVariable("outbox.max_workers",
+							"Most publishing workers, one per database, that run at once.",
+							NULL,
+							&outbox_max_workers,
+							8,
+							1, 1024,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
 
+	DefineCustomIntVariable("outbox.worker_idle_timeout",
+							"How long an idle worker keeps its slot while another database waits for one.",
+							"A worker idle this long, with no event, retry or snapshot left, exits when a database waits for a worker; the next commit there starts it again.  A busy worker gives its slot after a time slice of 5 s, or this if longer, and waits for its turn.  -1: never, idle or not.",
+							&outbox_worker_idle_timeout,
+							2000,
+							-1, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+}
+
+/*
+ * The settings of what the worker publishes, how and when: the cluster,
+ * batches, the waits, the standbys, the headers of enqueue.
+ */
+static void
+define_publishing_gucs(void)
+{
 	DefineCustomBoolVariable("outbox.enabled",
 							 "Whether the worker publishes the events of a database.",
 							 "Off keeps them waiting, nothing lost, until it is on again; set it per database with ALTER DATABASE.",
@@ -300,6 +307,42 @@ outbox_define_gucs(void)
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
+	DefineCustomIntVariable("outbox.delivery_timeout",
+							"How long an event may stay in flight before the attempt counts as failed.",
+							"Time during which no broker is reachable does not count.",
+							&outbox_delivery_timeout,
+							30000,
+							100, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("outbox.standby_slots",
+							   "Physical replication slots whose standbys must have an event's commit before it is published.",
+							   "A comma-separated list; empty publishes without waiting for any standby.",
+							   &outbox_standby_slots,
+							   "",
+							   PGC_SUSET,
+							   0,
+							   check_standby_slots, NULL, NULL);
+
+	DefineCustomStringVariable("outbox.headers",
+							   "Kafka headers of every event enqueued while it is set, as a JSON object of strings.",
+							   "Meant for SET LOCAL in the application's transaction (a trace context, a tenant); a header given to outbox_enqueue wins over the one of the same name here.",
+							   &outbox_headers,
+							   "",
+							   PGC_USERSET,
+							   0,
+							   check_headers, assign_headers, NULL);
+}
+
+/*
+ * The settings of failed deliveries: attempts, their delays, the
+ * dead-letter topic.
+ */
+static void
+define_failure_gucs(void)
+{
 	DefineCustomIntVariable("outbox.max_attempts",
 							"Delivery attempts after which an event is abandoned.",
 							NULL,
@@ -340,16 +383,22 @@ outbox_define_gucs(void)
 							 0,
 							 NULL, NULL, NULL);
 
-	DefineCustomIntVariable("outbox.delivery_timeout",
-							"How long an event may stay in flight before the attempt counts as failed.",
-							"Time during which no broker is reachable does not count.",
-							&outbox_delivery_timeout,
-							30000,
-							100, INT_MAX,
-							PGC_SUSET,
-							GUC_UNIT_MS,
-							NULL, NULL, NULL);
+	DefineCustomStringVariable("outbox.dead_letter_topic",
+							   "Topic that abandoned events are also published to; empty for none.",
+							   NULL,
+							   &outbox_dead_letter_topic,
+							   "",
+							   PGC_SUSET,
+							   0,
+							   check_dead_letter_topic, NULL, NULL);
+}
 
+/*
+ * The settings of what is kept, and of what outbox_health calls late.
+ */
+static void
+define_retention_gucs(void)
+{
 	DefineCustomIntVariable("outbox.published_retention",
 							"How long published events are kept; 0 deletes them on delivery.",
 							NULL,
@@ -370,33 +419,6 @@ outbox_define_gucs(void)
 							GUC_UNIT_S,
 							NULL, NULL, NULL);
 
-	DefineCustomStringVariable("outbox.dead_letter_topic",
-							   "Topic that abandoned events are also published to; empty for none.",
-							   NULL,
-							   &outbox_dead_letter_topic,
-							   "",
-							   PGC_SUSET,
-							   0,
-							   check_dead_letter_topic, NULL, NULL);
-
-	DefineCustomStringVariable("outbox.standby_slots",
-							   "Physical replication slots whose standbys must have an event's commit before it is published.",
-							   "A comma-separated list; empty publishes without waiting for any standby.",
-							   &outbox_standby_slots,
-							   "",
-							   PGC_SUSET,
-							   0,
-							   check_standby_slots, NULL, NULL);
-
-	DefineCustomStringVariable("outbox.headers",
-							   "Kafka headers of every event enqueued while it is set, as a JSON object of strings.",
-							   "Meant for SET LOCAL in the application's transaction (a trace context, a tenant); a header given to outbox_enqueue wins over the one of the same name here.",
-							   &outbox_headers,
-							   "",
-							   PGC_USERSET,
-							   0,
-							   check_headers, assign_headers, NULL);
-
 	DefineCustomIntVariable("outbox.health_backlog_warning",
 							"Age of the oldest due event past which outbox_health says warning.",
 							NULL,
@@ -416,4 +438,18 @@ outbox_define_gucs(void)
 							PGC_SUSET,
 							GUC_UNIT_S,
 							NULL, NULL, NULL);
+}
+
+/*
+ * Define the outbox.* settings, but for the Kafka properties
+ * (src/kafka/properties.c).  Called from _PG_init in every process that
+ * loads the library, before the prefix is reserved.
+ */
+void
+outbox_define_gucs(void)
+{
+	define_launcher_gucs();
+	define_publishing_gucs();
+	define_failure_gucs();
+	define_retention_gucs();
 }
