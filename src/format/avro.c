@@ -112,6 +112,7 @@ typedef struct Encoder
 {
 	StringInfoData path;
 	int			probing;		/* > 0: trying a union's branch, quietly */
+	int			in_default;		/* > 0: a field's default, Avro's JSON */
 	char	   *detail;			/* the mismatch, a sentence */
 } Encoder;
 
@@ -822,25 +823,63 @@ convert_string(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
 }
 
 /*
+ * The bytes of the default v, a JSON string, of a bytes or fixed type, as
+ * Avro writes them in JSON: code points 0 to 255, one a byte; into out.
+ * NULL if they are, else why not.
+ */
+static const char *
+default_bytes(JsonbValue *v, StringInfo out)
+{
+	char	   *str;
+	int			len;
+	const unsigned char *c;
+
+	if ((str = utf8_of(v, &len)) == NULL)
+		return "not UTF-8";
+	for (c = (const unsigned char *) str; c < (const unsigned char *) str + len;
+		 c += pg_utf_mblen(c))
+	{
+		pg_wchar	code = utf8_to_unicode(c);
+
+		if (code > 0xff)
+			return "a default with a code point past 255";
+		appendStringInfoChar(out, (char) code);
+	}
+	return NULL;
+}
+
+/*
  * bytes, fixed: a string in base64, a fixed of its size; decimal: a
- * number or a string of one, written as its unscaled two's complement
+ * number or a string of one, written as its unscaled two's complement.  A
+ * field's default (but a decimal's, a number as given) is a string of code
+ * points 0 to 255, the bytes themselves, as Avro's defaults are.
  */
 static bool
 convert_bytes(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
 {
-	int			size = n->type == AVRO_FIXED ? avro_schema_fixed_size(n->schema) : 0;
+	int64		size = n->type == AVRO_FIXED ? avro_schema_fixed_size(n->schema) : -1;
 	StringInfoData bytes;
 	const char *why = NULL;
 	char	   *str;
 
 	initStringInfo(&bytes);
-	if (n->logical == LOGICAL_DECIMAL)
+	if (size > (int64) (MaxAllocSize / 2))
+		why = "a fixed larger than a value can be";
+	else if (n->logical == LOGICAL_DECIMAL)
 	{
 		if (v != NULL && v->type == jbvNumeric)
 			str = numeric_normalize(v->val.numeric);
 		else if ((str = string_of(v)) == NULL)
 			return mismatch(e, n, v, NULL);
-		why = decimal_bytes(n, str, size, &bytes);
+		/* a fixed of no bytes holds no number; size 0 is "as many as it takes" */
+		why = size == 0 ? "more than 0 bytes" :
+			decimal_bytes(n, str, Max(size, 0), &bytes);
+	}
+	else if (e->in_default > 0)
+	{
+		if (v == NULL || v->type != jbvString)
+			return mismatch(e, n, v, NULL);
+		why = default_bytes(v, &bytes);
 	}
 	else
 	{
@@ -850,9 +889,9 @@ convert_bytes(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
 		bytes.len = pg_b64_decode(str, strlen(str), bytes.data, bytes.maxlen);
 		if (bytes.len < 0)
 			why = "not base64";
-		else if (size > 0 && bytes.len != size)
-			why = psprintf("%d bytes", bytes.len);
 	}
+	if (why == NULL && size >= 0 && bytes.len != size)
+		why = psprintf("%d bytes", bytes.len);
 	if (why != NULL)
 		return mismatch(e, n, v, why);
 	if (out && n->type == AVRO_FIXED)
@@ -982,12 +1021,17 @@ convert_record(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
 	for (int i = 0; i < n->nchildren; i++)
 	{
 		JsonbValue *field = member(v, n->names[i]);
+		bool		given = field != NULL;
+		bool		ok;
 
-		if (field != NULL)
+		if (given)
 			found++;
 		else
 			field = n->defaults[i];
-		if (!convert_member(e, n->children[i], n->names[i], strlen(n->names[i]), field, out))
+		e->in_default += !given;
+		ok = convert_member(e, n->children[i], n->names[i], strlen(n->names[i]), field, out);
+		e->in_default -= !given;
+		if (!ok)
 			return false;
 	}
 	if (found < JsonContainerSize(v->val.binary.data))
