@@ -230,6 +230,20 @@ is( $node->safe_psql('postgres',
 	'064142ff0102,060000000001',
 	'defaults of bytes and fixed are their code points; values given are base64');
 
+# two records of the same fields, each a branch of the other's field: a
+# value that fits neither, 40 levels deep, is refused at once, where each
+# level tried both branches of the one below it (2^40 tries: days of CPU,
+# for an enqueue, or for the worker encoding a key at publish)
+$node->safe_psql('postgres', q{
+	SELECT outbox_set_topic('shop.twins', format => 'avro', value_schema => '{"type": "record", "name": "Twin1", "fields": [
+		{"name": "c", "type": ["null", "int", "Twin1", {"type": "record", "name": "Twin2", "fields": [
+			{"name": "c", "type": ["null", "int", "Twin1", "Twin2"]}]}]}]}')});
+($state, $detail) = try_sql(q{
+	SET statement_timeout = '10s';
+	SELECT outbox_enqueue('shop.twins', (repeat('{"c": ', 40) || '"x"' || repeat('}', 40))::jsonb)});
+is("$state $detail", '22023 Field "c" should be null, int, record Twin1 or record Twin2, not an object.',
+	'a union of records of the same fields tries each part of a value once per type');
+
 # a rolled back enqueue publishes nothing
 $node->safe_psql('postgres', "
 	BEGIN;

@@ -113,8 +113,17 @@ typedef struct Encoder
 	StringInfoData path;
 	int			probing;		/* > 0: trying a union's branch, quietly */
 	int			in_default;		/* > 0: a field's default, Avro's JSON */
+	HTAB	   *tried;			/* Tried, once a union tried a container */
 	char	   *detail;			/* the mismatch, a sentence */
 } Encoder;
+
+/* whether a part of the value (a JSON container) fits a type, once tried */
+typedef struct Tried
+{
+	const AvroType *type;		/* hash key, with container */
+	const JsonbContainer *container;
+	bool		fits;
+} Tried;
 
 /*
  * The member key of the JSON object v, or NULL if v is no object or has
@@ -1040,6 +1049,44 @@ convert_record(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
 }
 
 /*
+ * Does v fit type n, tried quietly for a union's branch?  What a container
+ * was found to fit is kept: unions whose branches take the same values
+ * (two records of the same fields, each a branch of the other's field)
+ * try each part of the value once per type, where trying it again at each
+ * path to it doubled the work at each level.
+ */
+static bool
+try_branch(Encoder *e, const AvroType *n, JsonbValue *v)
+{
+	Tried		key;
+	Tried	   *tried;
+	bool		fits;
+
+	if (v->type != jbvBinary)
+		return convert(e, n, v, NULL);
+	if (e->tried == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = offsetof(Tried, fits);
+		ctl.entrysize = sizeof(Tried);
+		ctl.hcxt = CurrentMemoryContext;
+		e->tried = hash_create("outbox Avro branches tried", 64, &ctl,
+							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	memset(&key, 0, sizeof(key));
+	key.type = n;
+	key.container = v->val.binary.data;
+	tried = hash_search(e->tried, &key, HASH_FIND, NULL);
+	if (tried != NULL)
+		return tried->fits;
+	fits = convert(e, n, v, NULL);
+	tried = hash_search(e->tried, &key, HASH_ENTER, NULL);
+	tried->fits = fits;
+	return fits;
+}
+
+/*
  * The branch of union n that v takes: null (or missing) its null branch;
  * with one other type, that type (any mismatch is then the type's); else
  * the first other branch v fits, tried quietly; -1 if none.
@@ -1058,7 +1105,7 @@ union_branch(Encoder *e, const AvroType *n, JsonbValue *v, bool *checked)
 		return 1 - n->null_branch;
 	e->probing++;
 	for (int i = 0; i < n->nchildren && branch < 0; i++)
-		if (i != n->null_branch && convert(e, n->children[i], v, NULL))
+		if (i != n->null_branch && try_branch(e, n->children[i], v))
 			branch = i;
 	e->probing--;
 	*checked = branch >= 0;
@@ -1137,9 +1184,13 @@ encode(OutboxAvroSchema *schema, JsonbValue *v, StringInfo out)
 {
 	Encoder		e = {0};
 	int			start = out ? out->len : 0;
+	bool		fits;
 
 	initStringInfo(&e.path);
-	if (convert(&e, schema->root, v, out))
+	fits = convert(&e, schema->root, v, out);
+	if (e.tried != NULL)
+		hash_destroy(e.tried);
+	if (fits)
 		return NULL;
 	if (out)
 	{
