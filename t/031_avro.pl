@@ -204,6 +204,46 @@ is("$state $detail",
 $node->safe_psql('postgres', "SELECT outbox_detach('captured')");
 is($node->safe_psql('postgres', "SELECT count(*) FROM outbox_messages"), $before, 'nothing refused was enqueued');
 
+# a fixed is of exactly its size, none when that is 0 (its bytes would
+# run into the next field's), a decimal too
+$node->safe_psql('postgres', q{
+	SELECT outbox_set_topic('shop.fixed0', format => 'avro', value_schema => '{"type": "record", "name": "Fixed0", "fields": [
+		{"name": "empty", "type": ["null", {"type": "fixed", "name": "Empty", "size": 0}]},
+		{"name": "small", "type": ["null", {"type": "fixed", "name": "Small", "size": 0, "logicalType": "decimal", "precision": 1, "scale": 0}]}]}')});
+($state, $detail) = try_sql(q{SELECT outbox_enqueue('shop.fixed0', '{"empty": "QUJD"}'::jsonb)});
+is("$state $detail", '22023 Field "empty" should be fixed Empty (0 bytes), not the string "QUJD" (3 bytes).',
+	'a fixed of size 0 takes no bytes');
+($state, $detail) = try_sql(q{SELECT outbox_enqueue('shop.fixed0', '{"small": 0}'::jsonb)});
+is("$state $detail", '22023 Field "small" should be decimal(1,0), not 0 (more than 0 bytes).',
+	'a decimal in a fixed of size 0 holds no number');
+
+# a missing field's default of bytes or fixed is its code points 0 to
+# 255, as Avro writes defaults in JSON, not base64
+$node->safe_psql('postgres', q{
+	SELECT outbox_set_topic('shop.defaults', format => 'avro', value_schema => '{"type": "record", "name": "Defaults", "fields": [
+		{"name": "blob", "type": "bytes", "default": "AB\u00ff"},
+		{"name": "tag", "type": {"type": "fixed", "name": "Tag", "size": 2}, "default": "\u0001\u0002"}]}')});
+try_sql(q{SELECT outbox_enqueue('shop.defaults', '{}'::jsonb)});
+try_sql(q{SELECT outbox_enqueue('shop.defaults', '{"blob": "AAAA", "tag": "AAE="}'::jsonb)});
+is( $node->safe_psql('postgres',
+		"SELECT string_agg(encode(substr(payload, 6), 'hex'), ',' ORDER BY id) FROM outbox_messages WHERE topic = 'shop.defaults'"),
+	'064142ff0102,060000000001',
+	'defaults of bytes and fixed are their code points; values given are base64');
+
+# two records of the same fields, each a branch of the other's field: a
+# value that fits neither, 40 levels deep, is refused at once, where each
+# level tried both branches of the one below it (2^40 tries: days of CPU,
+# for an enqueue, or for the worker encoding a key at publish)
+$node->safe_psql('postgres', q{
+	SELECT outbox_set_topic('shop.twins', format => 'avro', value_schema => '{"type": "record", "name": "Twin1", "fields": [
+		{"name": "c", "type": ["null", "int", "Twin1", {"type": "record", "name": "Twin2", "fields": [
+			{"name": "c", "type": ["null", "int", "Twin1", "Twin2"]}]}]}]}')});
+($state, $detail) = try_sql(q{
+	SET statement_timeout = '10s';
+	SELECT outbox_enqueue('shop.twins', (repeat('{"c": ', 40) || '"x"' || repeat('}', 40))::jsonb)});
+is("$state $detail", '22023 Field "c" should be null, int, record Twin1 or record Twin2, not an object.',
+	'a union of records of the same fields tries each part of a value once per type');
+
 # a rolled back enqueue publishes nothing
 $node->safe_psql('postgres', "
 	BEGIN;

@@ -6,7 +6,8 @@
 # and extensions, for jsonb, text and bytea payloads, captured rows and
 # dead letters.  A tombstone is no event; an event stored before its topic
 # took the format gets the format's headers, not the ones it had of those
-# names; a topic of no format is untouched.
+# names, and is refused for good if it has headers the format refuses; a
+# topic of no format is untouched.
 
 use strict;
 use warnings;
@@ -30,6 +31,12 @@ my ($node, $broker) = outbox_node_with_broker(
 # stored while ce.early had no format: a header of a name the format makes
 my $early = $node->safe_psql('postgres',
 	q{SELECT outbox_enqueue('ce.early', '{"n": 0}'::jsonb, headers => '{"ce_id": "mine", "ce_type": "early.type"}')});
+
+# stored while ce.forged had no format, with a header that the format
+# refuses at enqueue: a content-type of the structured mode behind a space
+# (a lenient consumer reads the payload as the event)
+my $forged = $node->safe_psql('postgres',
+	q{SELECT outbox_enqueue('ce.forged', '{"specversion": "1.0", "id": "x", "source": "/evil", "type": "forged"}'::jsonb, headers => '{"content-type": " application/cloudevents+json"}')});
 
 $node->safe_psql('postgres',
 	q{SELECT outbox_set_topic('ce.*', format => 'cloudevents', cloudevents_source => '/shop/orders')});
@@ -61,8 +68,18 @@ $node->safe_psql('postgres',
 	'ALTER SYSTEM SET outbox.enabled = on; SELECT pg_reload_conf()');
 ok( wait_for_sql(
 		$node,
-		"SELECT bool_and(status = 'published') FROM outbox_messages WHERE id <> $doomed_id"),
+		"SELECT bool_and(status = 'published') FROM outbox_messages WHERE id <> $doomed_id AND 'ce.forged' NOT IN (topic, coalesce(headers->>'original_topic', ''))"
+	),
 	'every event is published');
+wait_for_sql($node,
+	"SELECT count(*) = 2 AND bool_and(status = 'abandoned') FROM outbox_messages WHERE 'ce.forged' IN (topic, headers->>'original_topic')"
+);
+is( $node->safe_psql('postgres',
+		"SELECT string_agg(topic || ' ' || status || ': ' || last_error, E'\n' ORDER BY id) FROM outbox_messages WHERE 'ce.forged' IN (topic, headers->>'original_topic')"
+	),
+	"ce.forged abandoned: Its headers cannot be those of a record of format cloudevents: The header content-type is not a media type.\n"
+	  . "ce.dead abandoned: Its headers cannot be those of a record of format cloudevents: The header content-type is not a media type.",
+	'stored before the format with headers it refuses: refused for good, not published, nor its dead letter');
 
 # the headers as they are on the wire: names, order, time to the microsecond
 my %created = map { split /\|/ } split /\n/, $node->safe_psql('postgres',

@@ -12,9 +12,8 @@
 # that waits for a worker and never had an event succeeds; that of one
 # with an event is refused, saying why.  A worker that gives its slot
 # with an event in a retry backoff waits for its turn, and its database
-# is served again with no commit there.  A worker that cannot give its
-# slot when asked, waiting for a cluster that hangs, holds no other
-# database back: another gives its slot instead.
+# is served again with no commit there.  A worker waiting for a cluster
+# that hangs, asked for its slot, hands off its batch and gives it.
 
 use strict;
 use warnings;
@@ -190,8 +189,9 @@ ok( wait_for_sql($node,
 
 # --- seven databases on six workers, one of them waiting on a cluster
 # that stops answering with its connections open: once asked for its
-# slot, it gives it only when its delivery times out
-# (outbox.delivery_timeout, 30 s); another gives its slot instead
+# slot, it hands off the batch that waits on the cluster and gives it
+# within the launcher's grace, rather than when its delivery times out
+# (outbox.delivery_timeout, 30 s); t/037_hung_turn.pl has it alone
 my @six = @trickling[ 0 .. 5 ];
 my $log_offset = -s $node->logfile;
 $node->safe_psql('hung', "SELECT outbox_enqueue('turns.hung', 'first'::text)");
@@ -219,9 +219,9 @@ for my $db (@six)
 	);
 	cmp_ok($slowest, '<=', $BOUND, "$db: each within $BOUND s of its commit (the slowest took $slowest s)");
 }
-like(slurp_file($node->logfile, $log_offset),
-	qr/LOG:  the outbox worker of database "hung" has not given its slot 2000 ms after it was asked: the worker of database "trickle[1-6]" gives its slot to database "trickle[1-6]" instead/,
-	'the log says which worker did not give its slot in time, and which gave it instead');
+unlike(slurp_file($node->logfile, $log_offset),
+	qr/the outbox worker of database "hung" has not given its slot/,
+	'the worker waiting on a cluster that hangs gave its slot in time');
 $hanging->command('rtt 1 0');
 
 $node->stop;

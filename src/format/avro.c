@@ -112,8 +112,18 @@ typedef struct Encoder
 {
 	StringInfoData path;
 	int			probing;		/* > 0: trying a union's branch, quietly */
+	int			in_default;		/* > 0: a field's default, Avro's JSON */
+	HTAB	   *tried;			/* Tried, once a union tried a container */
 	char	   *detail;			/* the mismatch, a sentence */
 } Encoder;
+
+/* whether a part of the value (a JSON container) fits a type, once tried */
+typedef struct Tried
+{
+	const AvroType *type;		/* hash key, with container */
+	const JsonbContainer *container;
+	bool		fits;
+} Tried;
 
 /*
  * The member key of the JSON object v, or NULL if v is no object or has
@@ -822,25 +832,63 @@ convert_string(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
 }
 
 /*
+ * The bytes of the default v, a JSON string, of a bytes or fixed type, as
+ * Avro writes them in JSON: code points 0 to 255, one a byte; into out.
+ * NULL if they are, else why not.
+ */
+static const char *
+default_bytes(JsonbValue *v, StringInfo out)
+{
+	char	   *str;
+	int			len;
+	const unsigned char *c;
+
+	if ((str = utf8_of(v, &len)) == NULL)
+		return "not UTF-8";
+	for (c = (const unsigned char *) str; c < (const unsigned char *) str + len;
+		 c += pg_utf_mblen(c))
+	{
+		pg_wchar	code = utf8_to_unicode(c);
+
+		if (code > 0xff)
+			return "a default with a code point past 255";
+		appendStringInfoChar(out, (char) code);
+	}
+	return NULL;
+}
+
+/*
  * bytes, fixed: a string in base64, a fixed of its size; decimal: a
- * number or a string of one, written as its unscaled two's complement
+ * number or a string of one, written as its unscaled two's complement.  A
+ * field's default (but a decimal's, a number as given) is a string of code
+ * points 0 to 255, the bytes themselves, as Avro's defaults are.
  */
 static bool
 convert_bytes(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
 {
-	int			size = n->type == AVRO_FIXED ? avro_schema_fixed_size(n->schema) : 0;
+	int64		size = n->type == AVRO_FIXED ? avro_schema_fixed_size(n->schema) : -1;
 	StringInfoData bytes;
 	const char *why = NULL;
 	char	   *str;
 
 	initStringInfo(&bytes);
-	if (n->logical == LOGICAL_DECIMAL)
+	if (size > (int64) (MaxAllocSize / 2))
+		why = "a fixed larger than a value can be";
+	else if (n->logical == LOGICAL_DECIMAL)
 	{
 		if (v != NULL && v->type == jbvNumeric)
 			str = numeric_normalize(v->val.numeric);
 		else if ((str = string_of(v)) == NULL)
 			return mismatch(e, n, v, NULL);
-		why = decimal_bytes(n, str, size, &bytes);
+		/* a fixed of no bytes holds no number; size 0 is "as many as it takes" */
+		why = size == 0 ? "more than 0 bytes" :
+			decimal_bytes(n, str, Max(size, 0), &bytes);
+	}
+	else if (e->in_default > 0)
+	{
+		if (v == NULL || v->type != jbvString)
+			return mismatch(e, n, v, NULL);
+		why = default_bytes(v, &bytes);
 	}
 	else
 	{
@@ -850,9 +898,9 @@ convert_bytes(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
 		bytes.len = pg_b64_decode(str, strlen(str), bytes.data, bytes.maxlen);
 		if (bytes.len < 0)
 			why = "not base64";
-		else if (size > 0 && bytes.len != size)
-			why = psprintf("%d bytes", bytes.len);
 	}
+	if (why == NULL && size >= 0 && bytes.len != size)
+		why = psprintf("%d bytes", bytes.len);
 	if (why != NULL)
 		return mismatch(e, n, v, why);
 	if (out && n->type == AVRO_FIXED)
@@ -982,17 +1030,60 @@ convert_record(Encoder *e, const AvroType *n, JsonbValue *v, StringInfo out)
 	for (int i = 0; i < n->nchildren; i++)
 	{
 		JsonbValue *field = member(v, n->names[i]);
+		bool		given = field != NULL;
+		bool		ok;
 
-		if (field != NULL)
+		if (given)
 			found++;
 		else
 			field = n->defaults[i];
-		if (!convert_member(e, n->children[i], n->names[i], strlen(n->names[i]), field, out))
+		e->in_default += !given;
+		ok = convert_member(e, n->children[i], n->names[i], strlen(n->names[i]), field, out);
+		e->in_default -= !given;
+		if (!ok)
 			return false;
 	}
 	if (found < JsonContainerSize(v->val.binary.data))
 		return unknown_field(e, n, v);
 	return true;
+}
+
+/*
+ * Does v fit type n, tried quietly for a union's branch?  What a container
+ * was found to fit is kept: unions whose branches take the same values
+ * (two records of the same fields, each a branch of the other's field)
+ * try each part of the value once per type, where trying it again at each
+ * path to it doubled the work at each level.
+ */
+static bool
+try_branch(Encoder *e, const AvroType *n, JsonbValue *v)
+{
+	Tried		key;
+	Tried	   *tried;
+	bool		fits;
+
+	if (v->type != jbvBinary)
+		return convert(e, n, v, NULL);
+	if (e->tried == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = offsetof(Tried, fits);
+		ctl.entrysize = sizeof(Tried);
+		ctl.hcxt = CurrentMemoryContext;
+		e->tried = hash_create("outbox Avro branches tried", 64, &ctl,
+							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	memset(&key, 0, sizeof(key));
+	key.type = n;
+	key.container = v->val.binary.data;
+	tried = hash_search(e->tried, &key, HASH_FIND, NULL);
+	if (tried != NULL)
+		return tried->fits;
+	fits = convert(e, n, v, NULL);
+	tried = hash_search(e->tried, &key, HASH_ENTER, NULL);
+	tried->fits = fits;
+	return fits;
 }
 
 /*
@@ -1014,7 +1105,7 @@ union_branch(Encoder *e, const AvroType *n, JsonbValue *v, bool *checked)
 		return 1 - n->null_branch;
 	e->probing++;
 	for (int i = 0; i < n->nchildren && branch < 0; i++)
-		if (i != n->null_branch && convert(e, n->children[i], v, NULL))
+		if (i != n->null_branch && try_branch(e, n->children[i], v))
 			branch = i;
 	e->probing--;
 	*checked = branch >= 0;
@@ -1093,9 +1184,13 @@ encode(OutboxAvroSchema *schema, JsonbValue *v, StringInfo out)
 {
 	Encoder		e = {0};
 	int			start = out ? out->len : 0;
+	bool		fits;
 
 	initStringInfo(&e.path);
-	if (convert(&e, schema->root, v, out))
+	fits = convert(&e, schema->root, v, out);
+	if (e.tried != NULL)
+		hash_destroy(e.tried);
+	if (fits)
 		return NULL;
 	if (out)
 	{

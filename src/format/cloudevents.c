@@ -332,10 +332,12 @@ is_media_type(const char *value)
 /*
  * What is wrong with the headers of ev (unpacked) for a record of format
  * cloudevents, or NULL; json says whether its payload is JSON, whose
- * content type the format records.  *hint gets what to do, or NULL.
+ * content type the format records; stored, that ev is published as it was
+ * stored, its headers of the names the format makes replaced
+ * (make_headers).  *hint gets what to do, or NULL.
  */
 static const char *
-headers_problem(const OutboxEvent *ev, bool json, const char **hint)
+headers_problem(const OutboxEvent *ev, bool json, bool stored, const char **hint)
 {
 	const char *problem;
 
@@ -364,6 +366,8 @@ headers_problem(const OutboxEvent *ev, bool json, const char **hint)
 			continue;
 		}
 		if (pg_strncasecmp(name, "ce_", 3) != 0)
+			continue;
+		if (is_made(name) && stored)
 			continue;
 		if (is_made(name))
 		{
@@ -541,7 +545,7 @@ cloudevents_check_event(const OutboxTopicSetting *setting, const char *topic,
 
 	if (!payload)
 		return 0;
-	if ((problem = headers_problem(ev, json, &hint)) != NULL)
+	if ((problem = headers_problem(ev, json, false, &hint)) != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid event headers for format cloudevents"),
@@ -554,14 +558,29 @@ cloudevents_check_event(const OutboxTopicSetting *setting, const char *topic,
 }
 
 /*
- * Give ev the headers of its topic's format, unless it is a tombstone.
- * See OutboxFormat.prepare.
+ * Give ev the headers of its topic's format, unless it is a tombstone; an
+ * event whose stored headers the format refuses (stored before its topic
+ * took the format, unchecked: a control character, a content-type of the
+ * structured mode) is refused for good.  See OutboxFormat.prepare.
  */
 static void
 cloudevents_prepare(const OutboxTopicSetting *setting, OutboxEvent *ev)
 {
-	if (ev->payload != NULL)
-		make_headers(ev, setting->cloudevents_source);
+	const char *problem;
+	const char *hint;
+
+	if (ev->payload == NULL)
+		return;
+	/* one stored before its topic took the format: its headers unchecked */
+	if ((problem = headers_problem(ev, false, true, &hint)) != NULL)
+	{
+		ev->outcome = OUTBOX_REFUSED;
+		ev->error = psprintf("Its headers cannot be those of a record of format cloudevents: %s",
+							 problem);
+		ev->permanent = true;
+		return;
+	}
+	make_headers(ev, setting->cloudevents_source);
 }
 
 const OutboxFormat outbox_cloudevents_format = {

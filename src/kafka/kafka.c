@@ -57,6 +57,14 @@
  */
 #define HANDOFF_GRACE_MS 300
 #define HANDOFF_GRACE_MAX_MS 800
+/*
+ * How long the part of a batch of a worker's one cluster may make no
+ * progress while the worker is asked to give its slot, before it is handed
+ * off: a cluster that hangs holds back no other database's turn, one that
+ * is merely slow finishes its wave.  Less than the 2 s that the launcher
+ * gives a worker to give its slot before it asks another.
+ */
+#define YIELD_GRACE_MS 1500
 
 /*
  * What a record costs in a request beside what outbox.max_message_bytes
@@ -199,6 +207,9 @@ struct OutboxProducer
 /* every producer of the worker, in producer_cxt */
 static List *producers = NIL;
 static MemoryContext producer_cxt = NULL;
+
+/* see kafka.h */
+bool		(*outbox_kafka_yield_requested) (void) = NULL;
 
 /*
  * Raise the error that a property check returned.
@@ -1496,7 +1507,8 @@ serve_part(OutboxProducer *p, bool several)
  * other clusters are named, else after OUTAGE_GRACE_MS), the wave's
  * deadline (librdkafka times messages out itself, but not always: a topic
  * in error state keeps them queued until its next metadata refresh);
- * with several clusters, no progress for its hand-off grace.
+ * with several clusters, no progress for its hand-off grace; with one,
+ * while the worker is asked for its slot, none for YIELD_GRACE_MS.
  */
 static void
 check_part(OutboxProducer *p, bool several, TimestampTz now,
@@ -1514,6 +1526,9 @@ check_part(OutboxProducer *p, bool several, TimestampTz now,
 		cut_part(p, true);
 	else if (several &&
 			 TimestampDifferenceExceeds(p->progress_at, now, (int) handoff_grace(p)))
+		hand_off(p);
+	else if (!several && TimestampDifferenceExceeds(p->progress_at, now, YIELD_GRACE_MS) &&
+			 outbox_kafka_yield_requested != NULL && outbox_kafka_yield_requested())
 		hand_off(p);
 }
 

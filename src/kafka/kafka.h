@@ -71,6 +71,15 @@ extern void outbox_kafka_start(OutboxProducer *p, OutboxBatch *batch,
 							   OutboxProducer *const *producer_of,
 							   HTAB *stopped_keys);
 extern bool outbox_kafka_finish(void);
+
+/*
+ * Whether the worker is asked to give its slot to another database (NULL:
+ * never), set by the worker: while it is, a part of a batch that makes no
+ * progress for a while is handed off even with one cluster, as it is with
+ * several, so that a cluster that hangs holds back no other database's
+ * turn.
+ */
+extern bool (*outbox_kafka_yield_requested) (void);
 extern void outbox_kafka_forget_batch(void);
 extern bool outbox_kafka_late_pending(void);
 extern OutboxBatch *outbox_kafka_late_reports(void);

@@ -218,6 +218,13 @@ asked_to_give(NameData *to, int *waiting)
 	return asked;
 }
 
+/* Is the worker asked to give its slot?  For the Kafka layer. */
+static bool
+slot_asked(void)
+{
+	return asked_to_give(NULL, NULL);
+}
+
 /*
  * SIGTERM: stop.  A wait is cut short at once, but for that of a batch
  * produced to Kafka, which has its own grace (kafka.c).
@@ -785,6 +792,8 @@ publish_loop(void)
 												   "outbox worker loop",
 												   ALLOCSET_DEFAULT_SIZES);
 
+	/* a batch that waits on a cluster that hangs gives way to the turn */
+	outbox_kafka_yield_requested = slot_asked;
 	for (;;)
 	{
 		long		delay = 0;
