@@ -78,18 +78,19 @@ $duplicates = check_arrivals('stopped', 'SIGTERM');
 is($duplicates, 0, 'the batch in flight was recorded: no duplicates');
 
 # --- no ghost events: an event committed with synchronous_commit = off is
-# not sent before its commit record is on disk.  With 4s round trips the
-# worker asks the topic's metadata (4s), sends the event, and waits for its
-# acknowledgement (4s more): crash in between, when Kafka has the record.
+# not sent before its commit record is on disk.  With 6s round trips the
+# worker asks the topic's metadata (6s), sends the event, and waits for its
+# acknowledgement (6s more): crash in between, when Kafka has the record,
+# with 3s to spare either way on a loaded machine.
 $node->append_conf('postgresql.conf', "wal_writer_delay = '10s'\n");
 $node->restart;
 worker_pid($node);
-$broker->command('rtt 1 4000');
+$broker->command('rtt 1 6000');
 $node->safe_psql('postgres',
 	"SET synchronous_commit = off; SELECT outbox_enqueue('ghost', 'async commit'::text)");
 ok( wait_for_activity($node, 'publishing'),
 	'the event is being published');
-sleep 6;
+sleep 9;
 $node->stop('immediate');
 $broker->command('rtt 1 0');
 $node->start;

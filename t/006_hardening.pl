@@ -132,7 +132,10 @@ reconfigure($node, "RESET outbox.batch_size");
 # --- a session that holds the first event of a key locked holds the key
 # back: event 1 fails once, events 2 and 3 wait behind it; when 1 is due
 # again an operator's session holds it (FOR UPDATE) for 2 s; the claim
-# passes over it (SKIP LOCKED) but must not publish 2 and 3 first
+# passes over it (SKIP LOCKED) but must not publish 2 and 3 first.  A
+# retry delay of 1 s leaves the failed state long enough to be seen, and
+# due again within the 2 s hold.
+reconfigure($node, "SET outbox.retry_base_delay = '1s'");
 $broker->command("produce_errors 1 $INVALID_TIMESTAMP");
 my $first = $node->safe_psql('postgres',
 	"SELECT outbox_enqueue('locked.t', 'l1'::text, key => 'K')");
@@ -152,6 +155,7 @@ ok(all_published($node, 'locked.t'),
 	'all three are published once the lock is gone');
 is_deeply([ map { $_->{payload} } @{ kafka_read($broker, 'locked.t') } ],
 	[qw(l1 l2 l3)], 'in their order: the locked first one was not overtaken');
+reconfigure($node, "RESET outbox.retry_base_delay");
 
 # --- what enqueue accepts can be published: an event of exactly
 # outbox.max_message_bytes (payload and key) is not refused as too large
