@@ -44,8 +44,6 @@
 use strict;
 use warnings;
 
-use File::Basename qw(dirname);
-use File::Spec;
 use JSON::PP;
 use Math::BigFloat;
 use Math::BigInt;
@@ -58,7 +56,6 @@ my $no_modules =
   node_module_unavailable('avsc@5', 'kafkajs@2', '@kafkajs/confluent-schema-registry@3');
 plan skip_all => "the consumer's modules: $no_modules" if $no_modules;
 
-my $drivers = File::Spec->rel2abs(dirname(__FILE__) . '/drivers');
 my $registry = start_schema_registry();
 my $broker = start_broker(1);
 my $node = outbox_node(
@@ -69,35 +66,13 @@ my $node = outbox_node(
 my $topic = 'dbserver1.inventory.items';
 
 # the schemas under a subject, by version: parsed JSON, and ids
-sub versions
-{
-	my ($subject) = @_;
-	my $list = $registry->http('GET', "/subjects/$subject/versions");
-	return [] if $list->{status} == 404;
-	return [
-		map {
-			my $v = decode_json(
-				$registry->http('GET', "/subjects/$subject/versions/$_")->{content});
-			{ id => $v->{id}, schema => decode_json($v->{schema}) }
-		} @{ decode_json($list->{content}) }
-	];
-}
+sub versions { return $registry->versions(@_); }
 
 # what consumers read: every record of the topics, decoded
 sub consume
 {
 	my ($count, @topics) = @_;
-	my ($out, $err) = ('', '');
-	IPC::Run::run(
-		[
-			'node', "$drivers/debezium_avro_consume.js", $broker->{bootstrap},
-			$registry->{url}, $count, @topics
-		],
-		'>', \$out, '2>', \$err, IPC::Run::timeout(180));
-	my @records = map { decode_json($_) } grep { /\S/ } split /\n/, $out;
-	is(scalar @records, $count, "the consumer decodes $count records of @topics")
-	  or diag($err);
-	return \@records;
+	return consume_avro($broker, $registry, $count, \@topics);
 }
 
 # records by their key's id, in order: keys are ordered, not the topic
