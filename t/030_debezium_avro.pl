@@ -130,27 +130,34 @@ sub named
 	return { type => $type, 'connect.version' => 1, 'connect.name' => $name, %more };
 }
 
+# numeric(p,s): Kafka Connect's Decimal [PVC] in Avro [AD]
+sub decimal_schema
+{
+	my ($precision, $scale) = @_;
+	return named(
+		'bytes', 'org.apache.kafka.connect.data.Decimal',
+		scale => $scale,
+		precision => $precision,
+		logicalType => 'decimal',
+		'connect.parameters' => { scale => "$scale", 'connect.decimal.precision' => "$precision" });
+}
+my $decimal_10_2 = decimal_schema(10, 2);
+
+# numeric: Debezium's VariableScaleDecimal, a struct [PVC] in Avro [AD]
+my $variable_scale = named(
+	'record', 'io.debezium.data.VariableScaleDecimal',
+	name => 'VariableScaleDecimal',
+	namespace => 'io.debezium.data',
+	fields => [ { name => 'scale', type => 'int' }, { name => 'value', type => 'bytes' } ],
+	'connect.doc' => 'Variable scaled decimal');
+
 # the columns of the Value struct [TSB], their types [PVC] in Avro [AD]
 my @value_fields = (
 	{ name => 'id', type => 'int' },
 	optional('small', { type => 'int', 'connect.type' => 'int16' }),
 	{ name => 'big', type => 'long' },
-	optional(
-		'price',
-		named(
-			'bytes', 'org.apache.kafka.connect.data.Decimal',
-			scale => 2,
-			precision => 10,
-			logicalType => 'decimal',
-			'connect.parameters' => { scale => '2', 'connect.decimal.precision' => '10' })),
-	optional(
-		'amount',
-		named(
-			'record', 'io.debezium.data.VariableScaleDecimal',
-			name => 'VariableScaleDecimal',
-			namespace => 'io.debezium.data',
-			fields => [ { name => 'scale', type => 'int' }, { name => 'value', type => 'bytes' } ],
-			'connect.doc' => 'Variable scaled decimal')),
+	optional('price', $decimal_10_2),
+	optional('amount', $variable_scale),
 	{ name => 'name', type => 'string' },
 	optional('code', 'string'),
 	optional('flag', 'boolean'),
@@ -433,12 +440,7 @@ $node->safe_psql('postgres', q{
 						 converter => 'avro');
 	INSERT INTO inventory.scaled VALUES (1, 12345, '{-99,0,-150}'), (2, -12345, NULL);
 });
-my $scaled_decimal = named(
-	'bytes', 'org.apache.kafka.connect.data.Decimal',
-	scale => 0,
-	precision => 7,
-	logicalType => 'decimal',
-	'connect.parameters' => { scale => '0', 'connect.decimal.precision' => '7' });
+my $scaled_decimal = decimal_schema(7, 0);
 my $scaled = versions('dbserver1.inventory.scaled-value');
 is_deeply(
 	[ @{ $scaled->[0]{schema}{fields}[0]{type}[1]{fields} }[ 1, 2 ] ],
@@ -580,6 +582,109 @@ $registry->up;
 $records = by_key(consume(2, 'old.public.w'), sub { $_[0]{value}{after} });
 is_deeply($records, { map { $_ => [ { id => $_, note => undef } ] } 1 .. 2 },
 	'at 1.3, every change decodes');
+
+# --- column defaults.  The connector reads each column's default into its
+# field's schema, the key's columns too (TableSchemaBuilder.java 166-170
+# and 411-438; PostgresDefaultValueConverter.java 157-196: a literal
+# parsed, a function call the type's placeholder, nextval() 0,
+# gen_random_uuid() the zero UUID, now() 1970-01-01; a decimal without a
+# scale none, 108-112), and AvroData writes a default as connect.default
+# on the type and as the field's default, and a nullable column with one
+# as the union [T, "null"] (AvroData.java 1022-1026, 1134-1150 and
+# 1241-1243, at schema-registry 794611b; the field's default for a
+# decimal, bytes, is their ISO-8859-1 string, 1399-1402: 12.50 is 1250,
+# "\x04\xe2").  A null is written as the default: AvroData reads each
+# field with Struct.get (AvroData.java 648-649, ignore.default.for.nullables
+# false by default, schema-converter .../AbstractDataConfig.java 31-33),
+# which gives the field's default for a null (Kafka's Struct.java 85-91);
+# a NOT NULL column outside the identity in a delete's before is its
+# default in the connector already (JdbcValueConverters.java 1520-1527).
+
+# a field with a default: connect.default on its type, the field's default
+# the same, [T, "null"] where the column is nullable [AD]
+sub defaulted
+{
+	my ($name, $type, $default, $nullable) = @_;
+	my $typed = { (ref $type ? %$type : (type => $type)), 'connect.default' => $default };
+	return { name => $name, type => $nullable ? [ $typed, 'null' ] : $typed, default => $default };
+}
+
+my $dtopic = 'dbserver1.inventory.defaults';
+$node->safe_psql('postgres', q{
+	CREATE TABLE inventory.defaults (
+		id serial PRIMARY KEY,
+		status text DEFAULT 'new',
+		kind text NOT NULL DEFAULT 'plain',
+		small smallint DEFAULT 3,
+		big bigint DEFAULT 9007199254740993,
+		price numeric(10,2) DEFAULT 12.5,
+		born date DEFAULT '2024-02-29',
+		made_tz timestamptz DEFAULT now(),
+		hue inventory.mood DEFAULT 'ok',
+		token uuid DEFAULT gen_random_uuid(),
+		free numeric DEFAULT 1.5,
+		note text);
+	SELECT outbox_attach('inventory.defaults', 'dbserver1', format => 'debezium',
+						 converter => 'avro');
+	INSERT INTO inventory.defaults
+	SELECT * FROM jsonb_populate_record(NULL::inventory.defaults, '{"id": 1, "kind": "x"}');
+	DELETE FROM inventory.defaults;
+});
+is_deeply(
+	versions("$dtopic-key")->[0]{schema},
+	{
+		type => 'record',
+		name => 'Key',
+		namespace => $dtopic,
+		fields => [ defaulted('id', 'int', 0) ],
+		'connect.name' => "$dtopic.Key"
+	},
+	'defaults: the key\'s, a serial column\'s 0');
+my @default_fields = (
+	defaulted('id', 'int', 0),
+	defaulted('status', 'string', 'new', 1),
+	defaulted('kind', 'string', 'plain'),
+	defaulted('small', { type => 'int', 'connect.type' => 'int16' }, 3, 1),
+	defaulted('big', 'long', 9007199254740993, 1),
+	defaulted('price', $decimal_10_2, "\x04\xe2", 1),
+	defaulted('born', named('int', 'io.debezium.time.Date'), 19782, 1),
+	defaulted('made_tz', named('string', 'io.debezium.time.ZonedTimestamp'),
+		'1970-01-01T00:00:00.000000Z', 1),
+	defaulted('hue',
+		named('string', 'io.debezium.data.Enum', 'connect.parameters' => { allowed => 'sad,ok,happy' }),
+		'ok', 1),
+	defaulted('token', named('string', 'io.debezium.data.Uuid'),
+		'00000000-0000-0000-0000-000000000000', 1),
+	optional('free', $variable_scale),
+	optional('note', 'string'));
+my $dvalue = versions("$dtopic-value")->[0]{schema};
+is_deeply($dvalue->{fields}[0]{type}[1]{fields}, \@default_fields,
+	'defaults: each field\'s, on its type and the field, the nullable ones [T, "null"]');
+is_deeply($dvalue->{fields}[1], optional('after', 'Value'), 'defaults: after is before\'s record');
+
+my %defaults = (
+	id => 1,
+	status => 'new',
+	kind => 'x',
+	small => 3,
+	big => '9007199254740993',
+	price => 'BOI=',
+	born => 19782,
+	made_tz => '1970-01-01T00:00:00.000000Z',
+	hue => 'ok',
+	token => '00000000-0000-0000-0000-000000000000',
+	free => undef,
+	note => undef);
+$records = consume(3, $dtopic);
+is_deeply(
+	[ map { $_->{value} && [ @{ $_->{value} }{qw(op before after)} ] } @$records ],
+	[
+		[ 'c', undef, \%defaults ],
+		[ 'd', { %defaults, kind => 'plain' }, undef ],
+		undef
+	],
+	'defaults: a null inserted, and a delete\'s before, decode to the defaults');
+
 
 # --- what is refused
 
