@@ -405,6 +405,22 @@ DELETE FROM defaults;
 SELECT key, evj(payload) ->> 'op' AS op, before_text(payload) AS before, after_text(payload) AS after
   FROM outbox_messages WHERE payload IS NOT NULL ORDER BY id;
 \pset format aligned
+-- With schemas_enable, each field's schema carries its default, after its
+-- parameters (Kafka's JsonConverter.java 442-443 in asJsonSchema), the
+-- key's too (TableSchemaBuilder.java 166-170); as the connector's tests
+-- have them: a serial column's default 0 (RecordsStreamProducerIT.java
+-- 3463), CURRENT_TIMESTAMP, CURRENT_DATE and CURRENT_TIME 0
+-- (PostgresDefaultValueConverterIT.java 346-348), a function's uuid the
+-- zero UUID (line 127), a decimal's at the column's scale (161-167).
+SELECT outbox_attach('defaults', 'dflt', format => 'debezium', schemas_enable => true);
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+INSERT INTO defaults (id, kind) VALUES (3, 'x');
+\pset format unaligned
+SELECT key, substring(convert_from(payload, 'UTF8') FROM
+		'^\{"schema":\{"type":"struct","fields":\[(\{"type":"struct","fields":\[.*?\],"optional":true,"name":"dflt\.public\.defaults\.Value","field":"before"\})')
+		AS value_schema
+  FROM outbox_messages;
+\pset format aligned
 DROP TABLE defaults;
 DROP TYPE shade;
 DROP FUNCTION before_text(bytea);
