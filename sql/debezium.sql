@@ -425,6 +425,37 @@ DROP TABLE defaults;
 DROP TYPE shade;
 DROP FUNCTION before_text(bytea);
 
+--
+-- An enum array's items are the connector's Enum, required: the
+-- connector builds SchemaBuilder.array(Enum.builder(...)) without
+-- optional() (debezium-connector-postgres .../PostgresValueConverter.java
+-- 398-401; RecordsStreamProducerIT.java shouldStreamEnumArrayAsKnownType,
+-- 3464-3469, and a text array's items optional, 294-307).  A null element
+-- has no value then: the JsonConverter stops on a null for a required
+-- schema without default (JsonConverter.java 589-591), with
+-- schemas.enable or not; the change fails.
+--
+CREATE TYPE tint AS ENUM ('sad', 'ok', 'happy');
+CREATE TABLE tinted (id int PRIMARY KEY, moods tint[], tags text[]);
+SELECT outbox_attach('tinted', 'enm', format => 'debezium', schemas_enable => true);
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+INSERT INTO tinted VALUES (1, '{ok,sad}', '{x,NULL}');
+\pset format unaligned
+SELECT substring(convert_from(payload, 'UTF8') FROM
+		'^\{"schema":\{"type":"struct","fields":\[\{"type":"struct","fields":\[(.*?)\],"optional":true,"name":"enm\.public\.tinted\.Value","field":"before"\}')
+		AS fields,
+	   after_text(payload) AS after
+  FROM outbox_messages;
+\pset format aligned
+\set VERBOSITY sqlstate
+INSERT INTO tinted VALUES (2, '{ok,NULL}', NULL);
+SELECT outbox_attach('tinted', 'enm', format => 'debezium');
+INSERT INTO tinted VALUES (3, '{ok,NULL}', NULL);
+\set VERBOSITY default
+SELECT count(*) AS stored FROM outbox_messages;
+DROP TABLE tinted;
+DROP TYPE tint;
+
 -- source: the changing transaction's id (32 bits, as the connector says
 -- it), the time it started; the WAL position grows; ts_us and ts_ns agree
 TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;

@@ -685,6 +685,43 @@ is_deeply(
 	],
 	'defaults: a null inserted, and a delete\'s before, decode to the defaults');
 
+# --- an enum array's items are the connector's Enum, required
+# (PostgresValueConverter.java 398-401: SchemaBuilder.array(Enum.builder(...))
+# without optional(); RecordsStreamProducerIT.java 3464-3469), which
+# AvroData writes without a union (AvroData.java 1113-1115 and 1134-1138);
+# a text array's are optional (PostgresValueConverter.java 294-307).  A
+# null element has no Avro value then (AvroData.java 416 and 1471-1475:
+# "Found null value for non-optional schema"): the connector stops, the
+# change fails, nothing stored.
+$node->safe_psql('postgres', q{
+	CREATE TABLE inventory.tinted (id integer PRIMARY KEY, moods inventory.mood[], tags text[]);
+	SELECT outbox_attach('inventory.tinted', 'dbserver1', format => 'debezium',
+						 converter => 'avro');
+	INSERT INTO inventory.tinted VALUES (1, '{ok,sad}', '{x,NULL}');
+});
+$records = consume(1, 'dbserver1.inventory.tinted');
+is_deeply($records->[0]{value}{after}, { id => 1, moods => [ 'ok', 'sad' ], tags => [ 'x', undef ] },
+	'enum[]: the values decode');
+is_deeply(
+	[ @{ versions('dbserver1.inventory.tinted-value')->[0]{schema}{fields}[0]{type}[1]{fields} }[ 1, 2 ] ],
+	[
+		optional(
+			'moods',
+			{
+				type => 'array',
+				items => named(
+					'string', 'io.debezium.data.Enum',
+					'connect.parameters' => { allowed => 'sad,ok,happy' })
+			}),
+		optional('tags', { type => 'array', items => [ 'null', 'string' ] })
+	],
+	'enum[]: its items the Enum, no union; text[]: optional items');
+($ret, $out, $err) = $node->psql('postgres',
+	q{INSERT INTO inventory.tinted VALUES (2, '{ok,NULL}', NULL)});
+like($err, qr/ERROR/, 'enum[] with a null element: the change fails, as the connector stops');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM inventory.tinted'),
+	'1', 'nothing of it is stored');
+
 
 # --- what is refused
 
