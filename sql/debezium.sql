@@ -456,6 +456,33 @@ SELECT count(*) AS stored FROM outbox_messages;
 DROP TABLE tinted;
 DROP TYPE tint;
 
+--
+-- tsvector, ltree and ltree[] are the connector's named strings, version
+-- 1: io.debezium.data.Tsvector (PostgresValueConverter.java 284-285;
+-- debezium-connector-common .../data/TsVector.java 17-28), and
+-- io.debezium.data.Ltree (PostgresValueConverter.java 366-367, 387-388,
+-- its array's items optional; .../postgresql/data/Ltree.java 20-21,
+-- PostgresSchemaFactory.java 71-75).  The values are the connector's
+-- fixtures: TsVectorDataTypeIT.java 43 and 68-69;
+-- AbstractRecordsProducerTest.java INSERT_CUSTOM_TYPES_STMT, 217-218, and
+-- schemasAndValuesForCustomTypes, 993-999.
+--
+CREATE EXTENSION ltree;
+CREATE TABLE texty (id int PRIMARY KEY, search_vector tsvector, lt ltree, lt_array ltree[]);
+SELECT outbox_attach('texty', 'txt', format => 'debezium', schemas_enable => true);
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+INSERT INTO texty VALUES (1, to_tsvector('english', 'This is a test for direct tsvector insert'),
+	'Top.Collections.Pictures.Astronomy.Galaxies', '{"Ship.Frigate","Ship.Destroyer"}');
+\pset format unaligned
+SELECT substring(convert_from(payload, 'UTF8') FROM
+		'^\{"schema":\{"type":"struct","fields":\[\{"type":"struct","fields":\[(.*?)\],"optional":true,"name":"txt\.public\.texty\.Value","field":"before"\}')
+		AS fields,
+	   after_text(payload) AS after
+  FROM outbox_messages;
+\pset format aligned
+DROP TABLE texty;
+DROP EXTENSION ltree;
+
 -- source: the changing transaction's id (32 bits, as the connector says
 -- it), the time it started; the WAL position grows; ts_us and ts_ns agree
 TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;

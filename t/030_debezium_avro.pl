@@ -722,6 +722,49 @@ like($err, qr/ERROR/, 'enum[] with a null element: the change fails, as the conn
 is($node->safe_psql('postgres', 'SELECT count(*) FROM inventory.tinted'),
 	'1', 'nothing of it is stored');
 
+# --- tsvector, ltree and ltree[]: the connector's named strings, version
+# 1, io.debezium.data.Tsvector (PostgresValueConverter.java 284-285,
+# TsVector.java 17-28) and io.debezium.data.Ltree (366-367, 387-388, its
+# array's items optional; Ltree.java 20-21, PostgresSchemaFactory.java
+# 71-75), as AvroData writes a name and version [AD]; the values the
+# connector's fixtures (TsVectorDataTypeIT.java 43 and 68-69;
+# AbstractRecordsProducerTest.java 217-218 and 993-999)
+SKIP:
+{
+	skip 'ltree is not installed', 2
+	  unless $node->safe_psql('postgres',
+		"SELECT count(*) FROM pg_available_extensions WHERE name = 'ltree'") eq '1';
+	$node->safe_psql('postgres', q{
+		CREATE EXTENSION ltree;
+		CREATE TABLE inventory.texty (id integer PRIMARY KEY, search_vector tsvector, lt ltree,
+									  lt_array ltree[]);
+		SELECT outbox_attach('inventory.texty', 'dbserver1', format => 'debezium',
+							 converter => 'avro');
+		INSERT INTO inventory.texty VALUES (1,
+			to_tsvector('english', 'This is a test for direct tsvector insert'),
+			'Top.Collections.Pictures.Astronomy.Galaxies', '{"Ship.Frigate","Ship.Destroyer"}');
+	});
+	is_deeply(
+		[ @{ versions('dbserver1.inventory.texty-value')->[0]{schema}{fields}[0]{type}[1]{fields} }[ 1 .. 3 ] ],
+		[
+			optional('search_vector', named('string', 'io.debezium.data.Tsvector')),
+			optional('lt', named('string', 'io.debezium.data.Ltree')),
+			optional('lt_array',
+				{ type => 'array', items => [ 'null', named('string', 'io.debezium.data.Ltree') ] })
+		],
+		'tsvector, ltree, ltree[]: the connector\'s named strings');
+	$records = consume(1, 'dbserver1.inventory.texty');
+	is_deeply(
+		$records->[0]{value}{after},
+		{
+			id => 1,
+			search_vector => "'direct':6 'insert':8 'test':4 'tsvector':7",
+			lt => 'Top.Collections.Pictures.Astronomy.Galaxies',
+			lt_array => [ 'Ship.Frigate', 'Ship.Destroyer' ]
+		},
+		'tsvector, ltree, ltree[]: the values decode');
+}
+
 
 # --- what is refused
 
