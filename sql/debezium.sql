@@ -576,6 +576,17 @@ SELECT topic, key, headers, convert_from(payload, 'UTF8') AS value,
 -- an id that is no UUID, used twice: published twice, as Debezium does
 INSERT INTO events VALUES ('nope', 'k', 1, '{}', NULL, NULL), ('nope', 'k', 1, '{}', NULL, NULL);
 SELECT count(*) AS published_nope FROM outbox_messages WHERE headers ->> 'id' = 'nope';
+-- a UUID id used again, the documentation's example published above (its
+-- row deleted since, as the outbox pattern does): published again, as the
+-- router copies the id to header id and checks nothing
+-- (debezium-connect-plugins .../transforms/outbox/EventRouterDelegate.java
+-- 152-161, at debezium aad5519)
+INSERT INTO outboxevent VALUES ('4d47e190-0402-4048-bc2c-89dd54343cdc', 'order', '1', 'OrderCreated', '{"again": true}', NULL);
+DELETE FROM outboxevent;
+\pset format unaligned
+SELECT topic, key, headers ->> 'id' AS id, convert_from(payload, 'UTF8') AS value
+  FROM outbox_messages WHERE headers ->> 'id' = '4d47e190-0402-4048-bc2c-89dd54343cdc' ORDER BY id;
+\pset format aligned
 -- a null routing value: the insert fails
 SELECT outbox_attach_router('events', 'app.${routedByValue}', 'kind', 'ref', 'event_id', 'body');
 INSERT INTO events VALUES ('be1ef807-0402-4048-bc2c-89dd54343cdc', NULL, 1, '{}', NULL, NULL);
