@@ -155,6 +155,20 @@ SELECT outbox_enqueue('ce.orders', 'x'::text, key => 'k', headers => '{"ce_parti
 SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"ce_partitionkey": "k"}');
 \set VERBOSITY default
 
+-- dataschema is a URI, an absolute one (spec.md 239-241 and 422-431):
+-- sdk-java's reader throws on a value java.net.URI does not parse, a
+-- poison record for Java consumers (core .../v1/CloudEventBuilder.java
+-- 172-178), and the JavaScript SDK's validation wants format "uri". The
+-- attribute name data is reserved (spec.md 206-207).
+\set VERBOSITY sqlstate
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"ce_dataschema": "not a uri"}');
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"ce_dataschema": "/schemas/order.json"}');
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"ce_data": "x"}');
+\set VERBOSITY default
+SELECT outbox_enqueue('ce.orders', 'x'::text,
+					  headers => '{"ce_dataschema": "https://shop.example/schemas/order.json"}') IS NOT NULL AS taken;
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"ce_dataschema": "urn:example:order:v1"}') IS NOT NULL AS taken;
+
 -- the capture and router triggers' payloads are JSON
 CREATE TABLE ce_rows (id int PRIMARY KEY);
 SELECT outbox_attach('ce_rows', 'ce.rows');

@@ -52,8 +52,10 @@ my $ids = $node->safe_psql(
 	SELECT outbox_enqueue('plain.orders', '{"id": 1}'::jsonb, headers => '{"tenant": "t1"}');
 	SELECT outbox_enqueue('ce.doomed', '{"id": 7}'::jsonb, key => '7', headers => '{"ce_type": "com.example.doomed"}');
 	SELECT outbox_enqueue('ce.edge', 'edge'::text, headers => '{"content-type": "text/plain;charset=\"utf-8\";  format=flowed", "ce_type": "com.example.commandé\u00a0✓"}');
+	SELECT outbox_enqueue('ce.orders', '{"id": 44}'::jsonb, key => '44',
+		headers => '{"ce_dataschema": "https://shop.example/schemas/order.json"}');
 });
-my (undef, $json_id, $text_id, $bytea_id, $tombstone_id, $plain_id, $doomed_id, $edge_id) =
+my (undef, $json_id, $text_id, $bytea_id, $tombstone_id, $plain_id, $doomed_id, $edge_id, $described_id) =
   split /\n/, $ids;
 # a ce_partitionkey given, the key's: taken (not consumed by the SDK below)
 my ($given_ret, $given_id, $given_err) = $node->psql('postgres',
@@ -122,20 +124,20 @@ SKIP:
 {
 	my ($out, $err) = ('', '');
 	my $why = node_module_unavailable('kafkajs@2', 'cloudevents@10');
-	skip "kafkajs, cloudevents: $why", 10 if $why;
+	skip "kafkajs, cloudevents: $why", 11 if $why;
 	IPC::Run::run(
 		[
-			'node', "$drivers/cloudevents_consume.js", $broker->{bootstrap}, 9,
+			'node', "$drivers/cloudevents_consume.js", $broker->{bootstrap}, 10,
 			'ce.orders', 'ce.bytes', 'ce.early', 'ce.rows', 'ce.dead', 'ce.edge', 'plain.orders'
 		],
 		'>', \$out, '2>', \$err, IPC::Run::timeout(120));
 	my @consumed = map { decode_json($_) } grep { /\S/ } split /\n/, $out;
-	is(scalar @consumed, 9, 'the SDK reads every record') or diag($err);
+	is(scalar @consumed, 10, 'the SDK reads every record') or diag($err);
 	my %by_id = map { $_->{event}{id} => $_ } grep { $_->{event} } @consumed;
 	my @events = grep { $_->{is_event} } @consumed;
 	is_deeply(
 		[ sort map { "$_->{topic}: " . encode_json($_->{valid}) } @events ],
-		[ map { "$_: true" } sort qw(ce.bytes ce.dead ce.early ce.edge ce.orders ce.orders ce.rows) ],
+		[ map { "$_: true" } sort qw(ce.bytes ce.dead ce.early ce.edge ce.orders ce.orders ce.orders ce.rows) ],
 		'the SDK takes every record of a cloudevents topic but the tombstone as an event, and finds each valid');
 
 	my $paid = $by_id{ $event_id{$json_id} }{event};
@@ -156,6 +158,14 @@ SKIP:
 		},
 		'jsonb: id the event_id, source, type given, time, application/json, data parsed, ce_ headers as attributes, the key as partitionkey'
 	);
+
+	# a dataschema, a URI (spec.md 422-431, at cloudevents/spec c2845a4),
+	# read and valid
+	my $described = $by_id{ $event_id{$described_id} }{event};
+	is_deeply(
+		[ @{$described}{qw(dataschema partitionkey)} ],
+		[ 'https://shop.example/schemas/order.json', '44' ],
+		'a dataschema given: the SDK reads it');
 
 	my $text = $by_id{ $event_id{$text_id} };
 	is_deeply(
