@@ -685,6 +685,21 @@ is_deeply(
 	],
 	'defaults: a null inserted, and a delete\'s before, decode to the defaults');
 
+# a default changed applies from the next change, with the next version
+# of <topic>-value: the connector reads the defaults again at the
+# relation message that pgoutput sends after the DDL
+# (PgOutputMessageDecoder.java 324-351 and 413-414)
+$node->safe_psql('postgres', q{
+	ALTER TABLE inventory.defaults ALTER status SET DEFAULT 'open';
+	INSERT INTO inventory.defaults (id, status) VALUES (2, NULL);
+});
+is_deeply(
+	[ map { $_->{schema}{fields}[0]{type}[1]{fields}[1] } @{ versions("$dtopic-value") } ],
+	[ defaulted('status', 'string', 'new', 1), defaulted('status', 'string', 'open', 1) ],
+	'a default changed: the next version of <topic>-value has it');
+my ($two) = grep { $_->{key}{id} == 2 } @{ consume(4, $dtopic) };
+is($two->{value}{after}{status}, 'open', 'a default changed: a null is written as the new one');
+
 # --- an enum array's items are the connector's Enum, required
 # (PostgresValueConverter.java 398-401: SchemaBuilder.array(Enum.builder(...))
 # without optional(); RecordsStreamProducerIT.java 3464-3469), which
