@@ -43,29 +43,43 @@ COMMENT ON FUNCTION @extschema@.outbox_registry_warning() IS
 -- counts the clusters that do not answer among all of them.
 --
 
--- The update replaces outbox_cluster_status(), a new column: what was
--- granted on it is said, to be granted again (a grant made here would be
--- taken for the extension's own, which pg_dump does not dump).
+-- The update replaces outbox_cluster_status() (a new column) and
+-- outbox_attach_router() (a new argument, at the end of this script): what
+-- was granted on them is said, to be granted again (a grant made here
+-- would be taken for the extension's own, which pg_dump does not dump).
 DO $$
 DECLARE
+	f record;
 	grantees text;
 BEGIN
-	SELECT pg_catalog.string_agg(CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-									  ELSE pg_catalog.quote_ident(r.rolname) END,
-								 ', ' ORDER BY r.rolname)
-	  INTO grantees
-	  FROM pg_catalog.pg_proc p
-	 CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) a
-	  LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) a.grantee
-	 WHERE p.oid OPERATOR(pg_catalog.=) '@extschema@.outbox_cluster_status()'::pg_catalog.regprocedure
-	   AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
-	   AND a.grantee OPERATOR(pg_catalog.<>) p.proowner;
-	IF grantees IS NOT NULL THEN
-		RAISE WARNING 'EXECUTE on outbox_cluster_status() is granted to %, and the update replaces the function', grantees
-			USING DETAIL = 'Those roles cannot read the function, nor the view outbox_health, until it is granted to them again.',
-				  HINT = 'Once the update is done: GRANT EXECUTE ON FUNCTION @extschema@.outbox_cluster_status() TO '
-						 OPERATOR(pg_catalog.||) grantees OPERATOR(pg_catalog.||) ';';
-	END IF;
+	FOR f IN
+		SELECT * FROM (VALUES
+			('outbox_cluster_status()',
+			 '@extschema@.outbox_cluster_status()'::pg_catalog.regprocedure,
+			 'Those roles cannot read the function, nor the view outbox_health, until it is granted to them again.'),
+			('outbox_attach_router',
+			 '@extschema@.outbox_attach_router(pg_catalog.regclass, pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text[], pg_catalog.bool, pg_catalog.text, pg_catalog.bool, pg_catalog.bool)'::pg_catalog.regprocedure,
+			 'Those roles cannot attach an outbox table until it is granted to them again.')
+		) AS v(name, proc, detail)
+	LOOP
+		SELECT pg_catalog.string_agg(CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+										  ELSE pg_catalog.quote_ident(r.rolname) END,
+									 ', ' ORDER BY r.rolname)
+		  INTO grantees
+		  FROM pg_catalog.pg_proc p
+		 CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) a
+		  LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) a.grantee
+		 WHERE p.oid OPERATOR(pg_catalog.=) f.proc
+		   AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+		   AND a.grantee OPERATOR(pg_catalog.<>) p.proowner;
+		IF grantees IS NOT NULL THEN
+			RAISE WARNING 'EXECUTE on % is granted to %, and the update replaces the function', f.name, grantees
+				USING DETAIL = f.detail,
+					  HINT = 'Once the update is done: GRANT EXECUTE ON FUNCTION @extschema@.'
+							 OPERATOR(pg_catalog.||) f.name OPERATOR(pg_catalog.||) ' TO '
+							 OPERATOR(pg_catalog.||) grantees OPERATOR(pg_catalog.||) ';';
+		END IF;
+	END LOOP;
 END
 $$;
 
@@ -283,32 +297,8 @@ COMMENT ON VIEW @extschema@.outbox_health IS
 -- the key column's, registered under <topic>-value and <topic>-key,
 -- src/capture/router.c); key_converter NULL by default, the converter's.
 -- The routers attached before keep their triggers' options.  The update
--- replaces the function: what was granted on it is said, to be granted
--- again.
+-- replaces the function: what was granted on it is said at the start.
 --
-DO $$
-DECLARE
-	grantees text;
-BEGIN
-	SELECT pg_catalog.string_agg(CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-									  ELSE pg_catalog.quote_ident(r.rolname) END,
-								 ', ' ORDER BY r.rolname)
-	  INTO grantees
-	  FROM pg_catalog.pg_proc p
-	 CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) a
-	  LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) a.grantee
-	 WHERE p.oid OPERATOR(pg_catalog.=) '@extschema@.outbox_attach_router(pg_catalog.regclass, pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text[], pg_catalog.bool, pg_catalog.text, pg_catalog.bool, pg_catalog.bool)'::pg_catalog.regprocedure
-	   AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
-	   AND a.grantee OPERATOR(pg_catalog.<>) p.proowner;
-	IF grantees IS NOT NULL THEN
-		RAISE WARNING 'EXECUTE on outbox_attach_router() is granted to %, and the update replaces the function', grantees
-			USING DETAIL = 'Those roles cannot attach a router until it is granted to them again.',
-				  HINT = 'Once the update is done: GRANT EXECUTE ON FUNCTION @extschema@.outbox_attach_router TO '
-						 OPERATOR(pg_catalog.||) grantees OPERATOR(pg_catalog.||) ';';
-	END IF;
-END
-$$;
-
 DROP FUNCTION @extschema@.outbox_attach_router(regclass, text, text, text, text, text, text, text[], boolean, text, boolean, boolean);
 CREATE FUNCTION @extschema@.outbox_attach_router(tbl regclass,
 	topic_pattern text DEFAULT 'outbox.event.${routedByValue}',
