@@ -165,6 +165,14 @@ SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"ce_dataschema": "not
 SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"ce_dataschema": "/schemas/order.json"}');
 SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"ce_data": "x"}');
 \set VERBOSITY default
+-- the key is the partitionkey, a CloudEvents String: not empty, no control
+-- character; a dataschema's fragment makes no absolute URI
+SELECT outbox_enqueue('ce.orders', 'x'::text, key => '');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('ce.orders', 'x'::text, key => E'k\n');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"ce_dataschema": "https://shop.example/s.json#v1"}');
+\echo :LAST_ERROR_SQLSTATE
 SELECT outbox_enqueue('ce.orders', 'x'::text,
 					  headers => '{"ce_dataschema": "https://shop.example/schemas/order.json"}') IS NOT NULL AS taken;
 SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"ce_dataschema": "urn:example:order:v1"}') IS NOT NULL AS taken;

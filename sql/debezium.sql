@@ -824,6 +824,16 @@ SELECT outbox_attach_router('outboxevent', header_columns => '{type:t,aggregatei
 \echo :LAST_ERROR_SQLSTATE
 SELECT outbox_attach_router('outboxevent', id_column => NULL);
 \echo :LAST_ERROR_SQLSTATE
+-- the AvroConverter: the JSON converter's settings refused, a stored key's
+-- header reserved
+SELECT outbox_attach_router('outboxevent', converter => 'protobuf');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach_router('outboxevent', converter => 'avro', schemas_enable => true);
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach_router('outboxevent', converter => 'avro', expand_payload => true);
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach_router('outboxevent', header_columns => '{type:outbox.key_base64}');
+\echo :LAST_ERROR_SQLSTATE
 CREATE VIEW outbox_view AS SELECT * FROM outboxevent;
 SELECT outbox_attach_router('outbox_view');
 \echo :LAST_ERROR_SQLSTATE
