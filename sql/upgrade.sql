@@ -113,6 +113,16 @@ CREATE TABLE older_events (id uuid PRIMARY KEY, aggregatetype text NOT NULL,
 	aggregateid text NOT NULL, payload jsonb);
 SELECT outbox_attach_router('older_events');
 INSERT INTO older_events VALUES ('7a7ab4c3-0402-4048-bc2c-89dd54343cdc', 'order', '3', '{"id": 3}');
+-- a router trigger with the AvroConverter made by hand at 1.3, whose
+-- outbox_schema_ids has the unique key that sessions wait on: refused
+CREATE TABLE avro_at_1_3 (id uuid, payload jsonb);
+CREATE TRIGGER outbox_router AFTER INSERT ON avro_at_1_3 FOR EACH ROW
+	EXECUTE FUNCTION outbox_router('topic=t.avro', 'id=id', 'payload=payload', 'converter=avro');
+\set VERBOSITY terse
+INSERT INTO avro_at_1_3 VALUES ('9c9cd6e5-0402-4048-bc2c-89dd54343cdc', '{}');
+\set VERBOSITY default
+\echo :LAST_ERROR_SQLSTATE
+DROP TABLE avro_at_1_3;
 ALTER EXTENSION outbox UPDATE;
 SELECT has_function_privilege('outbox_router_admin', 'outbox_attach_router(regclass, text, text, text, text, text, text, text[], boolean, text, boolean, boolean, text)', 'EXECUTE') AS still_granted;
 INSERT INTO older_events VALUES ('8b8bc5d4-0402-4048-bc2c-89dd54343cdc', 'order', '3', '{"id": 4}');
