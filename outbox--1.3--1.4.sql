@@ -43,29 +43,43 @@ COMMENT ON FUNCTION @extschema@.outbox_registry_warning() IS
 -- counts the clusters that do not answer among all of them.
 --
 
--- The update replaces outbox_cluster_status(), a new column: what was
--- granted on it is said, to be granted again (a grant made here would be
--- taken for the extension's own, which pg_dump does not dump).
+-- The update replaces outbox_cluster_status() (a new column) and
+-- outbox_attach_router() (a new argument, at the end of this script): what
+-- was granted on them is said, to be granted again (a grant made here
+-- would be taken for the extension's own, which pg_dump does not dump).
 DO $$
 DECLARE
+	f record;
 	grantees text;
 BEGIN
-	SELECT pg_catalog.string_agg(CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-									  ELSE pg_catalog.quote_ident(r.rolname) END,
-								 ', ' ORDER BY r.rolname)
-	  INTO grantees
-	  FROM pg_catalog.pg_proc p
-	 CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) a
-	  LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) a.grantee
-	 WHERE p.oid OPERATOR(pg_catalog.=) '@extschema@.outbox_cluster_status()'::pg_catalog.regprocedure
-	   AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
-	   AND a.grantee OPERATOR(pg_catalog.<>) p.proowner;
-	IF grantees IS NOT NULL THEN
-		RAISE WARNING 'EXECUTE on outbox_cluster_status() is granted to %, and the update replaces the function', grantees
-			USING DETAIL = 'Those roles cannot read the function, nor the view outbox_health, until it is granted to them again.',
-				  HINT = 'Once the update is done: GRANT EXECUTE ON FUNCTION @extschema@.outbox_cluster_status() TO '
-						 OPERATOR(pg_catalog.||) grantees OPERATOR(pg_catalog.||) ';';
-	END IF;
+	FOR f IN
+		SELECT * FROM (VALUES
+			('outbox_cluster_status()',
+			 '@extschema@.outbox_cluster_status()'::pg_catalog.regprocedure,
+			 'Those roles cannot read the function, nor the view outbox_health, until it is granted to them again.'),
+			('outbox_attach_router',
+			 '@extschema@.outbox_attach_router(pg_catalog.regclass, pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text[], pg_catalog.bool, pg_catalog.text, pg_catalog.bool, pg_catalog.bool)'::pg_catalog.regprocedure,
+			 'Those roles cannot attach an outbox table until it is granted to them again.')
+		) AS v(name, proc, detail)
+	LOOP
+		SELECT pg_catalog.string_agg(CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+										  ELSE pg_catalog.quote_ident(r.rolname) END,
+									 ', ' ORDER BY r.rolname)
+		  INTO grantees
+		  FROM pg_catalog.pg_proc p
+		 CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) a
+		  LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) a.grantee
+		 WHERE p.oid OPERATOR(pg_catalog.=) f.proc
+		   AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+		   AND a.grantee OPERATOR(pg_catalog.<>) p.proowner;
+		IF grantees IS NOT NULL THEN
+			RAISE WARNING 'EXECUTE on % is granted to %, and the update replaces the function', f.name, grantees
+				USING DETAIL = f.detail,
+					  HINT = 'Once the update is done: GRANT EXECUTE ON FUNCTION @extschema@.'
+							 OPERATOR(pg_catalog.||) f.name OPERATOR(pg_catalog.||) ' TO '
+							 OPERATOR(pg_catalog.||) grantees OPERATOR(pg_catalog.||) ';';
+		END IF;
+	END LOOP;
 END
 $$;
 
@@ -274,3 +288,29 @@ CREATE OR REPLACE VIEW @extschema@.outbox_health AS
 	 ORDER BY g.ord;
 COMMENT ON VIEW @extschema@.outbox_health IS
 	'One row per signal (worker, brokers, backlog age, failing topics, abandoned events, snapshots, worker slots, standby gate, version, schema registry): status ok, warning or critical, detail, since. A reader also needs EXECUTE on outbox_worker_status(), outbox_cluster_status(), outbox_unread_topics() and outbox_registry_warning()';
+
+--
+-- The outbox event router with Confluent's AvroConverter: converter
+-- (json, or avro: the value with the payload column's schema, the key with
+-- the key column's, registered under <topic>-value and <topic>-key,
+-- src/capture/router.c); key_converter NULL by default, the converter's.
+-- The routers attached before keep their triggers' options.  The update
+-- replaces the function: what was granted on it is said at the start.
+--
+DROP FUNCTION @extschema@.outbox_attach_router(regclass, text, text, text, text, text, text, text[], boolean, text, boolean, boolean);
+CREATE FUNCTION @extschema@.outbox_attach_router(tbl regclass,
+	topic_pattern text DEFAULT 'outbox.event.${routedByValue}',
+	route_by text DEFAULT 'aggregatetype', key_column text DEFAULT 'aggregateid',
+	id_column text DEFAULT 'id', payload_column text DEFAULT 'payload',
+	timestamp_column text DEFAULT NULL, header_columns text[] DEFAULT NULL,
+	expand_payload boolean DEFAULT false, key_converter text DEFAULT NULL,
+	schemas_enable boolean DEFAULT false,
+	tombstone_on_empty_payload boolean DEFAULT false,
+	converter text DEFAULT 'json')
+RETURNS void
+AS 'MODULE_PATHNAME', 'outbox_attach_router'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION @extschema@.outbox_attach_router(regclass, text, text, text, text, text, text, text[], boolean, text, boolean, boolean, text) FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.outbox_attach_router(regclass, text, text, text, text, text, text, text[], boolean, text, boolean, boolean, text) IS
+	'Publish each row inserted into outbox table tbl as Debezium''s outbox event router does: topic_pattern with ${routedByValue} from column route_by, key_column, id_column (header id), payload_column, timestamp_column, header_columns (column:header); the converters'' settings expand_payload, key_converter (json, string or avro; NULL: the converter''s), schemas_enable, tombstone_on_empty_payload, converter (json, or avro: Confluent''s AvroConverter with outbox.schema_registry_url). By grant, with the table''s TRIGGER privilege';

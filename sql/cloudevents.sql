@@ -81,8 +81,6 @@ SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"content-type": "appl
 \echo :LAST_ERROR_SQLSTATE
 SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"ce_datacontenttype": "text/plain"}');
 \echo :LAST_ERROR_SQLSTATE
-SELECT outbox_enqueue('ce.orders', 'x'::text, key => 'k', headers => '{"ce_partitionkey": "k"}');
-\echo :LAST_ERROR_SQLSTATE
 SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"CE_TYPE": "t"}');
 \echo :LAST_ERROR_SQLSTATE
 SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"ce_trace_id": "t"}');
@@ -137,6 +135,47 @@ SELECT outbox_enqueue('ce.orders', repeat('x', 280));
 \echo :LAST_ERROR_SQLSTATE
 RESET outbox.max_message_bytes;
 SELECT count(*) FROM outbox_messages;
+
+-- ce_partitionkey: the record's key is the event's partitionkey, and the
+-- binding says the attribute MUST still be sent with the key mapped from
+-- it (bindings/kafka-protocol-binding.md 153-174, at cloudevents/spec
+-- c2845a4), as both SDKs' producers do (sdk-java's
+-- PartitionKeyExtensionInterceptor.java 26-36 keys the record and keeps
+-- the attribute; the JavaScript SDK's Kafka.binary writes ce_partitionkey
+-- and the key).  Readers differ: sdk-java takes attributes from ce_
+-- headers alone (kafka .../impl/KafkaBinaryMessageReaderImpl.java 45-53,
+-- at sdk-java ecde1d4), the JavaScript SDK takes partitionkey from the
+-- key.  So a ce_partitionkey given is taken when it is the key; another
+-- one, or one without a key, would give the two a different partition
+-- key, and is refused.
+SELECT outbox_enqueue('ce.orders', 'x'::text, key => 'k', headers => '{"ce_partitionkey": "k"}') AS id \gset
+SELECT key FROM outbox_messages WHERE id = :id;
+\set VERBOSITY sqlstate
+SELECT outbox_enqueue('ce.orders', 'x'::text, key => 'k', headers => '{"ce_partitionkey": "other"}');
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"ce_partitionkey": "k"}');
+\set VERBOSITY default
+
+-- dataschema is a URI, an absolute one (spec.md 239-241 and 422-431):
+-- sdk-java's reader throws on a value java.net.URI does not parse, a
+-- poison record for Java consumers (core .../v1/CloudEventBuilder.java
+-- 172-178), and the JavaScript SDK's validation wants format "uri". The
+-- attribute name data is reserved (spec.md 206-207).
+\set VERBOSITY sqlstate
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"ce_dataschema": "not a uri"}');
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"ce_dataschema": "/schemas/order.json"}');
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"ce_data": "x"}');
+\set VERBOSITY default
+-- the key is the partitionkey, a CloudEvents String: not empty, no control
+-- character; a dataschema's fragment makes no absolute URI
+SELECT outbox_enqueue('ce.orders', 'x'::text, key => '');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('ce.orders', 'x'::text, key => E'k\n');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"ce_dataschema": "https://shop.example/s.json#v1"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_enqueue('ce.orders', 'x'::text,
+					  headers => '{"ce_dataschema": "https://shop.example/schemas/order.json"}') IS NOT NULL AS taken;
+SELECT outbox_enqueue('ce.orders', 'x'::text, headers => '{"ce_dataschema": "urn:example:order:v1"}') IS NOT NULL AS taken;
 
 -- the capture and router triggers' payloads are JSON
 CREATE TABLE ce_rows (id int PRIMARY KEY);

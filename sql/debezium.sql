@@ -316,6 +316,181 @@ SELECT key, payload IS NULL AS tombstone, ev(payload) AS value FROM outbox_messa
 DROP TABLE typed;
 DROP TYPE mood;
 
+--
+-- Column defaults, as the connector has them.  It reads each column's
+-- default (pg_attrdef's text, as the JDBC driver's getColumns gives it)
+-- into the column's field schema, the key's columns too
+-- (debezium-connector-common .../relational/TableSchemaBuilder.java
+-- 166-170 and 411-438, at debezium aad5519), parsed by
+-- debezium-connector-postgres .../connection/PostgresDefaultValueConverter.java
+-- 157-196: a literal of the column's type ('new'::text, '-1'::integer,
+-- 12.5; for text, the first quoted literal, lines 47 and 211-222); a
+-- function call, nextval included, or CURRENT_DATE, CURRENT_TIME,
+-- CURRENT_TIMESTAMP (lines 48-50 and 224-232), the type's placeholder:
+-- 0, "", false, "{}", the zero UUID, 1970-01-01, midnight, a zero
+-- interval (pgjdbc's PGInterval of "epoch"); each then written by the
+-- column's converter as a value (lines 122-144: a decimal at the
+-- column's scale).  No default for a type without a mapper (arrays,
+-- bytea, money, timetz: line 207), a decimal without a scale (a struct,
+-- lines 108-112), a literal that does not parse ((1 + 1), lines 115-118).
+-- Kafka's JsonConverter writes a field's default for its null
+-- (connect/json/.../JsonConverter.java 583-588, at apache/kafka 1eb7644;
+-- replace.null.with.default, true by default, JsonConverterConfig.java
+-- 49-50; JsonConverterTest.java serializeFieldNullToDefault, 937-945): a
+-- null inserted, and the columns outside the identity in a delete's
+-- before (REPLICA IDENTITY DEFAULT).  With replace_null_with_default =>
+-- false, the null; but a NOT NULL column's null in a delete's before is
+-- its default whatever the option, the connector's converter gives it
+-- (debezium-connector-common .../jdbc/JdbcValueConverters.java 1520-1527).
+-- The values do not depend on the session's DateStyle and TimeZone
+-- (pg_regress's here: Postgres, MDY and PST8PDT): the connector's JDBC
+-- session reads the defaults in ISO.
+--
+CREATE TYPE shade AS ENUM ('red', 'green');
+CREATE TABLE defaults (
+	id		serial PRIMARY KEY,				-- nextval(...): 0
+	status	text DEFAULT 'new',				-- "new"
+	quoted	text DEFAULT 'it''s',			-- "it's"
+	word	varchar(20) DEFAULT 'NULL',		-- "NULL" (PostgresDefaultValueConverterIT.java dvc2, 341)
+	code	char(3) DEFAULT 'ab',			-- "ab": the literal, unpadded
+	joined	text DEFAULT 'a' || 'b',		-- "a": the first quoted literal
+	qty		integer DEFAULT 7,
+	neg		integer DEFAULT -1,				-- '-1'::integer
+	small	smallint DEFAULT 3,
+	big		bigint DEFAULT 9007199254740993,
+	price	numeric(10,2) DEFAULT 12.5,		-- 12.50: "BOI=" (1250)
+	ratio	double precision DEFAULT 1.5,
+	f4		real DEFAULT 0.1,
+	ok		boolean DEFAULT true,
+	uid		uuid DEFAULT 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11',
+	doc		jsonb DEFAULT '{"a":1}',		-- jsonb's text: "{\"a\": 1}"
+	born	date DEFAULT '2024-02-29',		-- 19782
+	at		timestamp DEFAULT '2024-02-29 07:44:15.123456',	-- 1709192655123456
+	at_tz	timestamptz DEFAULT '2024-02-29 07:44:15.5+00',	-- "2024-02-29T07:44:15.500000Z"
+	t		time DEFAULT '12:30:00',		-- 45000000000
+	span	interval DEFAULT '1 day',		-- 86400000000
+	hue		shade DEFAULT 'green',
+	kind	text NOT NULL DEFAULT 'plain',
+	-- function calls, CURRENT_*: the type's placeholder
+	made	timestamp DEFAULT now(),		-- 0 (the IT's dt1, 346)
+	made_tz	timestamptz DEFAULT now(),		-- "1970-01-01T00:00:00.000000Z"
+	today	date DEFAULT CURRENT_DATE,		-- 0 (dt2, 347)
+	clock	time DEFAULT CURRENT_TIME,		-- 0 (dt3, 348)
+	token	uuid DEFAULT gen_random_uuid(),	-- the zero UUID (the IT, 127)
+	shout	text DEFAULT upper('x'),		-- ""
+	coin	boolean DEFAULT random() > 0.5,	-- false
+	cnt		numeric(6,2) DEFAULT round(random()::numeric, 2),	-- 0.00: "AA=="
+	meta	jsonb DEFAULT jsonb_build_object('k', 1),	-- "{}"
+	wait	interval DEFAULT make_interval(days => 1),	-- 0
+	-- no default
+	free	numeric DEFAULT 1.5,
+	tags	text[] DEFAULT '{a}',
+	raw		bytea DEFAULT '\x00',
+	cash	money DEFAULT 1,
+	tt		timetz DEFAULT CURRENT_TIME,
+	sum2	integer DEFAULT (1 + 1),
+	note	text
+);
+CREATE FUNCTION before_text(payload bytea) RETURNS text LANGUAGE sql AS $$
+	SELECT substring(convert_from(payload, 'UTF8') FROM '^\{"before":(.*),"after":')
+$$;
+SELECT outbox_attach('defaults', 'dflt', format => 'debezium');
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+INSERT INTO defaults SELECT * FROM jsonb_populate_record(NULL::defaults, '{"id": 1, "kind": "x"}');
+DELETE FROM defaults;
+SELECT outbox_attach('defaults', 'dflt', format => 'debezium', replace_null_with_default => false);
+INSERT INTO defaults SELECT * FROM jsonb_populate_record(NULL::defaults, '{"id": 2, "kind": "x"}');
+DELETE FROM defaults;
+\pset format unaligned
+SELECT key, evj(payload) ->> 'op' AS op, before_text(payload) AS before, after_text(payload) AS after
+  FROM outbox_messages WHERE payload IS NOT NULL ORDER BY id;
+\pset format aligned
+-- With schemas_enable, each field's schema carries its default, after its
+-- parameters (Kafka's JsonConverter.java 442-443 in asJsonSchema), the
+-- key's too (TableSchemaBuilder.java 166-170); as the connector's tests
+-- have them: a serial column's default 0 (RecordsStreamProducerIT.java
+-- 3463), CURRENT_TIMESTAMP, CURRENT_DATE and CURRENT_TIME 0
+-- (PostgresDefaultValueConverterIT.java 346-348), a function's uuid the
+-- zero UUID (line 127), a decimal's at the column's scale (161-167).
+SELECT outbox_attach('defaults', 'dflt', format => 'debezium', schemas_enable => true);
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+INSERT INTO defaults (id, kind) VALUES (3, 'x');
+\pset format unaligned
+SELECT key, substring(convert_from(payload, 'UTF8') FROM
+		'^\{"schema":\{"type":"struct","fields":\[(\{"type":"struct","fields":\[.*?\],"optional":true,"name":"dflt\.public\.defaults\.Value","field":"before"\})')
+		AS value_schema
+  FROM outbox_messages;
+\pset format aligned
+-- A default changed applies from the next change: the connector reads
+-- the defaults again at the relation message that pgoutput sends after
+-- the DDL (debezium-connector-postgres .../pgoutput/PgOutputMessageDecoder.java
+-- 324-351 and 413-414).
+ALTER TABLE defaults ALTER status SET DEFAULT 'open';
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+INSERT INTO defaults SELECT * FROM jsonb_populate_record(NULL::defaults, '{"id": 4, "kind": "x"}');
+SELECT evj(payload) #>> '{payload,after,status}' AS status FROM outbox_messages;
+DROP TABLE defaults;
+DROP TYPE shade;
+DROP FUNCTION before_text(bytea);
+
+--
+-- An enum array's items are the connector's Enum, required: the
+-- connector builds SchemaBuilder.array(Enum.builder(...)) without
+-- optional() (debezium-connector-postgres .../PostgresValueConverter.java
+-- 398-401; RecordsStreamProducerIT.java shouldStreamEnumArrayAsKnownType,
+-- 3464-3469, and a text array's items optional, 294-307).  A null element
+-- has no value then: the JsonConverter stops on a null for a required
+-- schema without default (JsonConverter.java 589-591), with
+-- schemas.enable or not; the change fails.
+--
+CREATE TYPE tint AS ENUM ('sad', 'ok', 'happy');
+CREATE TABLE tinted (id int PRIMARY KEY, moods tint[], tags text[]);
+SELECT outbox_attach('tinted', 'enm', format => 'debezium', schemas_enable => true);
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+INSERT INTO tinted VALUES (1, '{ok,sad}', '{x,NULL}');
+\pset format unaligned
+SELECT substring(convert_from(payload, 'UTF8') FROM
+		'^\{"schema":\{"type":"struct","fields":\[\{"type":"struct","fields":\[(.*?)\],"optional":true,"name":"enm\.public\.tinted\.Value","field":"before"\}')
+		AS fields,
+	   after_text(payload) AS after
+  FROM outbox_messages;
+\pset format aligned
+\set VERBOSITY sqlstate
+INSERT INTO tinted VALUES (2, '{ok,NULL}', NULL);
+SELECT outbox_attach('tinted', 'enm', format => 'debezium');
+INSERT INTO tinted VALUES (3, '{ok,NULL}', NULL);
+\set VERBOSITY default
+SELECT count(*) AS stored FROM outbox_messages;
+DROP TABLE tinted;
+DROP TYPE tint;
+
+--
+-- tsvector, ltree and ltree[] are the connector's named strings, version
+-- 1: io.debezium.data.Tsvector (PostgresValueConverter.java 284-285;
+-- debezium-connector-common .../data/TsVector.java 17-28), and
+-- io.debezium.data.Ltree (PostgresValueConverter.java 366-367, 387-388,
+-- its array's items optional; .../postgresql/data/Ltree.java 20-21,
+-- PostgresSchemaFactory.java 71-75).  The values are the connector's
+-- fixtures: TsVectorDataTypeIT.java 43 and 68-69;
+-- AbstractRecordsProducerTest.java INSERT_CUSTOM_TYPES_STMT, 217-218, and
+-- schemasAndValuesForCustomTypes, 993-999.
+--
+CREATE EXTENSION ltree;
+CREATE TABLE texty (id int PRIMARY KEY, search_vector tsvector, lt ltree, lt_array ltree[]);
+SELECT outbox_attach('texty', 'txt', format => 'debezium', schemas_enable => true);
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+INSERT INTO texty VALUES (1, to_tsvector('english', 'This is a test for direct tsvector insert'),
+	'Top.Collections.Pictures.Astronomy.Galaxies', '{"Ship.Frigate","Ship.Destroyer"}');
+\pset format unaligned
+SELECT substring(convert_from(payload, 'UTF8') FROM
+		'^\{"schema":\{"type":"struct","fields":\[\{"type":"struct","fields":\[(.*?)\],"optional":true,"name":"txt\.public\.texty\.Value","field":"before"\}')
+		AS fields,
+	   after_text(payload) AS after
+  FROM outbox_messages;
+\pset format aligned
+DROP TABLE texty;
+DROP EXTENSION ltree;
+
 -- source: the changing transaction's id (32 bits, as the connector says
 -- it), the time it started; the WAL position grows; ts_us and ts_ns agree
 TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
@@ -409,6 +584,17 @@ SELECT topic, key, headers, convert_from(payload, 'UTF8') AS value,
 -- an id that is no UUID, used twice: published twice, as Debezium does
 INSERT INTO events VALUES ('nope', 'k', 1, '{}', NULL, NULL), ('nope', 'k', 1, '{}', NULL, NULL);
 SELECT count(*) AS published_nope FROM outbox_messages WHERE headers ->> 'id' = 'nope';
+-- a UUID id used again, the documentation's example published above (its
+-- row deleted since, as the outbox pattern does): published again, as the
+-- router copies the id to header id and checks nothing
+-- (debezium-connect-plugins .../transforms/outbox/EventRouterDelegate.java
+-- 152-161, at debezium aad5519)
+INSERT INTO outboxevent VALUES ('4d47e190-0402-4048-bc2c-89dd54343cdc', 'order', '1', 'OrderCreated', '{"again": true}', NULL);
+DELETE FROM outboxevent;
+\pset format unaligned
+SELECT topic, key, headers ->> 'id' AS id, convert_from(payload, 'UTF8') AS value
+  FROM outbox_messages WHERE headers ->> 'id' = '4d47e190-0402-4048-bc2c-89dd54343cdc' ORDER BY id;
+\pset format aligned
 -- a null routing value: the insert fails
 SELECT outbox_attach_router('events', 'app.${routedByValue}', 'kind', 'ref', 'event_id', 'body');
 INSERT INTO events VALUES ('be1ef807-0402-4048-bc2c-89dd54343cdc', NULL, 1, '{}', NULL, NULL);
@@ -637,6 +823,16 @@ SELECT outbox_attach_router('outboxevent', header_columns => '{type:id}');
 SELECT outbox_attach_router('outboxevent', header_columns => '{type:t,aggregateid:t}');
 \echo :LAST_ERROR_SQLSTATE
 SELECT outbox_attach_router('outboxevent', id_column => NULL);
+\echo :LAST_ERROR_SQLSTATE
+-- the AvroConverter: the JSON converter's settings refused, a stored key's
+-- header reserved
+SELECT outbox_attach_router('outboxevent', converter => 'protobuf');
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach_router('outboxevent', converter => 'avro', schemas_enable => true);
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach_router('outboxevent', converter => 'avro', expand_payload => true);
+\echo :LAST_ERROR_SQLSTATE
+SELECT outbox_attach_router('outboxevent', header_columns => '{type:outbox.key_base64}');
 \echo :LAST_ERROR_SQLSTATE
 CREATE VIEW outbox_view AS SELECT * FROM outboxevent;
 SELECT outbox_attach_router('outbox_view');

@@ -100,3 +100,33 @@ SELECT topic, key, convert_from(payload, 'UTF8') AS value, headers ->> 'id' AS i
 	   event_id::text = headers ->> 'id' AS event_id_is_id
   FROM outbox_messages ORDER BY id;
 DROP TABLE legacy_events;
+
+-- A router attached at 1.3 goes on as it was; the update to 1.4 replaces
+-- outbox_attach_router() (a new argument, converter), and says who loses
+-- EXECUTE on it
+SELECT outbox_discard() >= 0 AS discarded;
+DROP EXTENSION outbox;
+CREATE EXTENSION outbox VERSION '1.3';
+CREATE ROLE outbox_router_admin;
+GRANT EXECUTE ON FUNCTION outbox_attach_router TO outbox_router_admin;
+CREATE TABLE older_events (id uuid PRIMARY KEY, aggregatetype text NOT NULL,
+	aggregateid text NOT NULL, payload jsonb);
+SELECT outbox_attach_router('older_events');
+INSERT INTO older_events VALUES ('7a7ab4c3-0402-4048-bc2c-89dd54343cdc', 'order', '3', '{"id": 3}');
+-- a router trigger with the AvroConverter made by hand at 1.3, whose
+-- outbox_schema_ids has the unique key that sessions wait on: refused
+CREATE TABLE avro_at_1_3 (id uuid, payload jsonb);
+CREATE TRIGGER outbox_router AFTER INSERT ON avro_at_1_3 FOR EACH ROW
+	EXECUTE FUNCTION outbox_router('topic=t.avro', 'id=id', 'payload=payload', 'converter=avro');
+\set VERBOSITY terse
+INSERT INTO avro_at_1_3 VALUES ('9c9cd6e5-0402-4048-bc2c-89dd54343cdc', '{}');
+\set VERBOSITY default
+\echo :LAST_ERROR_SQLSTATE
+DROP TABLE avro_at_1_3;
+ALTER EXTENSION outbox UPDATE;
+SELECT has_function_privilege('outbox_router_admin', 'outbox_attach_router(regclass, text, text, text, text, text, text, text[], boolean, text, boolean, boolean, text)', 'EXECUTE') AS still_granted;
+INSERT INTO older_events VALUES ('8b8bc5d4-0402-4048-bc2c-89dd54343cdc', 'order', '3', '{"id": 4}');
+SELECT topic, key, convert_from(payload, 'UTF8') AS value, headers ->> 'id' AS id
+  FROM outbox_messages ORDER BY id;
+DROP TABLE older_events;
+DROP ROLE outbox_router_admin;

@@ -290,7 +290,13 @@ is($before, 'null', 'no before (REPLICA IDENTITY DEFAULT)');
 is($after, '{"pk":1,"n":1,"body":"__debezium_unavailable_value"}',
 	'the TOASTed value it left alone: the placeholder');
 
-# schemas_enable: {"schema":...,"payload":...}, key and value
+# schemas_enable: {"schema":...,"payload":...}, key and value; the serial
+# key column's schema has its default, 0, the placeholder of nextval(),
+# in the key's schema too (TableSchemaBuilder.java 166-170 and 431-438,
+# PostgresDefaultValueConverter.java 181 and 224-232, at debezium
+# aad5519; RecordsStreamProducerIT.java 3463: a SERIAL pk is
+# int32().defaultValue(0)), after its parameters (Kafka's
+# JsonConverter.java 442-443)
 $node->safe_psql(
 	'postgres', q{
 	CREATE SCHEMA withschema;
@@ -301,12 +307,12 @@ $node->safe_psql(
 my $withschema = wait_for_records($broker, 'test_server.withschema.money_table', 1);
 my $r = $withschema->[0];
 is( $r->{key},
-	'{"schema":{"type":"struct","fields":[{"type":"int32","optional":false,"field":"pk"}],"optional":false,"name":"test_server.withschema.money_table.Key"},"payload":{"pk":1}}',
+	'{"schema":{"type":"struct","fields":[{"type":"int32","optional":false,"default":0,"field":"pk"}],"optional":false,"name":"test_server.withschema.money_table.Key"},"payload":{"pk":1}}',
 	'schemas_enable: the key with its schema, as the JSON converter writes it');
 is($r->{partition}, partition_of($r->{key}), 'schemas_enable: the partition of those key bytes');
 like(
 	$r->{payload},
-	qr/^\{"schema":\{"type":"struct","fields":\[\{"type":"struct","fields":\[\{"type":"int32","optional":false,"field":"pk"\},\{"type":"bytes","optional":true,"name":"org\.apache\.kafka\.connect\.data\.Decimal","version":1,"parameters":\{"scale":"2","connect\.decimal\.precision":"3"\},"field":"d"\},\{"type":"struct","fields":\[\{"type":"int32","optional":false,"field":"scale"\},\{"type":"bytes","optional":false,"field":"value"\}\],"optional":true,"name":"io\.debezium\.data\.VariableScaleDecimal","version":1,"doc":"Variable scaled decimal","field":"dvs"\},\{"type":"bytes","optional":false,"name":"org\.apache\.kafka\.connect\.data\.Decimal","version":1,"parameters":\{"scale":"2","connect\.decimal\.precision":"3"\},"field":"d_nn"\},\{"type":"int64","optional":true,"name":"io\.debezium\.time\.MicroTimestamp","version":1,"field":"ts"\},\{"type":"string","optional":true,"name":"io\.debezium\.data\.Json","version":1,"field":"j"\}\],"optional":true,"name":"test_server\.withschema\.money_table\.Value","field":"before"\},/,
+	qr/^\{"schema":\{"type":"struct","fields":\[\{"type":"struct","fields":\[\{"type":"int32","optional":false,"default":0,"field":"pk"\},\{"type":"bytes","optional":true,"name":"org\.apache\.kafka\.connect\.data\.Decimal","version":1,"parameters":\{"scale":"2","connect\.decimal\.precision":"3"\},"field":"d"\},\{"type":"struct","fields":\[\{"type":"int32","optional":false,"field":"scale"\},\{"type":"bytes","optional":false,"field":"value"\}\],"optional":true,"name":"io\.debezium\.data\.VariableScaleDecimal","version":1,"doc":"Variable scaled decimal","field":"dvs"\},\{"type":"bytes","optional":false,"name":"org\.apache\.kafka\.connect\.data\.Decimal","version":1,"parameters":\{"scale":"2","connect\.decimal\.precision":"3"\},"field":"d_nn"\},\{"type":"int64","optional":true,"name":"io\.debezium\.time\.MicroTimestamp","version":1,"field":"ts"\},\{"type":"string","optional":true,"name":"io\.debezium\.data\.Json","version":1,"field":"j"\}\],"optional":true,"name":"test_server\.withschema\.money_table\.Value","field":"before"\},/,
 	'schemas_enable: the value schema, field by field');
 like($r->{payload}, qr/"optional":false,"name":"test_server\.withschema\.money_table\.Envelope","version":2\},"payload":\{"before":null,"after":\{"pk":1,"d":"bg==","dvs":\{"scale":4,"value":"AYr3"\},"d_nn":"AUo=","ts":1478267490123456,"j":"\{\\"bar\\": \\"baz\\"\}"\},/,
 	'schemas_enable: the envelope schema, then the payload');

@@ -58,9 +58,15 @@ my $ids = $node->safe_psql(
 	SELECT outbox_enqueue('plain.orders', '{"id": 1}'::jsonb, headers => '{"tenant": "t1"}');
 	SELECT outbox_enqueue('ce.doomed', '{"id": 7}'::jsonb, key => '7', headers => '{"ce_type": "com.example.doomed"}');
 	SELECT outbox_enqueue('ce.edge', 'edge'::text, headers => '{"content-type": "text/plain;charset=\"utf-8\";  format=flowed", "ce_type": "com.example.commandé\u00a0✓"}');
+	SELECT outbox_enqueue('ce.orders', '{"id": 44}'::jsonb, key => '44',
+		headers => '{"ce_dataschema": "https://shop.example/schemas/order.json"}');
 });
-my (undef, $json_id, $text_id, $bytea_id, $tombstone_id, $plain_id, $doomed_id, $edge_id) =
+my (undef, $json_id, $text_id, $bytea_id, $tombstone_id, $plain_id, $doomed_id, $edge_id, $described_id) =
   split /\n/, $ids;
+# a ce_partitionkey given, the key's: taken (not consumed by the SDK below)
+my ($given_ret, $given_id, $given_err) = $node->psql('postgres',
+	q{SELECT outbox_enqueue('ce.keyed', '{"id": 43}'::jsonb, key => '43', headers => '{"ce_partitionkey": "43"}')});
+is($given_ret, 0, 'a ce_partitionkey given, the key: taken') or diag($given_err);
 # abandoned by hand: its copy goes to the dead-letter topic, ce.dead
 $node->safe_psql('postgres', "SELECT outbox_abandon($doomed_id)");
 
@@ -86,9 +92,29 @@ my %created = map { split /\|/ } split /\n/, $node->safe_psql('postgres',
 	q{SELECT id, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') FROM outbox_messages});
 my %event_id = map { split /\|/ } split /\n/,
   $node->safe_psql('postgres', 'SELECT id, event_id FROM outbox_messages');
-my ($json) = grep { defined $_->{key} && defined $_->{payload} } @{ kafka_read_json($broker, 'ce.orders') };
+my ($json) = grep { ($_->{key} // '') eq '42' && defined $_->{payload} } @{ kafka_read_json($broker, 'ce.orders') };
+
+# The record's key is the event's partitionkey, and the binding says the
+# attribute MUST still be sent when the key is mapped from it
+# (bindings/kafka-protocol-binding.md 153-174, at cloudevents/spec
+# c2845a4), as both SDKs' producers send it; sdk-java's reader takes
+# attributes from ce_ headers only (kafka .../impl/KafkaBinaryMessageReaderImpl.java
+# 45-53, at sdk-java ecde1d4): without the header, a Java consumer sees no
+# partitionkey.  None without a key.
+sub header_values
+{
+	my ($record, $name) = @_;
+	my @h = @{ $record ? $record->{headers} : [] };
+	return [ map { $h[ 2 * $_ + 1 ] } grep { $h[ 2 * $_ ] eq $name } 0 .. @h / 2 - 1 ];
+}
+is_deeply(header_values($json, 'ce_partitionkey'), ['42'], 'a keyed event: ce_partitionkey, the key, once');
+my ($keyless) = grep { !defined $_->{key} } @{ kafka_read_json($broker, 'ce.orders') };
+is_deeply(header_values($keyless, 'ce_partitionkey'), [], 'an event without a key: no ce_partitionkey');
+my ($given) = @{ kafka_read_json($broker, 'ce.keyed') };
+is_deeply(header_values($given, 'ce_partitionkey'), ['43'], 'a ce_partitionkey given: published once');
+my @json_headers = @{ $json->{headers} };
 is_deeply(
-	$json->{headers},
+	[ map { @json_headers[ 2 * $_, 2 * $_ + 1 ] } grep { $json_headers[ 2 * $_ ] ne 'ce_partitionkey' } 0 .. @json_headers / 2 - 1 ],
 	[
 		event_id => $event_id{$json_id},
 		ce_specversion => '1.0',
@@ -114,20 +140,20 @@ SKIP:
 {
 	my ($out, $err) = ('', '');
 	my $why = node_module_unavailable('kafkajs@2', 'cloudevents@10');
-	skip "kafkajs, cloudevents: $why", 10 if $why;
+	skip "kafkajs, cloudevents: $why", 11 if $why;
 	IPC::Run::run(
 		[
-			'node', "$drivers/cloudevents_consume.js", $broker->{bootstrap}, 9,
+			'node', "$drivers/cloudevents_consume.js", $broker->{bootstrap}, 10,
 			'ce.orders', 'ce.bytes', 'ce.early', 'ce.rows', 'ce.dead', 'ce.edge', 'plain.orders'
 		],
 		'>', \$out, '2>', \$err, IPC::Run::timeout(120));
 	my @consumed = map { decode_json($_) } grep { /\S/ } split /\n/, $out;
-	is(scalar @consumed, 9, 'the SDK reads every record') or diag($err);
+	is(scalar @consumed, 10, 'the SDK reads every record') or diag($err);
 	my %by_id = map { $_->{event}{id} => $_ } grep { $_->{event} } @consumed;
 	my @events = grep { $_->{is_event} } @consumed;
 	is_deeply(
 		[ sort map { "$_->{topic}: " . encode_json($_->{valid}) } @events ],
-		[ map { "$_: true" } sort qw(ce.bytes ce.dead ce.early ce.edge ce.orders ce.orders ce.rows) ],
+		[ map { "$_: true" } sort qw(ce.bytes ce.dead ce.early ce.edge ce.orders ce.orders ce.orders ce.rows) ],
 		'the SDK takes every record of a cloudevents topic but the tombstone as an event, and finds each valid');
 
 	my $paid = $by_id{ $event_id{$json_id} }{event};
@@ -148,6 +174,14 @@ SKIP:
 		},
 		'jsonb: id the event_id, source, type given, time, application/json, data parsed, ce_ headers as attributes, the key as partitionkey'
 	);
+
+	# a dataschema, a URI (spec.md 422-431, at cloudevents/spec c2845a4),
+	# read and valid
+	my $described = $by_id{ $event_id{$described_id} }{event};
+	is_deeply(
+		[ @{$described}{qw(dataschema partitionkey)} ],
+		[ 'https://shop.example/schemas/order.json', '44' ],
+		'a dataschema given: the SDK reads it');
 
 	my $text = $by_id{ $event_id{$text_id} };
 	is_deeply(

@@ -22,7 +22,7 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 
 our @EXPORT = qw(start_broker start_black_hole node_module_unavailable start_schema_registry
-  conf_lines outbox_settings outbox_node outbox_node_with_broker
+  consume_avro conf_lines outbox_settings outbox_node outbox_node_with_broker
   kafka_read kafka_read_json wait_for_records wait_for_sql
   wait_for_activity worker_pid reconfigure
   enqueue_events all_published wait_for_status missing_events
@@ -158,6 +158,31 @@ sub outbox_settings
 	  . "outbox.brokers = '$broker->{bootstrap}'\n"
 	  . "log_min_messages = 'log'\n"
 	  . conf_lines(%conf);
+}
+
+# What a consumer of Confluent's AvroConverter reads
+# (t/drivers/debezium_avro_consume.js, with kafkajs and
+# @kafkajs/confluent-schema-registry): the first $count records of the
+# topics @$topics, each key and value decoded by the schema its wire-format
+# prefix names in $registry, Avro longs as BigInt (with
+# without_bigint_hook => 1 as the library's defaults read them, an error
+# for a long past 2^53), with their bytes (key_bytes, value_bytes, base64).
+# Asserts that $count came; returns them, in the order they came.
+sub consume_avro
+{
+	my ($broker, $registry, $count, $topics, %opts) = @_;
+	my ($out, $err) = ('', '');
+	IPC::Run::run(
+		[
+			'node', "$root/t/drivers/debezium_avro_consume.js",
+			$opts{without_bigint_hook} ? '--without-bigint-hook' : (),
+			$broker->{bootstrap}, $registry->{url}, $count, @$topics
+		],
+		'>', \$out, '2>', \$err, IPC::Run::timeout(180));
+	my @records = map { JSON::PP::decode_json($_) } grep { /\S/ } split /\n/, $out;
+	is(scalar @records, $count, "the consumer decodes $count records of @$topics")
+	  or diag($err);
+	return \@records;
 }
 
 # A server named $name, started with outbox_settings($broker, %conf), the
@@ -457,6 +482,23 @@ sub http
 	  if defined $self->{user};
 	return HTTP::Tiny->new->request($method, "$self->{url}$path",
 		{ headers => \%headers, defined $body ? (content => $body) : () });
+}
+
+# The schemas registered under $subject, by version: hashes of id and
+# schema (parsed JSON, as the registry compares schemas); none for a
+# subject the registry does not have.
+sub versions
+{
+	my ($self, $subject) = @_;
+	my $list = $self->http('GET', "/subjects/$subject/versions");
+	return [] if $list->{status} == 404;
+	return [
+		map {
+			my $v = JSON::PP::decode_json(
+				$self->http('GET', "/subjects/$subject/versions/$_")->{content});
+			{ id => $v->{id}, schema => JSON::PP::decode_json($v->{schema}) }
+		} @{ JSON::PP::decode_json($list->{content}) }
+	];
 }
 
 # How many requests came, by "METHOD path", and in all (total).

@@ -80,6 +80,21 @@ split_header(const char *entry, char **column, char **header)
 }
 
 /*
+ * The key converter named name: json, string or avro; -1 for another name.
+ */
+static int
+key_converter(const char *name)
+{
+	if (strcmp(name, "json") == 0)
+		return ROUTER_KEY_JSON;
+	if (strcmp(name, "string") == 0)
+		return ROUTER_KEY_STRING;
+	if (strcmp(name, "avro") == 0)
+		return ROUTER_KEY_AVRO;
+	return -1;
+}
+
+/*
  * The configuration from the trigger's arguments.
  */
 static void
@@ -116,8 +131,11 @@ router_config(int nargs, char **args, RouterConfig *config)
 			config->timestamp = value;
 		else if (strcmp(name, "expand") == 0)
 			config->options.expand = strcmp(value, "true") == 0;
-		else if (strcmp(name, "key_converter") == 0)
-			config->options.key_json = strcmp(value, "json") == 0;
+		else if (strcmp(name, "key_converter") == 0 && key_converter(value) >= 0)
+			config->options.key_converter = key_converter(value);
+		else if (strcmp(name, "converter") == 0 &&
+				 (strcmp(value, "json") == 0 || strcmp(value, "avro") == 0))
+			config->options.avro = strcmp(value, "avro") == 0;
 		else if (strcmp(name, "schemas_enable") == 0)
 			config->options.schemas = strcmp(value, "true") == 0;
 		else if (strcmp(name, "tombstone_on_empty_payload") == 0)
@@ -224,6 +242,7 @@ Datum
 outbox_router(PG_FUNCTION_ARGS)
 {
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	const OutboxExtension *ext;
 	RouterConfig config;
 	TupleDesc	tupdesc;
 	HeapTuple	tuple;
@@ -259,7 +278,15 @@ outbox_router(PG_FUNCTION_ARGS)
 				 errmsg("function \"%s\" must be fired AFTER INSERT FOR EACH ROW", "outbox_router"),
 				 errhint("Use outbox_attach_router() to create the trigger.")));
 
+	ext = outbox_entry(fcinfo);
 	router_config(trigdata->tg_trigger->tgnargs, trigdata->tg_trigger->tgargs, &config);
+	/* before 1.4, outbox_schema_ids has a unique key that sessions wait on */
+	if ((config.options.avro || config.options.key_converter == ROUTER_KEY_AVRO) &&
+		ext->version < OUTBOX_VERSION(1, 4))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("the router's avro converter needs outbox 1.4"),
+				 errhint("Update the extension: ALTER EXTENSION outbox UPDATE.")));
 	tupdesc = RelationGetDescr(trigdata->tg_relation);
 	tuple = trigdata->tg_trigtuple;
 	/* the same row gives the same topic and key in any session */
@@ -284,14 +311,14 @@ outbox_router(PG_FUNCTION_ARGS)
 	if (config.key != NULL)
 	{
 		value = column_value(tuple, tupdesc, config.key, &isnull, &attr);
-		key = outbox_router_key(&config.options, attr, value, isnull);
+		key = outbox_router_key(ext, &config.options, topic, attr, value, isnull);
 	}
 
 	/*
 	 * The id header, the text of the id column.  A UUID is the event's
-	 * event_id too, so that an id used again is refused while its event is
-	 * kept; an id of another type gets an event_id of its own (1.2 took only
-	 * UUIDs, or texts holding one).
+	 * event_id too; an id of another type gets an event_id of its own (1.2
+	 * took only UUIDs, or texts holding one).  An id used again is published
+	 * again, as the router does, with an event_id of its own (enqueue.c).
 	 */
 	value = column_value(tuple, tupdesc, config.id, &isnull, &attr);
 	if (isnull)
@@ -309,15 +336,18 @@ outbox_router(PG_FUNCTION_ARGS)
 
 	/* the value */
 	value = column_value(tuple, tupdesc, config.payload, &isnull, &attr);
-	payload = outbox_router_value(&config.options, config.payload, attr, value,
+	payload = outbox_router_value(ext, &config.options, topic, config.payload, attr, value,
 								  isnull);
-	/* JSON but for the bytes of a bytea payload, which go as they are */
-	payload_json = isnull || getBaseType(attr->atttypid) != BYTEAOID;
+	/* JSON but for Avro, and the bytes of a bytea payload, which go as they are */
+	payload_json = !config.options.avro &&
+		(isnull || getBaseType(attr->atttypid) != BYTEAOID);
 
 	/* the headers */
 	initStringInfo(&headers);
 	appendStringInfoString(&headers, "{\"id\":");
 	escape_json(&headers, id_text);
+	if (key != NULL && config.options.key_converter == ROUTER_KEY_AVRO)
+		appendStringInfoString(&headers, ",\"" OUTBOX_KEY_BASE64_HEADER "\":\"true\"");
 	for (int i = 0; i < config.nheaders; i++)
 	{
 		value = column_value(tuple, tupdesc, config.header_columns[i], &isnull, &attr);
@@ -347,7 +377,7 @@ outbox_router(PG_FUNCTION_ARGS)
 	}
 	outbox_debezium_unpin_settings(nestlevel);
 
-	outbox_store_event(outbox_entry(fcinfo), cstring_to_text(topic), key, payload,
+	outbox_store_event(ext, cstring_to_text(topic), key, payload,
 					   DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(headers.data))),
 					   event_id, event_id_isnull, timestamped ? &created_at : NULL,
 					   payload_json);
@@ -387,15 +417,18 @@ text_arg(FunctionCallInfo fcinfo, int argno)
  *		route_by text DEFAULT 'aggregatetype', key_column text DEFAULT 'aggregateid',
  *		id_column text DEFAULT 'id', payload_column text DEFAULT 'payload',
  *		timestamp_column text DEFAULT NULL, header_columns text[] DEFAULT NULL,
- *		expand_payload boolean DEFAULT false, key_converter text DEFAULT 'json',
+ *		expand_payload boolean DEFAULT false, key_converter text DEFAULT NULL,
  *		schemas_enable boolean DEFAULT false,
- *		tombstone_on_empty_payload boolean DEFAULT false)
+ *		tombstone_on_empty_payload boolean DEFAULT false,
+ *		converter text DEFAULT 'json')
  *
  * Publish each row inserted into tbl as the event that Debezium's outbox
  * event router makes of it, with the trigger outbox_router (replaced if it
  * exists).  Every argument is checked here.  Called with the first nine
  * arguments (1.2's signature, expand_payload DEFAULT true), it makes the
- * trigger 1.2 made: keys as strings, a null payload a tombstone, ids UUIDs.
+ * trigger 1.2 made: keys as strings, a null payload a tombstone, ids UUIDs;
+ * with twelve (1.3's, key_converter DEFAULT 'json'), the JSON converter's
+ * records.  A null key_converter is the converter's.
  */
 Datum
 outbox_attach_router(PG_FUNCTION_ARGS)
@@ -410,7 +443,7 @@ outbox_attach_router(PG_FUNCTION_ARGS)
 	StringInfoData sql;
 	ListCell   *lc;
 
-	if (PG_NARGS() != 9 && PG_NARGS() != 12)
+	if (PG_NARGS() != 9 && PG_NARGS() != 12 && PG_NARGS() != 13)
 		elog(ERROR, "outbox_attach_router called with %d arguments", PG_NARGS());
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -424,23 +457,45 @@ outbox_attach_router(PG_FUNCTION_ARGS)
 	config.payload = text_arg(fcinfo, 5);
 	config.timestamp = text_arg(fcinfo, 6);
 	config.options.expand = PG_ARGISNULL(8) ? PG_NARGS() == 9 : PG_GETARG_BOOL(8);
-	if (PG_NARGS() == 12)
+	if (PG_NARGS() >= 12)
 	{
-		char	   *converter = text_arg(fcinfo, 9);
+		char	   *converter = PG_NARGS() == 13 ? text_arg(fcinfo, 12) : "json";
+		char	   *key = text_arg(fcinfo, 9);
 
 		if (converter == NULL ||
-			(strcmp(converter, "json") != 0 && strcmp(converter, "string") != 0))
+			(strcmp(converter, "json") != 0 && strcmp(converter, "avro") != 0))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid key_converter \"%s\"", converter ? converter : "null"),
-					 errdetail("It is \"json\" (Kafka's JsonConverter) or \"string\" (StringConverter).")));
-		config.options.key_json = strcmp(converter, "json") == 0;
+					 errmsg("invalid converter \"%s\"", converter ? converter : "null"),
+					 errdetail("It is \"json\" (Kafka's JsonConverter) or \"avro\" (Confluent's AvroConverter).")));
+		config.options.avro = strcmp(converter, "avro") == 0;
+		if (key == NULL && PG_NARGS() == 13)
+			key = converter;
+		if (key == NULL || key_converter(key) < 0 ||
+			(PG_NARGS() == 12 && key_converter(key) == ROUTER_KEY_AVRO))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid key_converter \"%s\"", key ? key : "null"),
+					 PG_NARGS() == 12 ?
+					 errdetail("It is \"json\" (Kafka's JsonConverter) or \"string\" (StringConverter).") :
+					 errdetail("It is \"json\" (Kafka's JsonConverter), \"string\" (StringConverter), \"avro\" (Confluent's AvroConverter), or null for the converter's.")));
+		config.options.key_converter = key_converter(key);
 		config.options.schemas = !PG_ARGISNULL(10) && PG_GETARG_BOOL(10);
 		config.options.blank_tombstone = !PG_ARGISNULL(11) && PG_GETARG_BOOL(11);
 		if (config.options.schemas && config.options.expand)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("schemas_enable cannot be combined with expand_payload"),
+					 errdetail("An expanded payload would need the schema that the router infers from each document.")));
+		if (config.options.avro && config.options.schemas)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("schemas_enable applies to the json converter only"),
+					 errdetail("The AvroConverter's records carry their schema's id; the schema is in the registry.")));
+		if (config.options.avro && config.options.expand)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("converter avro cannot be combined with expand_payload"),
 					 errdetail("An expanded payload would need the schema that the router infers from each document.")));
 	}
 
@@ -504,10 +559,14 @@ outbox_attach_router(PG_FUNCTION_ARGS)
 		args = lappend(args, psprintf("timestamp=%s", config.timestamp));
 	}
 	args = lappend(args, config.options.expand ? "expand=true" : "expand=false");
-	if (PG_NARGS() == 12)
+	if (PG_NARGS() >= 12)
 	{
-		args = lappend(args, config.options.key_json ? "key_converter=json" :
-					   "key_converter=string");
+		args = lappend(args, psprintf("key_converter=%s",
+									  config.options.key_converter == ROUTER_KEY_JSON ? "json" :
+									  config.options.key_converter == ROUTER_KEY_AVRO ? "avro" :
+									  "string"));
+		if (config.options.avro)
+			args = lappend(args, "converter=avro");
 		args = lappend(args, config.options.schemas ? "schemas_enable=true" :
 					   "schemas_enable=false");
 		args = lappend(args, config.options.blank_tombstone ? "tombstone_on_empty_payload=true" :
@@ -539,6 +598,11 @@ outbox_attach_router(PG_FUNCTION_ARGS)
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("header \"%s\" is reserved", names[i]),
 						 errdetail("Every event carries the id column in header \"id\" and in header \"event_id\".")));
+			if (strcmp(names[i], OUTBOX_KEY_BASE64_HEADER) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("header \"%s\" is reserved", names[i]),
+						 errdetail("It says that a stored key is base64, and is not published.")));
 			for (int j = 0; j < i; j++)
 				if (strcmp(names[i], names[j]) == 0)
 					ereport(ERROR,

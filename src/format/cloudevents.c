@@ -9,7 +9,9 @@
  * type is the header content-type.  The format makes ce_specversion,
  * ce_id (the event_id), ce_source (the topic's cloudevents_source),
  * ce_time (created_at, RFC 3339) and, unless given, ce_type (the topic)
- * when the worker publishes, by the topic's setting then.  Only enqueue
+ * and ce_partitionkey (the key, as the Kafka binding keeps the attribute
+ * beside the key mapped from it) when the worker publishes, by the topic's
+ * setting then.  Only enqueue
  * knows a payload's type: it records content-type application/json for
  * a JSON payload, and refuses headers that would contradict the format
  * (headers_problem).  A tombstone is no event: it gets none of
@@ -279,6 +281,25 @@ uri_reference_problem(const char *s)
 	return NULL;
 }
 
+/*
+ * What keeps s from being a CloudEvents URI, an absolute URI of RFC 3986
+ * (section 4.3: a scheme, no fragment), or NULL.
+ */
+static const char *
+absolute_uri_problem(const char *s)
+{
+	size_t		n = strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-.");
+	const char *problem;
+
+	if (n == 0 || s[n] != ':' || !isalpha((unsigned char) s[0]))
+		return "It has no scheme: a CloudEvents URI is absolute, as \"https://shop.example/schemas/order.json\" or \"urn:example:order:v1\".";
+	if ((problem = uri_reference_problem(s)) != NULL)
+		return problem;
+	if (strchr(s, '#') != NULL)
+		return "It has a fragment: a CloudEvents URI is absolute, which has none.";
+	return NULL;
+}
+
 /* RFC 7230's tchar: the characters of a token */
 #define TCHAR "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
@@ -376,8 +397,15 @@ headers_problem(const OutboxEvent *ev, bool json, bool stored, const char **hint
 		}
 		if (strcmp(name, "ce_datacontenttype") == 0)
 			return "In binary content mode the data's content type is the header content-type.";
-		if (strcmp(name, "ce_partitionkey") == 0)
-			return "The partitionkey of a record of format cloudevents is its key.";
+		if (strcmp(name, "ce_partitionkey") == 0 &&
+			(ev->key == NULL || ev->key_base64 || strlen(value) != ev->key_len ||
+			 memcmp(value, ev->key, ev->key_len) != 0))
+		{
+			*hint = "Give the partition key as the event's key: the format sends it as ce_partitionkey too.";
+			return "The partitionkey of a record of format cloudevents is its key, a string.";
+		}
+		if (strcmp(name, "ce_data") == 0)
+			return "The attribute name data is reserved: the data of an event is its payload.";
 		if (name[3] == '\0' ||
 			strspn(name + 3, "abcdefghijklmnopqrstuvwxyz0123456789") != strlen(name + 3))
 			return psprintf("The header \"%s\" names no CloudEvents attribute: their names are lower-case ASCII letters and digits, after ce_.",
@@ -387,16 +415,34 @@ headers_problem(const OutboxEvent *ev, bool json, bool stored, const char **hint
 		if ((problem = string_problem(psprintf("The header \"%s\"", name),
 														 value)) != NULL)
 			return problem;
+		if (strcmp(name, "ce_dataschema") == 0 &&
+			(problem = absolute_uri_problem(value)) != NULL)
+			return psprintf("The header \"ce_dataschema\" is not a URI. %s", problem);
 	}
 	return NULL;
 }
 
 /*
+ * The key of ev (unpacked) as its partitionkey, a CloudEvents String, or
+ * NULL if it has none or it is not one (bytes, empty).
+ */
+static char *
+partition_key(const OutboxEvent *ev)
+{
+	char	   *key;
+
+	if (ev->key == NULL || ev->key_base64 || ev->key_len == 0)
+		return NULL;
+	key = pnstrdup(ev->key, ev->key_len);
+	return strlen(key) == ev->key_len && string_problem("The key", key) == NULL ? key : NULL;
+}
+
+/*
  * The most bytes that the format adds to a record of topic, by what
- * outbox.max_message_bytes counts.
+ * outbox.max_message_bytes counts; key_len < 0: no key.
  */
 static int
-made_bytes(const char *topic, const char *source, bool json)
+made_bytes(const char *topic, const char *source, bool json, int key_len)
 {
 	int			bytes = 5 * OUTBOX_HEADER_OVERHEAD;
 
@@ -405,6 +451,8 @@ made_bytes(const char *topic, const char *source, bool json)
 	bytes += strlen("ce_source") + strlen(source);
 	bytes += strlen("ce_time") + RFC3339_LEN;
 	bytes += strlen("ce_type") + strlen(topic);
+	if (key_len >= 0)
+		bytes += OUTBOX_HEADER_OVERHEAD + strlen("ce_partitionkey") + key_len;
 	if (json)
 		bytes += OUTBOX_HEADER_OVERHEAD + strlen("content-type") +
 			strlen(JSON_CONTENT_TYPE);
@@ -440,16 +488,21 @@ rfc3339(TimestampTz t, char *buf)
 static void
 make_headers(OutboxEvent *ev, const char *source)
 {
-	int			size = ev->nheaders + 5;
+	int			size = ev->nheaders + 6;
 	char	  **names = palloc(sizeof(char *) * size);
 	char	  **values = palloc(sizeof(char *) * size);
 	char	   *time = palloc(RFC3339_LEN + 1);
+	char	   *key = partition_key(ev);
 	bool		typed = false;
 	int			n = 0;
 
 	Assert(ev->payload != NULL);
 	for (int i = 0; i < ev->nheaders; i++)
+	{
 		typed |= strcmp(ev->header_names[i], "ce_type") == 0;
+		if (strcmp(ev->header_names[i], "ce_partitionkey") == 0)
+			key = NULL;			/* given, and the key: sent once */
+	}
 
 	names[n] = "ce_specversion";
 	values[n++] = "1.0";
@@ -466,6 +519,11 @@ make_headers(OutboxEvent *ev, const char *source)
 	{
 		names[n] = "ce_time";
 		values[n++] = time;
+	}
+	if (key != NULL)
+	{
+		names[n] = "ce_partitionkey";
+		values[n++] = key;
 	}
 	for (int i = 0; i < ev->nheaders; i++)
 	{
@@ -545,6 +603,12 @@ cloudevents_check_event(const OutboxTopicSetting *setting, const char *topic,
 
 	if (!payload)
 		return 0;
+	if (ev->key != NULL && !ev->key_base64 && partition_key(ev) == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid event key for format cloudevents"),
+				 errdetail("The key is the event's partitionkey, a CloudEvents String: not empty, with no control character and no Unicode noncharacter."),
+				 errcontext("topic %s", topic)));
 	if ((problem = headers_problem(ev, json, false, &hint)) != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -554,7 +618,8 @@ cloudevents_check_event(const OutboxTopicSetting *setting, const char *topic,
 				 errcontext("topic %s", topic)));
 	if (json)
 		*headers = with_json_content_type(*headers);
-	return made_bytes(topic, setting->cloudevents_source, json);
+	return made_bytes(topic, setting->cloudevents_source, json,
+					  ev->key != NULL ? ev->key_len : -1);
 }
 
 /*

@@ -261,6 +261,24 @@ debezium_headers(const CaptureConfig *config, text *key, const char *name, const
 }
 
 /*
+ * A key, given as the JSON converter writes it with its schema, as the
+ * AvroConverter writes it, stored as base64 (the event's headers say so
+ * with OUTBOX_KEY_BASE64_HEADER): its schema registered under
+ * <topic>-key.
+ */
+static text *
+avro_key(const OutboxExtension *ext, const char *record, const char *topic)
+{
+	bytea	   *avro = outbox_debezium_avro(ext, record, psprintf("%s-key", topic));
+	char	   *base64 = palloc(pg_b64_enc_len(VARSIZE_ANY_EXHDR(avro)) + 1);
+	int			len;
+
+	len = pg_b64_encode(VARDATA_ANY(avro), VARSIZE_ANY_EXHDR(avro), base64,
+						pg_b64_enc_len(VARSIZE_ANY_EXHDR(avro)));
+	return cstring_to_text_with_len(base64, len);
+}
+
+/*
  * The key of a row's debezium events as stored: json, its JSON, or with
  * the avro converter, the base64 of its Avro record, its schema registered
  * under <topic>-key.
@@ -272,9 +290,6 @@ stored_key(const OutboxExtension *ext, const CaptureConfig *config,
 	const DebeziumConfig *settings = config->options;
 	DebeziumOptions options = settings->options;
 	StringInfoData record;
-	bytea	   *avro;
-	char	   *base64;
-	int			len;
 
 	if (!settings->options.avro)
 		return cstring_to_text(json);
@@ -282,11 +297,7 @@ stored_key(const OutboxExtension *ext, const CaptureConfig *config,
 	initStringInfo(&record);
 	outbox_debezium_key(&record, &options, topic, table->tupdesc, tuple,
 						table->nkeys, table->key_attnums);
-	avro = outbox_debezium_avro(ext, record.data, psprintf("%s-key", topic));
-	base64 = palloc(pg_b64_enc_len(VARSIZE_ANY_EXHDR(avro)) + 1);
-	len = pg_b64_encode(VARDATA_ANY(avro), VARSIZE_ANY_EXHDR(avro), base64,
-						pg_b64_enc_len(VARSIZE_ANY_EXHDR(avro)));
-	return cstring_to_text_with_len(base64, len);
+	return avro_key(ext, record.data, topic);
 }
 
 /*
@@ -730,8 +741,12 @@ outbox_router_payload_type(Oid typid)
 		typid == VARCHAROID || typid == BPCHAROID || typid == BYTEAOID;
 }
 
-/* the connector's defaults, with which the router's keys and values are written */
-static const DebeziumOptions router_options = {DEBEZIUM_DECIMALS_PRECISE, true, false};
+/*
+ * The connector's defaults, with which the router's keys and values are
+ * written: with the JSON converter, and with the AvroConverter.
+ */
+static const DebeziumOptions router_options = {DEBEZIUM_DECIMALS_PRECISE, true, false, false};
+static const DebeziumOptions router_avro_options = {DEBEZIUM_DECIMALS_PRECISE, true, true, true};
 
 /*
  * Is str empty or white space only, as Java's String.trim() sees it?
@@ -746,12 +761,31 @@ blank(const char *str)
 }
 
 /*
- * The record value of a payload, the value of column attr called name: see
- * the file header.  NULL: a tombstone.
+ * Append to out the JSON converter's record of the value of column attr,
+ * with schemas: {"schema":...,"payload":...}.  schema_typid is the type
+ * whose schema it has.
+ */
+static void
+router_record(StringInfo out, const DebeziumOptions *options, Form_pg_attribute attr,
+			  Oid schema_typid, Datum value, bool isnull)
+{
+	appendStringInfoString(out, "{\"schema\":");
+	outbox_debezium_schema(out, options, schema_typid, attr->atttypmod, !attr->attnotnull);
+	appendStringInfoString(out, ",\"payload\":");
+	outbox_debezium_column(out, options, value, isnull, attr->atttypid, attr->atttypmod);
+	appendStringInfoChar(out, '}');
+}
+
+/*
+ * The record value of a payload, the value of column attr called name,
+ * an event of topic: see the file header.  With the AvroConverter, its
+ * schema registered under <topic>-value (the caller holds a transaction).
+ * NULL: a tombstone.
  */
 bytea *
-outbox_router_value(const RouterOptions *options, const char *name,
-					Form_pg_attribute attr, Datum value, bool isnull)
+outbox_router_value(const OutboxExtension *ext, const RouterOptions *options,
+					const char *topic, const char *name, Form_pg_attribute attr,
+					Datum value, bool isnull)
 {
 	Oid			typid = getBaseType(attr->atttypid);
 	char	   *json = NULL;
@@ -759,9 +793,10 @@ outbox_router_value(const RouterOptions *options, const char *name,
 
 	if (!outbox_router_payload_type(typid))
 		outbox_router_wrong_type(name, typid, "payload", OUTBOX_ROUTER_PAYLOAD_TYPES);
-	if (isnull && options->null_tombstone)
+	/* the AvroConverter writes a null as no value: a tombstone */
+	if (isnull && (options->null_tombstone || options->avro))
 		return NULL;
-	if (!isnull && typid == BYTEAOID)
+	if (!isnull && typid == BYTEAOID && !options->avro)
 		return DatumGetByteaPCopy(value);	/* its bytes, as ByteArrayConverter */
 	if (!isnull && typid == JSONBOID)
 	{
@@ -769,12 +804,17 @@ outbox_router_value(const RouterOptions *options, const char *name,
 
 		json = JsonbToCString(NULL, &jb->root, VARSIZE(jb));
 	}
-	else if (!isnull)
+	else if (!isnull && typid != BYTEAOID)
 		json = TextDatumGetCString(value);
 	if (json != NULL && options->blank_tombstone && blank(json))
 		return NULL;
 
 	initStringInfo(&out);
+	if (options->avro)
+	{
+		router_record(&out, &router_avro_options, attr, typid, value, isnull);
+		return outbox_debezium_avro(ext, out.data, psprintf("%s-value", topic));
+	}
 	if (options->schemas)
 	{
 		appendStringInfoString(&out, "{\"schema\":");
@@ -792,30 +832,35 @@ outbox_router_value(const RouterOptions *options, const char *name,
 }
 
 /*
- * The record key of the value of key column attr, as the key converter
- * writes it: JSON (with its schema if schemas_enable), or the text of the
- * value (Kafka's StringConverter).  NULL: no key.
+ * The record key of the value of key column attr, an event of topic, as
+ * the key converter writes it: JSON (with its schema if schemas_enable),
+ * the text of the value (Kafka's StringConverter), or the AvroConverter's
+ * record stored as base64 (its schema registered under <topic>-key; the
+ * caller holds a transaction and adds OUTBOX_KEY_BASE64_HEADER).  NULL:
+ * no key.
  */
 text *
-outbox_router_key(const RouterOptions *options, Form_pg_attribute attr, Datum value,
-				  bool isnull)
+outbox_router_key(const OutboxExtension *ext, const RouterOptions *options,
+				  const char *topic, Form_pg_attribute attr, Datum value, bool isnull)
 {
 	StringInfoData out;
 
-	if (!options->key_json)
+	if (options->key_converter == ROUTER_KEY_STRING)
 		return isnull ? NULL : cstring_to_text(outbox_debezium_text(value, attr->atttypid,
 																	 attr->atttypmod));
 	initStringInfo(&out);
-	if (options->schemas)
+	if (options->key_converter == ROUTER_KEY_AVRO)
 	{
-		appendStringInfoString(&out, "{\"schema\":");
-		outbox_debezium_schema(&out, &router_options, attr->atttypid, attr->atttypmod,
-							   !attr->attnotnull);
-		appendStringInfoString(&out, ",\"payload\":");
+		/* the AvroConverter writes a null as no key */
+		if (isnull)
+			return NULL;
+		router_record(&out, &router_avro_options, attr, attr->atttypid, value, false);
+		return avro_key(ext, out.data, topic);
 	}
-	outbox_debezium_column(&out, &router_options, value, isnull, attr->atttypid,
-						   attr->atttypmod);
 	if (options->schemas)
-		appendStringInfoChar(&out, '}');
+		router_record(&out, &router_options, attr, attr->atttypid, value, isnull);
+	else
+		outbox_debezium_column(&out, &router_options, value, isnull, attr->atttypid,
+							   attr->atttypmod);
 	return cstring_to_text_with_len(out.data, out.len);
 }

@@ -3,7 +3,8 @@
  * debezium.h
  *		What the outbox router (src/capture/router.c) calls of the debezium
  *		format: the key and value of an outbox table's row as Debezium's
- *		outbox event router writes them.
+ *		outbox event router writes them, with the JSON converter or the
+ *		AvroConverter.
  *
  * src/format/debezium.h
  *
@@ -14,13 +15,25 @@
 
 #include "catalog/pg_attribute.h"
 
+#include "base/catalog.h"
+
+/* the router's key converter */
+typedef enum RouterKeyConverter
+{
+	ROUTER_KEY_STRING,			/* Kafka's StringConverter; 1.2 */
+	ROUTER_KEY_JSON,			/* Kafka's JsonConverter */
+	ROUTER_KEY_AVRO				/* Confluent's AvroConverter */
+} RouterKeyConverter;
+
 /*
  * How the router's converters write a row's key and value.
  */
 typedef struct RouterOptions
 {
 	bool		expand;
-	bool		key_json;		/* key_converter=json; 1.2: string */
+	RouterKeyConverter key_converter;
+	bool		avro;			/* the value's converter is the AvroConverter,
+								 * else the JsonConverter */
 	bool		schemas;		/* schemas_enable=true; 1.2: false */
 	bool		null_tombstone; /* a null payload is a tombstone; 1.2: true */
 	bool		blank_tombstone;	/* so is an empty or blank one; 1.2: false */
@@ -32,9 +45,11 @@ typedef struct RouterOptions
 extern void outbox_router_wrong_type(const char *name, Oid typid, const char *what,
 									 const char *types);
 extern bool outbox_router_payload_type(Oid typid);
-extern bytea *outbox_router_value(const RouterOptions *options, const char *name,
+extern bytea *outbox_router_value(const OutboxExtension *ext, const RouterOptions *options,
+								  const char *topic, const char *name,
 								  Form_pg_attribute attr, Datum value, bool isnull);
-extern text *outbox_router_key(const RouterOptions *options, Form_pg_attribute attr,
-							   Datum value, bool isnull);
+extern text *outbox_router_key(const OutboxExtension *ext, const RouterOptions *options,
+							   const char *topic, Form_pg_attribute attr, Datum value,
+							   bool isnull);
 
 #endif							/* OUTBOX_DEBEZIUM_H */

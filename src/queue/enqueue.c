@@ -40,10 +40,12 @@
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/fmgroids.h"
 #include "utils/fmgrprotos.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/uuid.h"
 #include "utils/xid8.h"
@@ -525,23 +527,55 @@ new_event_id(void)
 }
 
 /*
+ * Does an event of ext hold event_id, or a transaction in progress enter
+ * it?  Read in outbox_event_ids with a dirty snapshot, which sees both.
+ */
+static bool
+event_id_taken(const OutboxExtension *ext, Datum event_id)
+{
+	Relation	rel = open_log_relation(ext, true);
+	Oid			index = RelationGetPrimaryKeyIndex(rel);
+	SnapshotData dirty;
+	ScanKeyData key;
+	SysScanDesc scan;
+	bool		taken;
+
+	if (!OidIsValid(index))
+		elog(ERROR, "table \"%s\" has no primary key", RelationGetRelationName(rel));
+	InitDirtySnapshot(dirty);
+	ScanKeyInit(&key, event_log.event_ids_attnum[0], BTEqualStrategyNumber, F_UUID_EQ,
+				event_id);
+	scan = systable_beginscan(rel, index, true, &dirty, 1, &key);
+	taken = HeapTupleIsValid(systable_getnext(scan));
+	systable_endscan(scan);
+	table_close(rel, NoLock);
+	return taken;
+}
+
+/*
  * Append an event to the log of ext; *id gets its id.  columns holds every
  * column but id, txid, event_id and created_at (by default the start of
  * the transaction).  The txid is taken before the id: the claim relies on
  * it (src/queue/reader.c).  An event_id given by the caller is entered in
  * outbox_event_ids once the row is written, so that a duplicate fails
- * with 23505.  Returns false if an operator's trigger on the log skipped
- * the row (see insert_row): nothing is stored, the event_id is not taken.
+ * with 23505; unless unique, one that an event holds already is replaced
+ * by a new one instead (two transactions that give it at the same instant
+ * may still meet in the unique index: the second waits for the first, and
+ * fails if it commits).  Returns false if an operator's trigger on the log
+ * skipped the row (see insert_row): nothing is stored, the event_id is not
+ * taken.
  */
 static bool
 append_event(const OutboxExtension *ext, Datum *columns, bool *nulls, Datum event_id,
-			 bool event_id_isnull, const TimestampTz *created_at, int64 *id)
+			 bool event_id_isnull, bool unique, const TimestampTz *created_at, int64 *id)
 {
 	FullTransactionId txid = GetTopFullTransactionId();
 	Relation	log = open_log_relation(ext, false);
 	Datum		values[OUTBOX_LOG_COLUMNS];
 	bool		isnull[OUTBOX_LOG_COLUMNS];
 
+	if (!event_id_isnull && !unique && event_id_taken(ext, event_id))
+		event_id_isnull = true;
 	*id = nextval_internal(event_log.id_sequence, false);
 	columns[LOG_ID] = Int64GetDatum(*id);
 	nulls[LOG_ID] = false;
@@ -585,7 +619,7 @@ append_event(const OutboxExtension *ext, Datum *columns, bool *nulls, Datum even
 			if (edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION)
 				PG_RE_THROW();
 			FlushErrorState();
-			edata->hint = pstrdup("An event_id names one event: enqueuing it again, or an outbox table's row that reuses the id of an earlier one, is refused. "
+			edata->hint = pstrdup("An event_id names one event: enqueuing it again is refused. "
 								  "Give each event an id of its own, or none (NULL) for a new UUID.");
 			ReThrowError(edata);
 		}
@@ -597,14 +631,15 @@ append_event(const OutboxExtension *ext, Datum *columns, bool *nulls, Datum even
 /*
  * Validate an event of topic (topic_name, as a C string) with setting
  * (NULL: none) and append it to the log of ext, in the current
- * transaction; *id gets the new row's id.
+ * transaction; *id gets the new row's id.  unique: a given event_id that
+ * an event holds is refused, else replaced (see append_event).
  * Returns false if an operator's trigger on the log skipped it.
  */
 static bool
 store_event(const OutboxExtension *ext, const OutboxTopicSetting *setting,
 			text *topic, const char *topic_name, text *key, bytea *payload, Jsonb *headers,
-			Datum event_id, bool event_id_isnull, const TimestampTz *created_at, bool json,
-			int64 *id)
+			Datum event_id, bool event_id_isnull, bool unique,
+			const TimestampTz *created_at, bool json, int64 *id)
 {
 	Datum		columns[OUTBOX_LOG_COLUMNS];
 	bool		nulls[OUTBOX_LOG_COLUMNS];
@@ -629,7 +664,7 @@ store_event(const OutboxExtension *ext, const OutboxTopicSetting *setting,
 	columns[LOG_HEADERS] = PointerGetDatum(headers);
 	nulls[LOG_HEADERS] = headers == NULL;
 
-	if (!append_event(ext, columns, nulls, event_id, event_id_isnull, created_at, id))
+	if (!append_event(ext, columns, nulls, event_id, event_id_isnull, unique, created_at, id))
 		return false;
 	outbox_wake_at_commit();
 	return true;
@@ -639,8 +674,10 @@ store_event(const OutboxExtension *ext, const OutboxTopicSetting *setting,
  * Validate an event and append it to the log of ext, in the current
  * transaction.  A NULL payload is a tombstone; key and headers may be
  * NULL; json says whether the payload is JSON.  created_at, the record's
- * timestamp, is the start of the transaction unless given.  Returns false
- * if an operator's trigger on the log skipped it.
+ * timestamp, is the start of the transaction unless given.  event_id, if
+ * not null, is the event's unless an event holds it already: then it gets
+ * a new one (an outbox table's id used again is published again).
+ * Returns false if an operator's trigger on the log skipped it.
  */
 bool
 outbox_store_event(const OutboxExtension *ext, text *topic, text *key, bytea *payload,
@@ -652,7 +689,7 @@ outbox_store_event(const OutboxExtension *ext, text *topic, text *key, bytea *pa
 
 	return store_event(ext, outbox_topic_setting_to_enqueue(ext, topic_name),
 					   topic, topic_name, key, payload, headers, event_id, event_id_isnull,
-					   created_at, json, &id);
+					   false, created_at, json, &id);
 }
 
 /*
@@ -688,7 +725,7 @@ outbox_enqueue(PG_FUNCTION_ARGS)
 								   get_fn_expr_argtype(fcinfo->flinfo, 1), &json);
 	if (!store_event(ext, setting, PG_GETARG_TEXT_PP(0), topic_name, key, payload,
 					 PG_ARGISNULL(3) ? NULL : PG_GETARG_JSONB_P(3),
-					 PG_GETARG_DATUM(4), PG_ARGISNULL(4), NULL, json, &id))
+					 PG_GETARG_DATUM(4), PG_ARGISNULL(4), true, NULL, json, &id))
 		PG_RETURN_NULL();		/* an operator's trigger skipped it */
 	PG_RETURN_INT64(id);
 }
