@@ -276,3 +276,51 @@ CREATE OR REPLACE VIEW @extschema@.outbox_health AS
 	 ORDER BY g.ord;
 COMMENT ON VIEW @extschema@.outbox_health IS
 	'One row per signal (worker, brokers, backlog age, failing topics, abandoned events, snapshots, worker slots, standby gate, version, schema registry): status ok, warning or critical, detail, since. A reader also needs EXECUTE on outbox_worker_status(), outbox_cluster_status(), outbox_unread_topics() and outbox_registry_warning()';
+
+--
+-- Debezium's column defaults: outbox_attach(..., replace_null_with_default)
+-- (Kafka's replace.null.with.default).  A trigger attached from 1.4 on
+-- writes each column's default as the connector has it, and the enum
+-- arrays, tsvector and ltree as it names them; one attached before keeps
+-- what it wrote until attached again (src/format/debezium.c).
+--
+
+-- The update replaces outbox_attach(), a new argument: what was granted
+-- on it is said, to be granted again.
+DO $$
+DECLARE
+	grantees text;
+BEGIN
+	SELECT pg_catalog.string_agg(CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+									  ELSE pg_catalog.quote_ident(r.rolname) END,
+								 ', ' ORDER BY r.rolname)
+	  INTO grantees
+	  FROM pg_catalog.pg_proc p
+	 CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) a
+	  LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) a.grantee
+	 WHERE p.oid OPERATOR(pg_catalog.=) '@extschema@.outbox_attach(regclass, text, text[], text, boolean, boolean, text, text, boolean, text)'::pg_catalog.regprocedure
+	   AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+	   AND a.grantee OPERATOR(pg_catalog.<>) p.proowner;
+	IF grantees IS NOT NULL THEN
+		RAISE WARNING 'EXECUTE on outbox_attach() is granted to %, and the update replaces the function', grantees
+			USING DETAIL = 'Those roles cannot attach tables until it is granted to them again.',
+				  HINT = 'Once the update is done: GRANT EXECUTE ON FUNCTION @extschema@.outbox_attach(regclass, text, text[], text, boolean, boolean, text, text, boolean, text, boolean) TO '
+						 OPERATOR(pg_catalog.||) grantees OPERATOR(pg_catalog.||) ';';
+	END IF;
+END
+$$;
+
+DROP FUNCTION @extschema@.outbox_attach(regclass, text, text[], text, boolean, boolean, text, text, boolean, text);
+CREATE FUNCTION @extschema@.outbox_attach(tbl regclass, topic text,
+	key_columns text[] DEFAULT NULL, format text DEFAULT 'outbox',
+	snapshot boolean DEFAULT false, tombstones boolean DEFAULT NULL,
+	decimal_handling text DEFAULT NULL, skipped_operations text DEFAULT NULL,
+	schemas_enable boolean DEFAULT NULL, converter text DEFAULT NULL,
+	replace_null_with_default boolean DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'outbox_attach'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION @extschema@.outbox_attach(regclass, text, text[], text, boolean, boolean, text, text, boolean, text, boolean) FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.outbox_attach(regclass, text, text[], text, boolean, boolean, text, text, boolean, text, boolean) IS
+	'Capture the changes of table tbl as events on topic (the prefix, format debezium), keyed by key_columns (else the primary key); format outbox or debezium; snapshot: publish its rows too; with format debezium, the connector''s settings tombstones (tombstones.on.delete), decimal_handling (precise, string, double), skipped_operations (skipped.operations), schemas_enable (the JSON converter''s), converter (json, or avro: Confluent''s AvroConverter, the schemas registered at outbox.schema_registry_url), replace_null_with_default (a null written as its column''s default, Kafka''s replace.null.with.default), NULL for the connector''s default. By grant, with the table''s TRIGGER privilege (SELECT for a snapshot)';
