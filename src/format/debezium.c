@@ -47,8 +47,8 @@ typedef struct DebeziumConfig
 								 * the like */
 	bool		by_identity;	/* before and TOASTed values as REPLICA IDENTITY
 								 * has them; false for a 1.2 trigger: whole rows */
-	bool		defaults;		/* the columns' defaults; false for a 1.3
-								 * trigger */
+	bool		defaults;		/* the columns' defaults, and the named types
+								 * of options; false for a 1.3 trigger */
 } DebeziumConfig;
 
 /*
@@ -122,6 +122,7 @@ debezium_attach_options(FunctionCallInfo fcinfo, CaptureConfig *config)
 	if (PG_NARGS() == 11)
 	{
 		settings->defaults = true;
+		settings->options.named_types = true;
 		settings->options.replace_nulls = PG_ARGISNULL(10) || PG_GETARG_BOOL(10);
 	}
 	settings->by_identity = true;
@@ -164,7 +165,7 @@ debezium_attach_options(FunctionCallInfo fcinfo, CaptureConfig *config)
  * The connector's settings among a capture trigger's keyword arguments,
  * into config->options, those a 1.2 trigger has not keeping what it wrote
  * (decimals as strings, whole rows, hstore as its text), and those a 1.3
- * one has not (defaults); see OutboxFormat.read_args.
+ * one has not (defaults, named types); see OutboxFormat.read_args.
  */
 static const char *
 debezium_read_args(CaptureConfig *config, List *args)
@@ -199,6 +200,7 @@ debezium_read_args(CaptureConfig *config, List *args)
 		{
 			/* a 1.4 trigger */
 			settings->defaults = true;
+			settings->options.named_types = true;
 			settings->options.replace_nulls = strcmp(value, "true") == 0;
 		}
 		else

@@ -95,20 +95,20 @@ typedef enum Encoding
 } Encoding;
 
 /*
- * Is typid a type called hstore, as the connector recognizes contrib's
- * hstore: by its name?
+ * Is typid a type called name, as the connector recognizes the types of
+ * contrib's hstore and ltree: by their names?
  */
 static bool
-is_hstore(Oid typid)
+type_named(Oid typid, const char *name)
 {
 	HeapTuple	tuple = SearchSysCache1(TYPEOID, ObjectIdGetDatum(typid));
-	bool		hstore;
+	bool		named;
 
 	if (!HeapTupleIsValid(tuple))
 		elog(ERROR, "cache lookup failed for type %u", typid);
-	hstore = strcmp(NameStr(((Form_pg_type) GETSTRUCT(tuple))->typname), "hstore") == 0;
+	named = strcmp(NameStr(((Form_pg_type) GETSTRUCT(tuple))->typname), name) == 0;
 	ReleaseSysCache(tuple);
-	return hstore;
+	return named;
 }
 
 /*
@@ -175,7 +175,7 @@ encoding_of(Oid *typid, int32 *typmod)
 		return ENC_ARRAY;
 	if (type_is_enum(*typid))
 		return ENC_STRING;
-	if (is_hstore(*typid))
+	if (type_named(*typid, "hstore"))
 		return ENC_HSTORE;
 	return ENC_TEXT;
 }
@@ -506,6 +506,11 @@ append_array_dim(StringInfo buf, int dim, int ndim, const int *dims, Datum *elem
 							 elemtype, typmod, enc, options);
 		else
 		{
+			if (nulls[*next] && options->named_types && type_is_enum(elemtype))
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot write a null element of an enum array"),
+						 errdetail("The items of an enum array are required in the connector's schema: it stops at a null one.")));
 			if (nulls[*next])
 				appendStringInfoString(buf, "null");
 			else
@@ -1282,7 +1287,9 @@ append_type_schema(StringInfo buf, Oid typid, int32 typmod, bool optional,
 				name = "io.debezium.data.Json";
 			break;
 		case ENC_STRING:
-			if (typid == UUIDOID)
+			if (typid == TSVECTOROID && options->named_types)
+				name = "io.debezium.data.Tsvector";
+			else if (typid == UUIDOID)
 				name = "io.debezium.data.Uuid";
 			else if (typid == JSONOID || typid == JSONBOID)
 				name = "io.debezium.data.Json";
@@ -1301,6 +1308,8 @@ append_type_schema(StringInfo buf, Oid typid, int32 typmod, bool optional,
 			}
 			break;
 		case ENC_TEXT:
+			if (options->named_types && type_named(typid, "ltree"))
+				name = "io.debezium.data.Ltree";
 			break;
 		case ENC_TIMETZ:
 			name = "io.debezium.time.ZonedTime";
@@ -1350,11 +1359,14 @@ append_type_schema(StringInfo buf, Oid typid, int32 typmod, bool optional,
 		case ENC_ARRAY:
 			{
 				StringInfoData items;
+				Oid			elemtype = get_element_type(typid);
 
 				initStringInfo(&items);
 				appendStringInfoString(&items, "\"items\":");
-				append_type_schema(&items, get_element_type(typid), typmod, true, NULL, NULL,
-								   options);
+				/* an enum's are required, the others optional */
+				append_type_schema(&items, elemtype, typmod,
+								   !(options->named_types && type_is_enum(getBaseType(elemtype))),
+								   NULL, NULL, options);
 				type = "array";
 				inner = items.data;
 			}

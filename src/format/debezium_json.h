@@ -55,6 +55,9 @@ typedef struct DebeziumOptions
 	bool		schemas;		/* the JSON converter's schemas.enable */
 	bool		avro;			/* keys and values as Confluent's AvroConverter
 								 * writes them, else the JSON converter */
+	bool		named_types;	/* enum arrays' items required, tsvector and
+								 * ltree named, as the connector has them;
+								 * false before 1.4 */
 	bool		replace_nulls;	/* a null written as its column's default:
 								 * replace.null.with.default */
 	const DebeziumDefaults *defaults;	/* the columns' defaults, in their
