@@ -432,6 +432,21 @@ SELECT evj(payload) #>> '{payload,after,status}' AS status FROM outbox_messages;
 DROP TABLE defaults;
 DROP TYPE shade;
 DROP FUNCTION before_text(bytea);
+-- A literal that does not parse as the column's type has no default, as
+-- the connector's parser throws (PostgresDefaultValueConverter.java
+-- 115-119): the first literal of ('x' || 'y')::date is not a date; read,
+-- never run.  NULL::integer has none (parseNullDefault, 146-155).  A
+-- decimal in string mode is at the column's scale (122-144); an enum's
+-- type named in quotes is the enum's (extractEnumDefault, 234-276).
+CREATE TYPE "Mood" AS ENUM ('ok', 'bad');
+CREATE TABLE odd_defaults (id int PRIMARY KEY, d date DEFAULT ('x' || 'y')::date,
+	price numeric(10,2) DEFAULT 12.5, m "Mood" DEFAULT 'bad', n int DEFAULT NULL);
+SELECT outbox_attach('odd_defaults', 'odd', format => 'debezium', decimal_handling => 'string');
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+INSERT INTO odd_defaults VALUES (1, NULL, NULL, NULL, NULL);
+SELECT after_text(payload) AS after FROM outbox_messages;
+DROP TABLE odd_defaults;
+DROP TYPE "Mood";
 
 --
 -- An enum array's items are the connector's Enum, required: the
