@@ -444,7 +444,10 @@ CREATE TABLE odd_defaults (id int PRIMARY KEY, d date DEFAULT ('x' || 'y')::date
 SELECT outbox_attach('odd_defaults', 'odd', format => 'debezium', decimal_handling => 'string');
 TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
 INSERT INTO odd_defaults VALUES (1, NULL, NULL, NULL, NULL);
-SELECT after_text(payload) AS after FROM outbox_messages;
+-- a label renamed is the default's from the next change
+ALTER TYPE "Mood" RENAME VALUE 'bad' TO 'worse';
+INSERT INTO odd_defaults VALUES (2, NULL, NULL, NULL, NULL);
+SELECT after_text(payload) AS after FROM outbox_messages ORDER BY id;
 DROP TABLE odd_defaults;
 DROP TYPE "Mood";
 

@@ -12,14 +12,15 @@
  *		default.  docs/debezium.md lists them.
  *
  * The defaults of a table are read once per session and kept until the
- * table's relcache entry (ALTER TABLE ... SET DEFAULT) or a type is
- * invalidated: a change reads no catalog for them.  The text is deparsed
- * with DateStyle ISO and TimeZone UTC pinned, as the connector's JDBC
- * session reads it; a default holding a constant of a type whose output
- * function is not built in is not deparsed (it has no default here), so
- * that no code but PostgreSQL's runs for it.  A literal is parsed by the
- * built-in input function of the column's type, in a subtransaction: a
- * data error gives no default, as an exception does to the connector.
+ * table's relcache entry (ALTER TABLE ... SET DEFAULT), a type or an
+ * enum's label is invalidated: a change reads no catalog for them.  The
+ * text is deparsed with DateStyle ISO and TimeZone UTC pinned, as the
+ * connector's JDBC session reads it; a default holding a constant of a
+ * type whose output function is not built in is not deparsed (it has no
+ * default here), so that no code but PostgreSQL's runs for it.  A literal
+ * is parsed by the built-in input function of the column's type, in a
+ * subtransaction: a data error gives no default, as an exception does to
+ * the connector.
  *
  * src/format/debezium_defaults.c
  *
@@ -80,7 +81,10 @@ forget_table(Datum arg, Oid relid)
 		entry->valid = false;
 }
 
-/* A type changed (renamed, an enum's label): every table's, a syscache callback. */
+/*
+ * Forget every table's defaults when a type changes (renamed, an enum's
+ * label): a syscache callback.
+ */
 static void
 forget_types(Datum arg, int cacheid, uint32 hashvalue)
 {
@@ -88,8 +92,8 @@ forget_types(Datum arg, int cacheid, uint32 hashvalue)
 }
 
 /*
- * Is every constant of expr of a type whose output function is built in
- * (an enum's: enum_out), so that deparsing it runs no other code?
+ * Has expr a constant of a type whose output function is not built in
+ * (an enum's, enum_out, is), which deparsing it would run?
  */
 static bool
 unsafe_constant(Node *node, void *context)
@@ -531,6 +535,7 @@ outbox_debezium_defaults(Oid relid, TupleDesc tupdesc)
 							 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 		CacheRegisterRelcacheCallback(forget_table, (Datum) 0);
 		CacheRegisterSyscacheCallback(TYPEOID, forget_types, (Datum) 0);
+		CacheRegisterSyscacheCallback(ENUMOID, forget_types, (Datum) 0);
 	}
 	entry = hash_search(tables, &relid, HASH_ENTER, &found);
 	if (!found)
