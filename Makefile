@@ -15,6 +15,7 @@ OBJS = \
 	src/format/cloudevents.o \
 	src/format/debezium.o \
 	src/format/debezium_avro.o \
+	src/format/debezium_defaults.o \
 	src/format/debezium_json.o \
 	src/format/decimal.o \
 	src/format/format.o \

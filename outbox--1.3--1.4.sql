@@ -43,8 +43,9 @@ COMMENT ON FUNCTION @extschema@.outbox_registry_warning() IS
 -- counts the clusters that do not answer among all of them.
 --
 
--- The update replaces outbox_cluster_status() (a new column) and
--- outbox_attach_router() (a new argument, at the end of this script): what
+-- The update replaces outbox_cluster_status() (a new column),
+-- outbox_attach_router() and outbox_attach() (a new argument each, at the
+-- end of this script): what
 -- was granted on them is said, to be granted again (a grant made here
 -- would be taken for the extension's own, which pg_dump does not dump).
 DO $$
@@ -59,7 +60,10 @@ BEGIN
 			 'Those roles cannot read the function, nor the view outbox_health, until it is granted to them again.'),
 			('outbox_attach_router',
 			 '@extschema@.outbox_attach_router(pg_catalog.regclass, pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text[], pg_catalog.bool, pg_catalog.text, pg_catalog.bool, pg_catalog.bool)'::pg_catalog.regprocedure,
-			 'Those roles cannot attach an outbox table until it is granted to them again.')
+			 'Those roles cannot attach an outbox table until it is granted to them again.'),
+			('outbox_attach',
+			 '@extschema@.outbox_attach(pg_catalog.regclass, pg_catalog.text, pg_catalog.text[], pg_catalog.text, pg_catalog.bool, pg_catalog.bool, pg_catalog.text, pg_catalog.text, pg_catalog.bool, pg_catalog.text)'::pg_catalog.regprocedure,
+			 'Those roles cannot attach a table until it is granted to them again.')
 		) AS v(name, proc, detail)
 	LOOP
 		SELECT pg_catalog.string_agg(CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
@@ -314,3 +318,27 @@ SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION @extschema@.outbox_attach_router(regclass, text, text, text, text, text, text, text[], boolean, text, boolean, boolean, text) FROM PUBLIC;
 COMMENT ON FUNCTION @extschema@.outbox_attach_router(regclass, text, text, text, text, text, text, text[], boolean, text, boolean, boolean, text) IS
 	'Publish each row inserted into outbox table tbl as Debezium''s outbox event router does: topic_pattern with ${routedByValue} from column route_by, key_column, id_column (header id), payload_column, timestamp_column, header_columns (column:header); the converters'' settings expand_payload, key_converter (json, string or avro; NULL: the converter''s), schemas_enable, tombstone_on_empty_payload, converter (json, or avro: Confluent''s AvroConverter with outbox.schema_registry_url). By grant, with the table''s TRIGGER privilege';
+
+--
+-- Debezium's column defaults: outbox_attach(..., replace_null_with_default)
+-- (Kafka's replace.null.with.default).  A trigger attached from 1.4 on
+-- writes each column's default as the connector has it, and the enum
+-- arrays, tsvector and ltree as it names them; one attached before keeps
+-- what it wrote until attached again (src/format/debezium.c).  The update
+-- replaces the function: what was granted on it is said at the start.
+--
+
+DROP FUNCTION @extschema@.outbox_attach(regclass, text, text[], text, boolean, boolean, text, text, boolean, text);
+CREATE FUNCTION @extschema@.outbox_attach(tbl regclass, topic text,
+	key_columns text[] DEFAULT NULL, format text DEFAULT 'outbox',
+	snapshot boolean DEFAULT false, tombstones boolean DEFAULT NULL,
+	decimal_handling text DEFAULT NULL, skipped_operations text DEFAULT NULL,
+	schemas_enable boolean DEFAULT NULL, converter text DEFAULT NULL,
+	replace_null_with_default boolean DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'outbox_attach'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION @extschema@.outbox_attach(regclass, text, text[], text, boolean, boolean, text, text, boolean, text, boolean) FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.outbox_attach(regclass, text, text[], text, boolean, boolean, text, text, boolean, text, boolean) IS
+	'Capture the changes of table tbl as events on topic (the prefix, format debezium), keyed by key_columns (else the primary key); format outbox or debezium; snapshot: publish its rows too; with format debezium, the connector''s settings tombstones (tombstones.on.delete), decimal_handling (precise, string, double), skipped_operations (skipped.operations), schemas_enable (the JSON converter''s), converter (json, or avro: Confluent''s AvroConverter, the schemas registered at outbox.schema_registry_url), replace_null_with_default (a null written as its column''s default, Kafka''s replace.null.with.default), NULL for the connector''s default. By grant, with the table''s TRIGGER privilege (SELECT for a snapshot)';

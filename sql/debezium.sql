@@ -432,6 +432,24 @@ SELECT evj(payload) #>> '{payload,after,status}' AS status FROM outbox_messages;
 DROP TABLE defaults;
 DROP TYPE shade;
 DROP FUNCTION before_text(bytea);
+-- A literal that does not parse as the column's type has no default, as
+-- the connector's parser throws (PostgresDefaultValueConverter.java
+-- 115-119): the first literal of ('x' || 'y')::date is not a date; read,
+-- never run.  NULL::integer has none (parseNullDefault, 146-155).  A
+-- decimal in string mode is at the column's scale (122-144); an enum's
+-- type named in quotes is the enum's (extractEnumDefault, 234-276).
+CREATE TYPE "Mood" AS ENUM ('ok', 'bad');
+CREATE TABLE odd_defaults (id int PRIMARY KEY, d date DEFAULT ('x' || 'y')::date,
+	price numeric(10,2) DEFAULT 12.5, m "Mood" DEFAULT 'bad', n int DEFAULT NULL);
+SELECT outbox_attach('odd_defaults', 'odd', format => 'debezium', decimal_handling => 'string');
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+INSERT INTO odd_defaults VALUES (1, NULL, NULL, NULL, NULL);
+-- a label renamed is the default's from the next change
+ALTER TYPE "Mood" RENAME VALUE 'bad' TO 'worse';
+INSERT INTO odd_defaults VALUES (2, NULL, NULL, NULL, NULL);
+SELECT after_text(payload) AS after FROM outbox_messages ORDER BY id;
+DROP TABLE odd_defaults;
+DROP TYPE "Mood";
 
 --
 -- An enum array's items are the connector's Enum, required: the
@@ -840,7 +858,7 @@ SELECT outbox_attach_router('outbox_view');
 -- a snapshot publishes what the table holds: it needs the right to read it
 CREATE ROLE outbox_trigger_only;
 GRANT TRIGGER ON stock TO outbox_trigger_only;
-GRANT EXECUTE ON FUNCTION outbox_attach(regclass, text, text[], text, boolean, boolean, text, text, boolean, text),
+GRANT EXECUTE ON FUNCTION outbox_attach(regclass, text, text[], text, boolean, boolean, text, text, boolean, text, boolean),
 	outbox_capture() TO outbox_trigger_only;
 SET ROLE outbox_trigger_only;
 SELECT outbox_attach('stock', 'inv', format => 'debezium', snapshot => true);
@@ -909,7 +927,7 @@ UPDATE kept12 SET free = 2;
 DELETE FROM kept12;
 TRUNCATE kept12;
 SELECT * FROM at_1_2();
-ALTER EXTENSION outbox UPDATE;
+ALTER EXTENSION outbox UPDATE TO '1.3';
 SELECT pg_get_function_arguments('outbox_attach'::regproc) AS arguments_at_1_3;
 TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
 INSERT INTO kept12 VALUES (1, 12.30, 1.50);
@@ -927,6 +945,19 @@ TRUNCATE kept12;
 SELECT * FROM at_1_2();
 DROP TABLE kept12;
 DROP FUNCTION at_1_2();
+-- a table attached at 1.3 keeps what 1.3 wrote after the update to 1.4:
+-- no defaults, a null as null; attached again, the connector's defaults
+CREATE TABLE kept13 (id int PRIMARY KEY, status text DEFAULT 'new');
+SELECT outbox_attach('kept13', 'k13', format => 'debezium', schemas_enable => true);
+ALTER EXTENSION outbox UPDATE;
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+INSERT INTO kept13 VALUES (1, NULL);
+SELECT outbox_attach('kept13', 'k13', format => 'debezium', schemas_enable => true);
+INSERT INTO kept13 VALUES (2, NULL);
+SELECT evj(payload) #> '{payload,after}' AS after,
+	   evj(payload) #> '{schema,fields,0,fields,1}' AS status_schema
+  FROM outbox_messages ORDER BY id;
+DROP TABLE kept13;
 SELECT outbox_detach('kept');
 SELECT count(*) AS triggers FROM pg_trigger WHERE tgrelid = 'kept'::regclass;
 DROP TABLE kept;

@@ -62,7 +62,7 @@ CREATE TABLE ref_outbox (id uuid PRIMARY KEY, aggregatetype text, aggregateid te
 						 type text, payload jsonb);
 CREATE ROLE ref_attacher;
 GRANT TRIGGER ON ref_orders TO ref_attacher;
-GRANT EXECUTE ON FUNCTION outbox_attach(regclass, text, text[], text, boolean, boolean, text, text, boolean, text),
+GRANT EXECUTE ON FUNCTION outbox_attach(regclass, text, text[], text, boolean, boolean, text, text, boolean, text, boolean),
 	outbox_capture() TO ref_attacher;
 SET ROLE ref_attacher;
 SELECT outbox_attach('ref_orders', 'orders', key_columns => '{region,id}');
@@ -83,7 +83,7 @@ CREATE TABLE ref_odd ("x\000" int PRIMARY KEY, "a\" int);
 SELECT outbox_attach('ref_odd', 'odd', key_columns => ARRAY['x\000', 'a\']);
 SELECT "table", topic, options FROM outbox_attachments WHERE "table" = 'ref_odd'::regclass;
 DROP TABLE ref_orders, ref_shipments, ref_outbox, ref_odd;
-REVOKE ALL ON FUNCTION outbox_attach(regclass, text, text[], text, boolean, boolean, text, text, boolean, text),
+REVOKE ALL ON FUNCTION outbox_attach(regclass, text, text[], text, boolean, boolean, text, text, boolean, text, boolean),
 	outbox_capture() FROM ref_attacher;
 DROP ROLE ref_attacher;
 

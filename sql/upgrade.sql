@@ -102,13 +102,14 @@ SELECT topic, key, convert_from(payload, 'UTF8') AS value, headers ->> 'id' AS i
 DROP TABLE legacy_events;
 
 -- A router attached at 1.3 goes on as it was; the update to 1.4 replaces
--- outbox_attach_router() (a new argument, converter), and says who loses
--- EXECUTE on it
+-- outbox_attach_router() (a new argument, converter) and outbox_attach()
+-- (replace_null_with_default), and says who loses EXECUTE on them
 SELECT outbox_discard() >= 0 AS discarded;
 DROP EXTENSION outbox;
 CREATE EXTENSION outbox VERSION '1.3';
 CREATE ROLE outbox_router_admin;
 GRANT EXECUTE ON FUNCTION outbox_attach_router TO outbox_router_admin;
+GRANT EXECUTE ON FUNCTION outbox_attach TO outbox_router_admin;
 CREATE TABLE older_events (id uuid PRIMARY KEY, aggregatetype text NOT NULL,
 	aggregateid text NOT NULL, payload jsonb);
 SELECT outbox_attach_router('older_events');

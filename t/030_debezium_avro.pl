@@ -699,6 +699,21 @@ is_deeply(
 my ($two) = grep { $_->{key}{id} == 2 } @{ consume(4, $dtopic) };
 is($two->{value}{after}{status}, 'open', 'a default changed: a null is written as the new one');
 
+# replace_null_with_default => false: a null is the union's null, as the
+# AvroConverter writes it with ignore.default.for.nullables=true
+# (AvroData.java 648-649); the schemas keep their defaults
+$node->safe_psql('postgres', q{
+	SELECT outbox_attach('inventory.defaults', 'dbserver1', format => 'debezium',
+						 converter => 'avro', replace_null_with_default => false);
+	INSERT INTO inventory.defaults (id, status, kind) VALUES (3, NULL, 'y');
+});
+my ($three) = grep { $_->{key}{id} == 3 } @{ consume(5, $dtopic) };
+is_deeply(
+	[ @{ $three->{value}{after} }{qw(status small hue kind)} ],
+	[ undef, 3, 'ok', 'y' ],
+	'replace_null_with_default => false: a null inserted is null, a column left out its default');
+is(scalar @{ versions("$dtopic-value") }, 2, 'replace_null_with_default => false: the same schema');
+
 # --- an enum array's items are the connector's Enum, required
 # (PostgresValueConverter.java 398-401: SchemaBuilder.array(Enum.builder(...))
 # without optional(); RecordsStreamProducerIT.java 3464-3469), which

@@ -110,10 +110,42 @@ class Refusal extends Error {
 	}
 }
 
-// An Avro schema's type and canonical text, or 42201
+// A long of any size, for a schema with a long's default past 2^53, which
+// JSON.parse rounds (Java's registry keeps it: Debezium's bigint defaults)
+const anyLong = avsc.types.LongType.__with({
+	fromBuffer: (buf) => buf.readBigInt64LE(),
+	toBuffer: (n) => {
+		const buf = Buffer.alloc(8);
+		buf.writeBigInt64LE(BigInt(n));
+		return buf;
+	},
+	fromJSON: BigInt,
+	toJSON: Number,
+	isValid: (n) => typeof n === 'bigint' || Number.isInteger(n),
+	compare: (a, b) => (a < b ? -1 : a > b ? 1 : 0),
+});
+
+// Has the JSON text an integer past what a JavaScript number holds exactly?
+function hasUnsafeInteger(text) {
+	for (const m of text.matchAll(/"(?:[^"\\]|\\.)*"|(-?\d{16,})(?![.eE\d])/g))
+		if (m[1] && !Number.isSafeInteger(Number(m[1])))
+			return true;
+	return false;
+}
+
+// An Avro schema's type and canonical text, or 42201; one with an integer
+// past 2^53 as given, less white space, its longs of any size
 function parseSchema(text) {
 	try {
 		const json = JSON.parse(text);
+
+		if (hasUnsafeInteger(text))
+			return {
+				schema: text.replace(/"(?:[^"\\]|\\.)*"|\s+/g, (m) => (m[0] === '"' ? m : '')),
+				type: avsc.Type.forSchema(json, {
+					typeHook: (s) => (s === 'long' || (s && s.type === 'long') ? anyLong : undefined),
+				}),
+			};
 		return { schema: JSON.stringify(json), type: avsc.Type.forSchema(json) };
 	} catch (e) {
 		throw new Refusal(422, 42201, `Invalid schema ${text}, details: ${e.message}`);

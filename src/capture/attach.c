@@ -172,7 +172,8 @@ snapshot_walk_columns(Relation rel, const CaptureConfig *config, int *ncolumns)
  *				 decimal_handling text DEFAULT NULL,
  *				 skipped_operations text DEFAULT NULL,
  *				 schemas_enable boolean DEFAULT NULL,
- *				 converter text DEFAULT NULL)
+ *				 converter text DEFAULT NULL,
+ *				 replace_null_with_default boolean DEFAULT NULL)
  *
  * Capture the changes of tbl with the triggers outbox_capture (rows) and
  * outbox_capture_truncate, replacing them if they exist; with snapshot,
@@ -180,7 +181,8 @@ snapshot_walk_columns(Relation rel, const CaptureConfig *config, int *ncolumns)
  * converter, the schemas of the table's keys and values are registered
  * now (a table's partitions: at their first change).  A 1.1 database declares
  * the first three arguments only, a 1.2 database the first six (tombstones
- * DEFAULT false): their debezium triggers write what 1.2 wrote.
+ * DEFAULT false): their debezium triggers write what 1.2 wrote; a 1.3
+ * database the first ten: its debezium triggers write what 1.3 wrote.
  */
 Datum
 outbox_attach(PG_FUNCTION_ARGS)
@@ -199,17 +201,18 @@ outbox_attach(PG_FUNCTION_ARGS)
 	StringInfoData arglist;
 	AclResult	aclresult;
 
-	if (PG_NARGS() != 3 && PG_NARGS() != 6 && PG_NARGS() != 10)
+	if (PG_NARGS() != 3 && PG_NARGS() != 6 && PG_NARGS() != 10 && PG_NARGS() != 11)
 		elog(ERROR, "outbox_attach called with %d arguments", PG_NARGS());
 	if (PG_NARGS() >= 6 && fcinfo->flinfo->fn_expr != NULL &&
 		(get_fn_expr_argtype(fcinfo->flinfo, 3) != TEXTOID ||
 		 get_fn_expr_argtype(fcinfo->flinfo, 4) != BOOLOID ||
 		 get_fn_expr_argtype(fcinfo->flinfo, 5) != BOOLOID ||
-		 (PG_NARGS() == 10 &&
+		 (PG_NARGS() >= 10 &&
 		  (get_fn_expr_argtype(fcinfo->flinfo, 6) != TEXTOID ||
 		   get_fn_expr_argtype(fcinfo->flinfo, 7) != TEXTOID ||
 		   get_fn_expr_argtype(fcinfo->flinfo, 8) != BOOLOID ||
-		   get_fn_expr_argtype(fcinfo->flinfo, 9) != TEXTOID))))
+		   get_fn_expr_argtype(fcinfo->flinfo, 9) != TEXTOID)) ||
+		 (PG_NARGS() == 11 && get_fn_expr_argtype(fcinfo->flinfo, 10) != BOOLOID)))
 		elog(ERROR, "outbox_attach called with arguments of unexpected types");
 
 	memset(&config, 0, sizeof(config));

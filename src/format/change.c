@@ -59,6 +59,7 @@ outbox_capture_table(const CaptureConfig *config, Relation rel, TupleDesc tupdes
 	char	  **names = config->keys;
 	int			nkeys = config->nkeys;
 
+	table->relid = RelationGetRelid(rel);
 	table->schema = get_namespace_name(RelationGetNamespace(rel));
 	table->table = pstrdup(RelationGetRelationName(rel));
 	table->tupdesc = tupdesc;

@@ -32,6 +32,7 @@ typedef struct CaptureConfig
 /* a table as its events name it, and where its key columns are */
 typedef struct CaptureTable
 {
+	Oid			relid;
 	char	   *schema;
 	char	   *table;
 	TupleDesc	tupdesc;		/* of the rows given to outbox_capture_event */

@@ -33,6 +33,7 @@
 #include "base/event.h"
 #include "format/debezium.h"
 #include "format/debezium_avro.h"
+#include "format/debezium_defaults.h"
 #include "format/debezium_json.h"
 #include "format/format.h"
 #include "format/format_internal.h"
@@ -46,6 +47,8 @@ typedef struct DebeziumConfig
 								 * the like */
 	bool		by_identity;	/* before and TOASTed values as REPLICA IDENTITY
 								 * has them; false for a 1.2 trigger: whole rows */
+	bool		defaults;		/* the columns' defaults, and the named types
+								 * of options; false for a 1.3 trigger */
 } DebeziumConfig;
 
 /*
@@ -102,9 +105,10 @@ parse_decimals(const char *value, DebeziumDecimals *decimals)
 /*
  * The connector's settings among outbox_attach's arguments, into
  * settings->options: tombstones (1.2: the last; false if NULL), then (1.3:
- * the last five) each NULL giving the connector's default:
+ * the last five; 1.4: six) each NULL giving the connector's default:
  * decimal_handling (precise), tombstones (true), skipped_operations ('t'),
- * schemas_enable (false) and converter (json).
+ * schemas_enable (false), converter (json) and replace_null_with_default
+ * (true).  A 1.3 database's triggers write no defaults, as 1.3 did.
  */
 static void
 debezium_attach_options(FunctionCallInfo fcinfo, CaptureConfig *config)
@@ -113,8 +117,14 @@ debezium_attach_options(FunctionCallInfo fcinfo, CaptureConfig *config)
 
 	config->options = settings;
 	settings->tombstones = PG_NARGS() >= 6 && !PG_ARGISNULL(5) && PG_GETARG_BOOL(5);
-	if (PG_NARGS() != 10)
+	if (PG_NARGS() < 10)
 		return;
+	if (PG_NARGS() == 11)
+	{
+		settings->defaults = true;
+		settings->options.named_types = true;
+		settings->options.replace_nulls = PG_ARGISNULL(10) || PG_GETARG_BOOL(10);
+	}
 	settings->by_identity = true;
 	settings->options.hstore_json = true;
 	settings->tombstones = PG_ARGISNULL(5) || PG_GETARG_BOOL(5);
@@ -154,8 +164,8 @@ debezium_attach_options(FunctionCallInfo fcinfo, CaptureConfig *config)
 /*
  * The connector's settings among a capture trigger's keyword arguments,
  * into config->options, those a 1.2 trigger has not keeping what it wrote
- * (decimals as strings, whole rows, hstore as its text); see
- * OutboxFormat.read_args.
+ * (decimals as strings, whole rows, hstore as its text), and those a 1.3
+ * one has not (defaults, named types); see OutboxFormat.read_args.
  */
 static const char *
 debezium_read_args(CaptureConfig *config, List *args)
@@ -186,6 +196,13 @@ debezium_read_args(CaptureConfig *config, List *args)
 			settings->options.schemas = strcmp(value, "true") == 0;
 		else if (outbox_keyword_arg(arg, "converter", &value) && strcmp(value, "avro") == 0)
 			settings->options.avro = true;
+		else if (outbox_keyword_arg(arg, "replace_null_with_default", &value))
+		{
+			/* a 1.4 trigger */
+			settings->defaults = true;
+			settings->options.named_types = true;
+			settings->options.replace_nulls = strcmp(value, "true") == 0;
+		}
 		else
 			return arg;
 	}
@@ -194,7 +211,7 @@ debezium_read_args(CaptureConfig *config, List *args)
 
 /*
  * The trigger arguments that say config's connector settings, appended to
- * args: those of a 1.3 trigger, or only tombstones of a 1.2 one.
+ * args: those of a 1.4 or 1.3 trigger, or only tombstones of a 1.2 one.
  */
 static List *
 debezium_write_args(const CaptureConfig *config, List *args)
@@ -219,6 +236,10 @@ debezium_write_args(const CaptureConfig *config, List *args)
 					   "schemas_enable=false");
 		if (settings->options.avro)
 			args = lappend(args, "converter=avro");
+		if (settings->defaults)
+			args = lappend(args, settings->options.replace_nulls ?
+						   "replace_null_with_default=true" :
+						   "replace_null_with_default=false");
 	}
 	else if (settings->tombstones)
 		args = lappend(args, "tombstones=true");
@@ -281,17 +302,16 @@ avro_key(const OutboxExtension *ext, const char *record, const char *topic)
 /*
  * The key of a row's debezium events as stored: json, its JSON, or with
  * the avro converter, the base64 of its Avro record, its schema registered
- * under <topic>-key.
+ * under <topic>-key; written with options.
  */
 static text *
-stored_key(const OutboxExtension *ext, const CaptureConfig *config,
+stored_key(const OutboxExtension *ext, const DebeziumOptions *table_options,
 		   const CaptureTable *table, const char *topic, HeapTuple tuple, const char *json)
 {
-	const DebeziumConfig *settings = config->options;
-	DebeziumOptions options = settings->options;
+	DebeziumOptions options = *table_options;
 	StringInfoData record;
 
-	if (!settings->options.avro)
+	if (!options.avro)
 		return cstring_to_text(json);
 	options.schemas = true;
 	initStringInfo(&record);
@@ -302,25 +322,24 @@ stored_key(const OutboxExtension *ext, const CaptureConfig *config,
 
 /*
  * One change event of the debezium format: its value as the JSON converter
- * writes it, or the avro converter, its schema registered under
- * <topic>-value.
+ * writes it with options, or the avro converter, its schema registered
+ * under <topic>-value.
  */
 static OutboxDraft *
-debezium_draft(const OutboxExtension *ext, const CaptureConfig *config, text *topic,
+debezium_draft(const OutboxExtension *ext, const DebeziumOptions *table_options, text *topic,
 			   const DebeziumSource *source, const CaptureTable *table, char op,
 			   HeapTuple before, HeapTuple after, const bool *unavailable,
 			   text *key, Jsonb *headers)
 {
-	const DebeziumConfig *settings = config->options;
-	DebeziumOptions options = settings->options;
+	DebeziumOptions options = *table_options;
 	OutboxDraft *draft = palloc0(sizeof(OutboxDraft));
 	StringInfoData value;
 
-	options.schemas = options.schemas || settings->options.avro;
+	options.schemas = options.schemas || options.avro;
 	initStringInfo(&value);
 	outbox_debezium_envelope(&value, &options, source, op, table->tupdesc,
 							 before, after, unavailable);
-	if (settings->options.avro)
+	if (options.avro)
 		draft->payload = outbox_debezium_avro(ext, value.data,
 											  psprintf("%s-value", text_to_cstring(topic)));
 	else
@@ -328,7 +347,7 @@ debezium_draft(const OutboxExtension *ext, const CaptureConfig *config, text *to
 	draft->topic = topic;
 	draft->key = key;
 	draft->headers = headers;
-	draft->json = !settings->options.avro;
+	draft->json = !options.avro;
 	return draft;
 }
 
@@ -444,10 +463,13 @@ debezium_change(const OutboxExtension *ext, const CaptureConfig *config,
 	HeapTuple	old_row = before;	/* the before that the events show */
 	bool	   *unavailable = NULL;
 	List	   *drafts = NIL;
+	DebeziumOptions options = settings->options;
 
 	/* skipped.operations: an update of the key too, as one update */
 	if (strchr(settings->skipped, op) != NULL)
 		return NIL;
+	if (settings->defaults)
+		options.defaults = outbox_debezium_defaults(table->relid, table->tupdesc);
 	nestlevel = outbox_debezium_pin_settings(table->tupdesc);
 	if (settings->by_identity && table->identity != REPLICA_IDENTITY_FULL && before != NULL)
 	{
@@ -469,7 +491,7 @@ debezium_change(const OutboxExtension *ext, const CaptureConfig *config,
 		if (before != NULL)
 		{
 			initStringInfo(&buf);
-			outbox_debezium_key(&buf, &settings->options, topic_name,
+			outbox_debezium_key(&buf, &options, topic_name,
 								table->tupdesc, before,
 								table->nkeys, table->key_attnums);
 			old_key = buf.data;
@@ -477,7 +499,7 @@ debezium_change(const OutboxExtension *ext, const CaptureConfig *config,
 		if (after != NULL)
 		{
 			initStringInfo(&buf);
-			outbox_debezium_key(&buf, &settings->options, topic_name,
+			outbox_debezium_key(&buf, &options, topic_name,
 								table->tupdesc, after,
 								table->nkeys, table->key_attnums);
 			new_key = buf.data;
@@ -487,11 +509,11 @@ debezium_change(const OutboxExtension *ext, const CaptureConfig *config,
 	if (op == 'u' && old_key != NULL && strcmp(old_key, new_key) != 0)
 	{
 		/* a new key: the old one deleted, the new one created */
-		text	   *old_stored = stored_key(ext, config, table, topic_name, before, old_key);
-		text	   *new_stored = stored_key(ext, config, table, topic_name, after, new_key);
+		text	   *old_stored = stored_key(ext, &options, table, topic_name, before, old_key);
+		text	   *new_stored = stored_key(ext, &options, table, topic_name, after, new_key);
 
 		drafts = lappend(drafts,
-						 debezium_draft(ext, config, topic, &source, table, 'd', old_row, NULL,
+						 debezium_draft(ext, &options, topic, &source, table, 'd', old_row, NULL,
 										NULL, old_stored,
 										debezium_headers(config, old_stored,
 														 "__debezium.newkey", new_key)));
@@ -500,7 +522,7 @@ debezium_change(const OutboxExtension *ext, const CaptureConfig *config,
 							 tombstone(topic, old_stored,
 									   debezium_headers(config, old_stored, NULL, NULL)));
 		drafts = lappend(drafts,
-						 debezium_draft(ext, config, topic, &source, table, 'c', NULL, after,
+						 debezium_draft(ext, &options, topic, &source, table, 'c', NULL, after,
 										unavailable, new_stored,
 										debezium_headers(config, new_stored,
 														 "__debezium.oldkey", old_key)));
@@ -508,11 +530,11 @@ debezium_change(const OutboxExtension *ext, const CaptureConfig *config,
 	else
 	{
 		char	   *key = after != NULL ? new_key : old_key;
-		text	   *stored = key ? stored_key(ext, config, table, topic_name,
+		text	   *stored = key ? stored_key(ext, &options, table, topic_name,
 											  after != NULL ? after : before, key) : NULL;
 
 		drafts = lappend(drafts,
-						 debezium_draft(ext, config, topic, &source, table, op, old_row, after,
+						 debezium_draft(ext, &options, topic, &source, table, op, old_row, after,
 										unavailable, stored,
 										debezium_headers(config, stored, NULL, NULL)));
 		if (op == 'd' && settings->tombstones && stored != NULL)
@@ -534,6 +556,7 @@ static void
 debezium_attached(const OutboxExtension *ext, const CaptureConfig *config, Relation rel)
 {
 	const DebeziumConfig *settings = config->options;
+	DebeziumOptions options = settings->options;
 	CaptureTable table;
 	char	   *topic;
 	StringInfoData schema;
@@ -541,16 +564,18 @@ debezium_attached(const OutboxExtension *ext, const CaptureConfig *config, Relat
 	if (!settings->options.avro || rel->rd_rel->relkind != RELKIND_RELATION)
 		return;
 	outbox_capture_table(config, rel, RelationGetDescr(rel), &table);
+	if (settings->defaults)
+		options.defaults = outbox_debezium_defaults(table.relid, table.tupdesc);
 	topic = outbox_debezium_topic(config->topic, table.schema, table.table);
 	initStringInfo(&schema);
 	if (table.nkeys > 0)
 	{
-		outbox_debezium_key_schema(&schema, &settings->options, topic, table.tupdesc,
+		outbox_debezium_key_schema(&schema, &options, topic, table.tupdesc,
 								   table.nkeys, table.key_attnums);
 		(void) outbox_debezium_avro_register(ext, schema.data, psprintf("%s-key", topic));
 		resetStringInfo(&schema);
 	}
-	outbox_debezium_value_schema(&schema, &settings->options, topic, table.tupdesc);
+	outbox_debezium_value_schema(&schema, &options, topic, table.tupdesc);
 	(void) outbox_debezium_avro_register(ext, schema.data, psprintf("%s-value", topic));
 }
 

@@ -128,6 +128,43 @@ static void write_schema(StringInfo out, JsonbContainer *schema, const char *ns,
 						 List **defined);
 
 /*
+ * The default of a Connect schema, as AvroData writes it
+ * (defaultValueFromConnect): as the JSON converter writes it, but bytes (a
+ * Decimal too), which are base64 there, as a string of one character per
+ * byte, U+0000 to U+00FF (ISO-8859-1).
+ */
+static void
+write_default(StringInfo out, JsonbContainer *schema, JsonbValue *deflt)
+{
+	JsonbValue	scalar = *deflt;
+	char	   *type = string_member(schema, "type");
+
+	if (strcmp(type, "bytes") == 0 && deflt->type == jbvString)
+	{
+		int			len = deflt->val.string.len;
+		unsigned char *bytes = palloc(pg_b64_dec_len(len) + 1);
+		int			n = pg_b64_decode(deflt->val.string.val, len, (char *) bytes,
+									  pg_b64_dec_len(len));
+
+		if (n < 0)
+			elog(ERROR, "a bytes default is not base64");
+		appendStringInfoChar(out, '"');
+		for (int i = 0; i < n; i++)
+		{
+			if (bytes[i] == '"' || bytes[i] == '\\')
+				appendStringInfo(out, "\\%c", bytes[i]);
+			else if (bytes[i] >= 0x20 && bytes[i] < 0x7f)
+				appendStringInfoChar(out, bytes[i]);
+			else
+				appendStringInfo(out, "\\u%04x", bytes[i]);
+		}
+		appendStringInfoChar(out, '"');
+		return;
+	}
+	appendStringInfoString(out, JsonbToCString(NULL, &JsonbValueToJsonb(&scalar)->root, -1));
+}
+
+/*
  * The props AvroData adds to a schema that is not a union, from its Connect
  * schema: connect.doc, connect.version, connect.parameters,
  * connect.default, connect.name, connect.type; for a Decimal, its scale,
@@ -164,10 +201,8 @@ write_props(StringInfo out, JsonbContainer *schema, const char *type, const char
 						 JsonbToCString(NULL, parameters, -1));
 	if (deflt != NULL)
 	{
-		JsonbValue	scalar = *deflt;
-
-		appendStringInfo(out, ",\"connect.default\":%s",
-						 JsonbToCString(NULL, &JsonbValueToJsonb(&scalar)->root, -1));
+		appendStringInfoString(out, ",\"connect.default\":");
+		write_default(out, schema, deflt);
 	}
 	if (name != NULL)
 	{
@@ -235,10 +270,8 @@ write_record(StringInfo out, JsonbContainer *schema, const char *ns, List **defi
 		write_schema(out, field, space, defined);
 		if (deflt != NULL)
 		{
-			JsonbValue	scalar = *deflt;
-
-			appendStringInfo(out, ",\"default\":%s",
-							 JsonbToCString(NULL, &JsonbValueToJsonb(&scalar)->root, -1));
+			appendStringInfoString(out, ",\"default\":");
+			write_default(out, field, deflt);
 		}
 		else if (is_optional(field))
 			appendStringInfoString(out, ",\"default\":null");

@@ -95,20 +95,20 @@ typedef enum Encoding
 } Encoding;
 
 /*
- * Is typid a type called hstore, as the connector recognizes contrib's
- * hstore: by its name?
+ * Is typid a type called name, as the connector recognizes the types of
+ * contrib's hstore and ltree: by their names?
  */
 static bool
-is_hstore(Oid typid)
+type_named(Oid typid, const char *name)
 {
 	HeapTuple	tuple = SearchSysCache1(TYPEOID, ObjectIdGetDatum(typid));
-	bool		hstore;
+	bool		named;
 
 	if (!HeapTupleIsValid(tuple))
 		elog(ERROR, "cache lookup failed for type %u", typid);
-	hstore = strcmp(NameStr(((Form_pg_type) GETSTRUCT(tuple))->typname), "hstore") == 0;
+	named = strcmp(NameStr(((Form_pg_type) GETSTRUCT(tuple))->typname), name) == 0;
 	ReleaseSysCache(tuple);
-	return hstore;
+	return named;
 }
 
 /*
@@ -175,7 +175,7 @@ encoding_of(Oid *typid, int32 *typmod)
 		return ENC_ARRAY;
 	if (type_is_enum(*typid))
 		return ENC_STRING;
-	if (is_hstore(*typid))
+	if (type_named(*typid, "hstore"))
 		return ENC_HSTORE;
 	return ENC_TEXT;
 }
@@ -506,6 +506,11 @@ append_array_dim(StringInfo buf, int dim, int ndim, const int *dims, Datum *elem
 							 elemtype, typmod, enc, options);
 		else
 		{
+			if (nulls[*next] && options->named_types && type_is_enum(elemtype))
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot write a null element of an enum array"),
+						 errdetail("The items of an enum array are required in the connector's schema: it stops at a null one.")));
 			if (nulls[*next])
 				appendStringInfoString(buf, "null");
 			else
@@ -1060,6 +1065,61 @@ append_value(StringInfo buf, Datum value, bool isnull, Oid typid, int32 typmod,
 }
 
 /*
+ * The default of column attr (of attribute number attnum) that the
+ * connector has in its schema, with options; NULL if none.  A numeric
+ * without a scale has none in precise mode: its VariableScaleDecimal is a
+ * struct, which the connector gives no default.
+ */
+static const DebeziumDefault *
+column_default(const DebeziumOptions *options, Form_pg_attribute attr, int attnum)
+{
+	const DebeziumDefault *d;
+
+	if (options->defaults == NULL || attnum > options->defaults->natts)
+		return NULL;
+	d = &options->defaults->columns[attnum - 1];
+	if (!d->has ||
+		(attr->atttypid == NUMERICOID && attr->atttypmod < 0 &&
+		 options->decimals == DEBEZIUM_DECIMALS_PRECISE))
+		return NULL;
+	return d;
+}
+
+/*
+ * A default of a column of type typid (typmod: the column's), as a value
+ * of the column is written.
+ */
+static void
+append_default(StringInfo buf, const DebeziumDefault *d, Oid typid, int32 typmod,
+			   const DebeziumOptions *options)
+{
+	if (d->string != NULL)
+		escape_json(buf, d->string);
+	else
+		append_value(buf, d->value, false, typid, typmod, options);
+}
+
+/*
+ * A column's value in a row, attr of attribute number attnum: a null as
+ * its default where the connector's converters write it so, with
+ * replace.null.with.default, or for a NOT NULL column whatever the
+ * setting (the connector fills a NOT NULL column's null, in a delete's
+ * before, with its default before the converter sees it).
+ */
+static void
+append_column(StringInfo buf, Datum value, bool isnull, Form_pg_attribute attr, int attnum,
+			  const DebeziumOptions *options)
+{
+	const DebeziumDefault *d;
+
+	if (isnull && (options->replace_nulls || attr->attnotnull) &&
+		(d = column_default(options, attr, attnum)) != NULL)
+		append_default(buf, d, attr->atttypid, attr->atttypmod, options);
+	else
+		append_value(buf, value, isnull, attr->atttypid, attr->atttypmod, options);
+}
+
+/*
  * A value of type typid (typmod: its column's) as the connector writes it
  * in JSON: for the router's keys.
  */
@@ -1089,13 +1149,13 @@ outbox_debezium_text(Datum value, Oid typid, int32 typmod)
 /*
  * A Kafka Connect schema as the JSON converter writes it (asJsonSchema):
  * type, then inner (the "fields" or "items" member, if not NULL),
- * optional, and name, version, doc and parameters where given; then
- * "field" for the field of a struct it is.
+ * optional, and name, version, doc, parameters and default (JSON) where
+ * given; then "field" for the field of a struct it is.
  */
 static void
 append_schema(StringInfo buf, const char *type, const char *inner, bool optional,
 			  const char *name, int version, const char *doc, const char *parameters,
-			  const char *field)
+			  const char *deflt, const char *field)
 {
 	appendStringInfo(buf, "{\"type\":\"%s\"", type);
 	if (inner)
@@ -1112,6 +1172,8 @@ append_schema(StringInfo buf, const char *type, const char *inner, bool optional
 		appendStringInfo(buf, ",\"doc\":\"%s\"", doc);
 	if (parameters)
 		appendStringInfo(buf, ",\"parameters\":%s", parameters);
+	if (deflt)
+		appendStringInfo(buf, ",\"default\":%s", deflt);
 	if (field)
 	{
 		appendStringInfoString(buf, ",\"field\":");
@@ -1158,13 +1220,18 @@ enum_values(Oid typid)
  * The schema of a column of type typid (typmod: the column's), as the
  * connector gives it (PostgresValueConverter.schemaBuilder, with its
  * default settings but decimal.handling.mode), field being its name in
- * the struct (NULL for an array's items).
+ * the struct (NULL for an array's items), with the default deflt (NULL:
+ * none).
  */
 static void
 append_type_schema(StringInfo buf, Oid typid, int32 typmod, bool optional,
-				   const char *field, const DebeziumOptions *options)
+				   const char *field, const DebeziumDefault *deflt,
+				   const DebeziumOptions *options)
 {
+	Oid			coltype = typid;
+	int32		coltypmod = typmod;
 	Encoding	enc = encoding_of(&typid, &typmod);
+	StringInfoData default_json = {0};
 	const char *type = "string";
 	const char *name = NULL;
 	const char *doc = NULL;
@@ -1220,7 +1287,9 @@ append_type_schema(StringInfo buf, Oid typid, int32 typmod, bool optional,
 				name = "io.debezium.data.Json";
 			break;
 		case ENC_STRING:
-			if (typid == UUIDOID)
+			if (typid == TSVECTOROID && options->named_types)
+				name = "io.debezium.data.Tsvector";
+			else if (typid == UUIDOID)
 				name = "io.debezium.data.Uuid";
 			else if (typid == JSONOID || typid == JSONBOID)
 				name = "io.debezium.data.Json";
@@ -1239,6 +1308,8 @@ append_type_schema(StringInfo buf, Oid typid, int32 typmod, bool optional,
 			}
 			break;
 		case ENC_TEXT:
+			if (options->named_types && type_named(typid, "ltree"))
+				name = "io.debezium.data.Ltree";
 			break;
 		case ENC_TIMETZ:
 			name = "io.debezium.time.ZonedTime";
@@ -1288,16 +1359,26 @@ append_type_schema(StringInfo buf, Oid typid, int32 typmod, bool optional,
 		case ENC_ARRAY:
 			{
 				StringInfoData items;
+				Oid			elemtype = get_element_type(typid);
 
 				initStringInfo(&items);
 				appendStringInfoString(&items, "\"items\":");
-				append_type_schema(&items, get_element_type(typid), typmod, true, NULL, options);
+				/* an enum's are required, the others optional */
+				append_type_schema(&items, elemtype, typmod,
+								   !(options->named_types && type_is_enum(getBaseType(elemtype))),
+								   NULL, NULL, options);
 				type = "array";
 				inner = items.data;
 			}
 			break;
 	}
-	append_schema(buf, type, inner, optional, name, name ? 1 : 0, doc, parameters, field);
+	if (deflt != NULL)
+	{
+		initStringInfo(&default_json);
+		append_default(&default_json, deflt, coltype, coltypmod, options);
+	}
+	append_schema(buf, type, inner, optional, name, name ? 1 : 0, doc, parameters,
+				  default_json.data, field);
 }
 
 /*
@@ -1309,7 +1390,7 @@ void
 outbox_debezium_schema(StringInfo buf, const DebeziumOptions *options,
 					   Oid typid, int32 typmod, bool optional)
 {
-	append_type_schema(buf, typid, typmod, optional, NULL, options);
+	append_type_schema(buf, typid, typmod, optional, NULL, NULL, options);
 }
 
 /*
@@ -1328,7 +1409,8 @@ append_row_schema(StringInfo buf, TupleDesc tupdesc, int nkeys, const AttrNumber
 	appendStringInfoString(&fields, "\"fields\":[");
 	for (int i = 0; i < (attnums ? nkeys : tupdesc->natts); i++)
 	{
-		Form_pg_attribute attr = TupleDescAttr(tupdesc, attnums ? attnums[i] - 1 : i);
+		AttrNumber	attno = attnums ? attnums[i] : i + 1;
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, attno - 1);
 
 		if (attr->attisdropped)
 			continue;
@@ -1336,10 +1418,11 @@ append_row_schema(StringInfo buf, TupleDesc tupdesc, int nkeys, const AttrNumber
 			appendStringInfoChar(&fields, ',');
 		first = false;
 		append_type_schema(&fields, attr->atttypid, attr->atttypmod, !attr->attnotnull,
-						   NameStr(attr->attname), options);
+						   NameStr(attr->attname), column_default(options, attr, attno),
+						   options);
 	}
 	appendStringInfoChar(&fields, ']');
-	append_schema(buf, "struct", fields.data, optional, name, 0, NULL, NULL, field);
+	append_schema(buf, "struct", fields.data, optional, name, 0, NULL, NULL, NULL, field);
 }
 
 /*
@@ -1392,7 +1475,7 @@ append_envelope_schema(StringInfo buf, const char *topic, TupleDesc tupdesc,
 						   "{\"type\":\"int64\",\"optional\":true,\"field\":\"ts_us\"},"
 						   "{\"type\":\"int64\",\"optional\":true,\"field\":\"ts_ns\"}]");
 	append_schema(buf, "struct", fields.data, false, psprintf("%s.Envelope", topic), 2,
-				  NULL, NULL, NULL);
+				  NULL, NULL, NULL, NULL);
 }
 
 /*
@@ -1431,7 +1514,7 @@ append_row(StringInfo buf, const DebeziumOptions *options, TupleDesc tupdesc,
 			continue;
 		}
 		value = heap_getattr(tuple, i + 1, tupdesc, &isnull);
-		append_value(buf, value, isnull, attr->atttypid, attr->atttypmod, options);
+		append_column(buf, value, isnull, attr, i + 1, options);
 	}
 	appendStringInfoChar(buf, '}');
 }
@@ -1462,7 +1545,7 @@ outbox_debezium_key(StringInfo buf, const DebeziumOptions *options, const char *
 		escape_json(buf, NameStr(attr->attname));
 		appendStringInfoChar(buf, ':');
 		value = heap_getattr(tuple, attnums[i], tupdesc, &isnull);
-		append_value(buf, value, isnull, attr->atttypid, attr->atttypmod, options);
+		append_column(buf, value, isnull, attr, attnums[i], options);
 	}
 	appendStringInfoChar(buf, '}');
 	if (options->schemas)
@@ -1605,9 +1688,9 @@ needs_settings(Oid typid, int32 typmod)
 
 /*
  * The settings that the text of some types depends on, pinned to fixed
- * values while the events of a row with such columns are built; returns
- * the GUC nest level to give back to outbox_debezium_unpin_settings, or -1
- * if no column needs them.
+ * values while the events of a row with such columns are built (tupdesc
+ * NULL: whatever the columns); returns the GUC nest level to give back to
+ * outbox_debezium_unpin_settings, or -1 if no column needs them.
  */
 int
 outbox_debezium_pin_settings(TupleDesc tupdesc)
@@ -1619,10 +1702,10 @@ outbox_debezium_pin_settings(TupleDesc tupdesc)
 		{"extra_float_digits", "1"},
 		{"bytea_output", "hex"},
 	};
-	bool		needed = false;
+	bool		needed = tupdesc == NULL;
 	int			nestlevel;
 
-	for (int i = 0; i < tupdesc->natts && !needed; i++)
+	for (int i = 0; !needed && i < tupdesc->natts; i++)
 	{
 		Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
 

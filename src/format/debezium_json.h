@@ -28,6 +28,25 @@ typedef enum DebeziumDecimals
 	DEBEZIUM_DECIMALS_DOUBLE	/* a number */
 } DebeziumDecimals;
 
+/*
+ * A column's default as the connector reads it (src/format/debezium_defaults.c):
+ * none, a string, or a value of the column's type, written as a value of
+ * the column is.
+ */
+typedef struct DebeziumDefault
+{
+	bool		has;			/* the connector has a default for it */
+	char	   *string;			/* the default, a string; NULL: value */
+	Datum		value;			/* the default, of the column's type */
+} DebeziumDefault;
+
+/* the defaults of a table's columns, by attribute number - 1 */
+typedef struct DebeziumDefaults
+{
+	int			natts;
+	DebeziumDefault columns[FLEXIBLE_ARRAY_MEMBER];
+} DebeziumDefaults;
+
 /* how values are written: the connector's settings, as the trigger's arguments say */
 typedef struct DebeziumOptions
 {
@@ -36,6 +55,13 @@ typedef struct DebeziumOptions
 	bool		schemas;		/* the JSON converter's schemas.enable */
 	bool		avro;			/* keys and values as Confluent's AvroConverter
 								 * writes them, else the JSON converter */
+	bool		named_types;	/* enum arrays' items required, tsvector and
+								 * ltree named, as the connector has them;
+								 * false before 1.4 */
+	bool		replace_nulls;	/* a null written as its column's default:
+								 * replace.null.with.default */
+	const DebeziumDefaults *defaults;	/* the columns' defaults, in their
+										 * schemas; NULL: none (before 1.4) */
 } DebeziumOptions;
 
 /* what a change event says of where it comes from */

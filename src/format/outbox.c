@@ -160,17 +160,17 @@ static void
 outbox_attach_options(FunctionCallInfo fcinfo, CaptureConfig *config)
 {
 	const char *const names[] = {"decimal_handling", "skipped_operations", "schemas_enable",
-	"converter"};
+	"converter", "replace_null_with_default"};
 
 	if (PG_NARGS() >= 6 && !PG_ARGISNULL(5) && PG_GETARG_BOOL(5))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("tombstones are written in the debezium format only")));
-	for (int i = 0; PG_NARGS() == 10 && i < lengthof(names); i++)
-		if (!PG_ARGISNULL(6 + i))
+	for (int i = 6; i < PG_NARGS() && i - 6 < lengthof(names); i++)
+		if (!PG_ARGISNULL(i))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("%s applies to the debezium format only", names[i])));
+					 errmsg("%s applies to the debezium format only", names[i - 6])));
 }
 
 const OutboxFormat outbox_outbox_format = {
