@@ -276,3 +276,15 @@ CREATE OR REPLACE VIEW @extschema@.outbox_health AS
 	 ORDER BY g.ord;
 COMMENT ON VIEW @extschema@.outbox_health IS
 	'One row per signal (worker, brokers, backlog age, failing topics, abandoned events, snapshots, worker slots, standby gate, version, schema registry): status ok, warning or critical, detail, since. A reader also needs EXECUTE on outbox_worker_status(), outbox_cluster_status(), outbox_unread_topics() and outbox_registry_warning()';
+
+--
+-- Capture: outbox_capture() looks up no name through search_path, and the
+-- only SQL it runs is the extension's own (the Avro converter's schema ids,
+-- as the extension's owner), schema-qualified with qualified operators, as
+-- outbox_enqueue's; it runs with the rights of the role that changed the
+-- row.  Its pinned search_path cost a tenth of a captured change; it pins
+-- pg_catalog, pg_temp itself while the text of one of the table's columns
+-- may read search_path (reg* types, composites, extensions' types), so
+-- that events keep their bytes (src/capture/tables.c).
+--
+ALTER FUNCTION @extschema@.outbox_capture() RESET search_path;

@@ -34,6 +34,7 @@ typedef struct CaptureTable
 {
 	char	   *schema;
 	char	   *table;
+	char	   *topic;			/* of its events, if known (outbox_format_capture_topic) */
 	TupleDesc	tupdesc;		/* of the rows given to outbox_capture_event */
 	int			nkeys;			/* 0: no key */
 	AttrNumber *key_attnums;	/* in tupdesc */
