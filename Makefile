@@ -9,6 +9,7 @@ OBJS = \
 	src/capture/capture.o \
 	src/capture/router.o \
 	src/capture/snapshot.o \
+	src/capture/tables.o \
 	src/format/avro.o \
 	src/format/avro_binary.o \
 	src/format/change.o \
@@ -54,7 +55,7 @@ DATA = outbox--1.0.sql outbox--1.0--1.1.sql outbox--1.1--1.2.sql outbox--1.2.sql
 	monitoring/outbox-alerts.test.yml
 PGFILEDESC = "outbox - transactional outbox publishing to Kafka"
 
-REGRESS = setup enqueue state_machine privileges settings capture reference retry stats security headers debezium snapshot_guards upgrade drop dump secrets topics registry cloudevents
+REGRESS = setup enqueue state_machine privileges settings capture capture_cache reference retry stats security headers debezium snapshot_guards upgrade drop dump secrets topics registry cloudevents
 ISOLATION = claim order commit_order rotate drop_concurrent snapshot topic_settings
 REGRESS_OPTS = --temp-config=$(srcdir)/specs/temp.conf
 ISOLATION_OPTS = --temp-config=$(srcdir)/specs/temp.conf

@@ -342,3 +342,15 @@ SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION @extschema@.outbox_attach(regclass, text, text[], text, boolean, boolean, text, text, boolean, text, boolean) FROM PUBLIC;
 COMMENT ON FUNCTION @extschema@.outbox_attach(regclass, text, text[], text, boolean, boolean, text, text, boolean, text, boolean) IS
 	'Capture the changes of table tbl as events on topic (the prefix, format debezium), keyed by key_columns (else the primary key); format outbox or debezium; snapshot: publish its rows too; with format debezium, the connector''s settings tombstones (tombstones.on.delete), decimal_handling (precise, string, double), skipped_operations (skipped.operations), schemas_enable (the JSON converter''s), converter (json, or avro: Confluent''s AvroConverter, the schemas registered at outbox.schema_registry_url), replace_null_with_default (a null written as its column''s default, Kafka''s replace.null.with.default), NULL for the connector''s default. By grant, with the table''s TRIGGER privilege (SELECT for a snapshot)';
+
+--
+-- Capture: outbox_capture() looks up no name through search_path, and the
+-- only SQL it runs is the extension's own (the Avro converter's schema ids,
+-- as the extension's owner), schema-qualified with qualified operators, as
+-- outbox_enqueue's; it runs with the rights of the role that changed the
+-- row.  Its pinned search_path cost a tenth of a captured change; it pins
+-- pg_catalog, pg_temp itself while the text of one of the table's columns
+-- may read search_path (reg* types, composites, extensions' types), so
+-- that events keep their bytes (src/capture/tables.c).
+--
+ALTER FUNCTION @extschema@.outbox_capture() RESET search_path;

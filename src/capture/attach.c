@@ -22,6 +22,7 @@
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/typcache.h"
@@ -29,6 +30,7 @@
 #include "base/catalog.h"
 #include "capture/capture.h"
 #include "capture/snapshot.h"
+#include "capture/tables.h"
 #include "format/format.h"
 #include "queue/enqueue.h"
 
@@ -50,8 +52,10 @@ outbox_capture(PG_FUNCTION_ARGS)
 	HeapTuple	before = NULL;
 	HeapTuple	after = NULL;
 	char		op;
+	CapturedTable *captured;
 	CaptureConfig config;
 	CaptureTable table;
+	int			nestlevel = -1;
 	ErrorContextCallback errcallback;
 
 	if (!CALLED_AS_TRIGGER(fcinfo))
@@ -91,37 +95,66 @@ outbox_capture(PG_FUNCTION_ARGS)
 		op = 'd';
 		before = trigdata->tg_trigtuple;
 	}
-	outbox_capture_config(trigdata->tg_trigger->tgnargs, trigdata->tg_trigger->tgargs,
-						  &config);
 	error_context_stack = errcallback.previous;
 
 	ext = outbox_entry(fcinfo);
 	rel = trigdata->tg_relation;
 	if (op == 't')
 	{
-		CaptureConfig nokeys = config;
+		CaptureConfig nokeys;
 
+		error_context_stack = &errcallback;
+		outbox_capture_config(trigdata->tg_trigger->tgnargs, trigdata->tg_trigger->tgargs,
+							  &config);
+		error_context_stack = errcallback.previous;
 		/* a truncate has no key: its key columns are not looked for */
+		nokeys = config;
 		nokeys.nkeys = 0;
 		outbox_capture_table(&nokeys, rel, RelationGetDescr(rel), &table);
 		table.nkeys = 0;
+		outbox_capture_event(ext, &config, &table, op, NULL, NULL, "false");
+		return PointerGetDatum(NULL);
 	}
-	else
-		outbox_capture_table(&config, rel, RelationGetDescr(rel), &table);
+
+	/*
+	 * The table as the session knows it (capture/tables.c), copied: a call
+	 * below may sweep the entry (its memory stays until the transaction
+	 * ends).
+	 */
+	captured = outbox_captured_table(ext, trigdata);
+	config = captured->config;
+	table = captured->table;
+	table.tupdesc = RelationGetDescr(rel);
 
 	/*
 	 * A row that a snapshot in progress will read is left to its r event
-	 * (src/capture/snapshot.c): a change is published only for rows it has read,
-	 * and a row moved past them is deleted where it was.
+	 * (src/capture/snapshot.c): a change is published only for rows it has
+	 * read, and a row moved past them is deleted where it was.  Whether one
+	 * may be in progress is known without a look while none is.
 	 */
-	if (op != 't' && outbox_snapshot_ahead(ext, rel, after != NULL ? after : before))
+	if (captured->snapshots && !outbox_snapshot_in_progress(ext, rel))
+		captured->snapshots = false;
+	if (captured->snapshots && outbox_snapshot_ahead(ext, rel, after != NULL ? after : before))
 	{
 		if (before == NULL || after == NULL || outbox_snapshot_ahead(ext, rel, before))
 			return PointerGetDatum(NULL);
 		op = 'd';
 		after = NULL;
 	}
+
+	/*
+	 * The function runs with the caller's search_path (it looks up no name
+	 * through it): pinned as 1.3 pinned it while a value's text may read it.
+	 */
+	if (captured->pin_search_path)
+	{
+		nestlevel = NewGUCNestLevel();
+		(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
+								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	}
 	outbox_capture_event(ext, &config, &table, op, before, after, "false");
+	if (nestlevel >= 0)
+		AtEOXact_GUC(true, nestlevel);
 
 	return PointerGetDatum(NULL);
 }

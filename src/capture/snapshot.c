@@ -40,6 +40,7 @@
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -452,6 +453,7 @@ outbox_snapshot_request(const OutboxExtension *ext, Relation rel, const char *fo
 {
 	Datum		values[7];
 	char	  **types = palloc(Max(nwalk, 1) * sizeof(char *));
+	ListCell   *lc;
 
 	if (!unique_key(rel, walk, nwalk))
 		ereport(ERROR,
@@ -481,6 +483,9 @@ outbox_snapshot_request(const OutboxExtension *ext, Relation rel, const char *fo
 	run_plan(ext, ext->version >= OUTBOX_VERSION(1, 3) ? &request13_plan : &request_plan,
 			 values, NULL);
 	SPI_finish();
+	/* the writers of the table and its partitions look again (capture/tables.c) */
+	foreach(lc, find_all_inheritors(RelationGetRelid(rel), NoLock, NULL))
+		CacheInvalidateRelcacheByRelid(lfirst_oid(lc));
 	outbox_wake_at_commit();
 }
 
@@ -714,6 +719,42 @@ row_ahead(Relation rel, HeapTuple row, const SnapshotInProgress *state)
 }
 
 /*
+ * rel and the partitioned tables it is a partition of, if it is one.
+ */
+static List *
+table_and_ancestors(Relation rel)
+{
+	List	   *tables = list_make1_oid(RelationGetRelid(rel));
+
+	if (rel->rd_rel->relispartition)
+		tables = list_concat(tables, get_partition_ancestors(RelationGetRelid(rel)));
+	return tables;
+}
+
+/*
+ * Is a snapshot of rel (or of a partitioned table it is a partition of) in
+ * progress, as the latest snapshot sees it (1.3)?  A request for one
+ * invalidates the relcache entries of the table and its partitions
+ * (outbox_snapshot_request), so that a writer that was told none is asks
+ * again.
+ */
+bool
+outbox_snapshot_in_progress(const OutboxExtension *ext, Relation rel)
+{
+	ListCell   *lc;
+	SnapshotInProgress state;
+
+	if (ext->version < OUTBOX_VERSION(1, 3))
+		return false;
+	foreach(lc, table_and_ancestors(rel))
+	{
+		if (in_progress(ext, lfirst_oid(lc), &state))
+			return true;
+	}
+	return false;
+}
+
+/*
  * Will the snapshot in progress of rel (or of the partitioned table it is
  * a partition of) read row, which a change of the caller's transaction
  * left (1.3)?  Then the change is not published: the row's r event will
@@ -725,16 +766,13 @@ row_ahead(Relation rel, HeapTuple row, const SnapshotInProgress *state)
 bool
 outbox_snapshot_ahead(const OutboxExtension *ext, Relation rel, HeapTuple row)
 {
-	List	   *tables = list_make1_oid(RelationGetRelid(rel));
 	ListCell   *lc;
 	SnapshotInProgress state;
 	char	   *now;
 
 	if (ext->version < OUTBOX_VERSION(1, 3))
 		return false;
-	if (rel->rd_rel->relispartition)
-		tables = list_concat(tables, get_partition_ancestors(RelationGetRelid(rel)));
-	foreach(lc, tables)
+	foreach(lc, table_and_ancestors(rel))
 	{
 		Oid			relid = lfirst_oid(lc);
 

@@ -34,6 +34,7 @@ extern bool outbox_snapshot_chunk(const OutboxExtension *ext, OutboxSnapshotChun
 extern bool outbox_snapshot_unfinished(const OutboxExtension *ext);
 extern void outbox_snapshot_failed(const OutboxExtension *ext, Oid relid, int sqlerrcode,
 								   const char *error, int retry_ms);
+extern bool outbox_snapshot_in_progress(const OutboxExtension *ext, Relation rel);
 extern bool outbox_snapshot_ahead(const OutboxExtension *ext, Relation rel, HeapTuple row);
 
 #endif							/* OUTBOX_SNAPSHOT_H */

@@ -62,6 +62,7 @@ outbox_capture_table(const CaptureConfig *config, Relation rel, TupleDesc tupdes
 	table->relid = RelationGetRelid(rel);
 	table->schema = get_namespace_name(RelationGetNamespace(rel));
 	table->table = pstrdup(RelationGetRelationName(rel));
+	table->topic = NULL;
 	table->tupdesc = tupdesc;
 	table->identity = rel->rd_rel->relreplident;
 	table->identity_attrs = RelationGetIndexAttrBitmap(rel, INDEX_ATTR_BITMAP_IDENTITY_KEY);

@@ -35,6 +35,7 @@ typedef struct CaptureTable
 	Oid			relid;
 	char	   *schema;
 	char	   *table;
+	char	   *topic;			/* of its events, if known (outbox_format_capture_topic) */
 	TupleDesc	tupdesc;		/* of the rows given to outbox_capture_event */
 	int			nkeys;			/* 0: no key */
 	AttrNumber *key_attnums;	/* in tupdesc */

@@ -454,7 +454,8 @@ debezium_change(const OutboxExtension *ext, const CaptureConfig *config,
 				const char *snapshot)
 {
 	const DebeziumConfig *settings = config->options;
-	char	   *topic_name = outbox_debezium_topic(config->topic, table->schema, table->table);
+	char	   *topic_name = table->topic != NULL ? table->topic :
+		outbox_debezium_topic(config->topic, table->schema, table->table);
 	text	   *topic = cstring_to_text(topic_name);
 	DebeziumSource source;
 	int			nestlevel;

@@ -18,6 +18,7 @@
 #include <math.h>
 
 #include "access/htup_details.h"
+#include "access/transam.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_enum.h"
@@ -118,7 +119,9 @@ type_named(Oid typid, const char *name)
 static Encoding
 encoding_of(Oid *typid, int32 *typmod)
 {
-	*typid = getBaseTypeAndTypmod(*typid, typmod);
+	/* no type made by initdb's catalog is a domain: no look-up per value */
+	if (*typid >= FirstGenbkiObjectId)
+		*typid = getBaseTypeAndTypmod(*typid, typmod);
 	switch (*typid)
 	{
 		case BOOLOID:
