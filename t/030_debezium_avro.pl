@@ -353,7 +353,7 @@ my ($tombstone) = grep { !defined $_->{value} } @$records;
 my $source = $first->{value}{source};
 is_deeply(
 	[ map { $source->{$_} } qw(version connector name snapshot db schema table) ],
-	[ 'outbox-1.3', 'postgresql', 'dbserver1', 'false', 'postgres', 'inventory', 'items' ],
+	[ 'outbox-1.4', 'postgresql', 'dbserver1', 'false', 'postgres', 'inventory', 'items' ],
 	'the source block');
 is_deeply(
 	[ map { [ $_->{key_schema}, $_->{value_schema} ] } $first, $tombstone ],

@@ -18,7 +18,7 @@
 #include "utils/timestamp.h"
 
 /* source.version of every change event */
-#define OUTBOX_DEBEZIUM_VERSION "outbox-1.3"
+#define OUTBOX_DEBEZIUM_VERSION "outbox-1.4"
 
 /* decimal.handling.mode: how numeric, decimal and money are written */
 typedef enum DebeziumDecimals
