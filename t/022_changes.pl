@@ -189,7 +189,7 @@ for my $e (@expected)
 	my $raw = $r->{payload};
 	like(
 		$raw,
-		qr/^\{"before":.*,"after":.*,"source":\{"version":"outbox-1\.3","connector":"postgresql","name":"dbserver1","ts_ms":\d+,"snapshot":"false","db":"postgres","sequence":null,"ts_us":\d+,"ts_ns":\d+,"schema":"shop","table":"items","txId":\d+,"lsn":\d+,"xmin":null,"origin":null,"origin_lsn":null\},"transaction":null,"op":"$e->{op}","ts_ms":\d+,"ts_us":\d+,"ts_ns":\d+\}$/,
+		qr/^\{"before":.*,"after":.*,"source":\{"version":"outbox-1\.4","connector":"postgresql","name":"dbserver1","ts_ms":\d+,"snapshot":"false","db":"postgres","sequence":null,"ts_us":\d+,"ts_ns":\d+,"schema":"shop","table":"items","txId":\d+,"lsn":\d+,"xmin":null,"origin":null,"origin_lsn":null\},"transaction":null,"op":"$e->{op}","ts_ms":\d+,"ts_us":\d+,"ts_ns":\d+\}$/,
 		"$what: the connector's fields, in its order");
 	my ($before, $after) = $raw =~ /^\{"before":(null|\{.*\}),"after":(null|\{.*\}),"source"/;
 	is($before, $e->{before} // 'null', "$what: before, value by value");
