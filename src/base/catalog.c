@@ -28,6 +28,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
@@ -366,13 +367,15 @@ outbox_array(Datum *values, bool *nulls, int n, Oid type)
 }
 
 /*
- * Run a saved plan; with expected >= 0, that many rows must come back (or
- * be changed).  Returns how many did.
+ * Run a saved plan (nulls as SPI takes them, or NULL: none); with
+ * expected >= 0, that many rows must come back (or be changed).  Returns
+ * how many did.  The caller is connected to SPI.
  */
-uint64
-outbox_run(const OutboxExtension *ext, OutboxPlan *plan, Datum *values, int expected)
+static uint64
+execute_plan(const OutboxExtension *ext, OutboxPlan *plan, Datum *values, const char *nulls,
+			 int expected)
 {
-	int			ret = SPI_execute_plan(outbox_plan(ext, plan), values, NULL, false, 0);
+	int			ret = SPI_execute_plan(outbox_plan(ext, plan), values, nulls, false, 0);
 
 	if (ret < 0)
 		elog(ERROR, "outbox statement failed: %s", SPI_result_code_string(ret));
@@ -380,6 +383,48 @@ outbox_run(const OutboxExtension *ext, OutboxPlan *plan, Datum *values, int expe
 		elog(ERROR, "outbox statement returned " UINT64_FORMAT " rows, expected %d",
 			 SPI_processed, expected);
 	return SPI_processed;
+}
+
+/*
+ * Run a saved plan; with expected >= 0, that many rows must come back (or
+ * be changed).  Returns how many did.  The caller is connected to SPI.
+ */
+uint64
+outbox_run(const OutboxExtension *ext, OutboxPlan *plan, Datum *values, int expected)
+{
+	return execute_plan(ext, plan, values, NULL, expected);
+}
+
+/*
+ * Run a saved plan as outbox_run does (nulls as SPI takes them, or NULL),
+ * as the extension's owner, for a caller that may have no right on the
+ * extension's tables: the statement is the extension's own.  Whatever it
+ * runs besides (a trigger, rule or policy the owner put on the table, a
+ * default, a constraint) runs security-restricted and in a GUC nest level
+ * of its own, as PostgreSQL runs code as a table's owner (index
+ * expressions, REFRESH MATERIALIZED VIEW): it cannot change a setting of
+ * the caller's session, create a temporary object, SET ROLE, PREPARE or
+ * LISTEN.  On an error the abort of the transaction or subtransaction
+ * puts the user and the settings back, as it does for PostgreSQL's own.
+ * The caller is connected to SPI.
+ */
+uint64
+outbox_run_as_owner(const OutboxExtension *ext, OutboxPlan *plan, Datum *values,
+					const char *nulls, int expected)
+{
+	Oid			save_userid;
+	int			save_sec;
+	int			save_nestlevel;
+	uint64		processed;
+
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(ext->owner,
+						   save_sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+	save_nestlevel = NewGUCNestLevel();
+	processed = execute_plan(ext, plan, values, nulls, expected);
+	AtEOXact_GUC(false, save_nestlevel);
+	SetUserIdAndSecContext(save_userid, save_sec);
+	return processed;
 }
 
 /*

@@ -60,6 +60,8 @@ extern Datum outbox_array(Datum *values, bool *nulls, int n, Oid type);
 extern SPIPlanPtr outbox_plan(const OutboxExtension *ext, OutboxPlan *plan);
 extern uint64 outbox_run(const OutboxExtension *ext, OutboxPlan *plan,
 						 Datum *values, int expected);
+extern uint64 outbox_run_as_owner(const OutboxExtension *ext, OutboxPlan *plan,
+								  Datum *values, const char *nulls, int expected);
 extern Datum outbox_run_value(const OutboxExtension *ext, OutboxPlan *plan,
 							  Datum *values, bool *isnull);
 

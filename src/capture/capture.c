@@ -119,18 +119,13 @@ void
 outbox_note_attachment(const OutboxExtension *ext, Oid relid, bool attached)
 {
 	Datum		values[2];
-	Oid			save_userid;
-	int			save_sec;
 
 	if (ext->version < OUTBOX_VERSION(1, 3))
 		return;
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(GetUserId(), false)));
 	SPI_connect();
-	GetUserIdAndSecContext(&save_userid, &save_sec);
-	SetUserIdAndSecContext(ext->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
-	outbox_run(ext, attached ? &attached_plan : &detached_plan, values, -1);
-	SetUserIdAndSecContext(save_userid, save_sec);
+	outbox_run_as_owner(ext, attached ? &attached_plan : &detached_plan, values, NULL, -1);
 	SPI_finish();
 }
 

@@ -229,27 +229,6 @@ static OutboxPlan rows13_plan = {
 static TimeoutId chunk_stop_timeout = MAX_TIMEOUTS;
 
 /*
- * Run a saved plan as the extension's owner (the caller may have no right
- * on the extension's tables: the statement is the extension's own); nulls
- * as SPI takes them, or NULL.  The caller is connected to SPI.
- */
-static uint64
-run_plan(const OutboxExtension *ext, OutboxPlan *plan, Datum *values, const char *nulls)
-{
-	Oid			save_userid;
-	int			save_sec;
-	int			ret;
-
-	GetUserIdAndSecContext(&save_userid, &save_sec);
-	SetUserIdAndSecContext(ext->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
-	ret = SPI_execute_plan(outbox_plan(ext, plan), values, nulls, false, 0);
-	SetUserIdAndSecContext(save_userid, save_sec);
-	if (ret < 0)
-		elog(ERROR, "outbox statement failed: %s", SPI_result_code_string(ret));
-	return SPI_processed;
-}
-
-/*
  * A text[] of n strings.
  */
 static Datum
@@ -480,8 +459,8 @@ outbox_snapshot_request(const OutboxExtension *ext, Relation rel, const char *fo
 	values[5] = Int64GetDatum(estimate_rows(rel));
 	values[6] = text_array(types, nwalk);
 	SPI_connect();
-	run_plan(ext, ext->version >= OUTBOX_VERSION(1, 3) ? &request13_plan : &request_plan,
-			 values, NULL);
+	outbox_run_as_owner(ext, ext->version >= OUTBOX_VERSION(1, 3) ? &request13_plan : &request_plan,
+						values, NULL, -1);
 	SPI_finish();
 	/* the writers of the table and its partitions look again (capture/tables.c) */
 	foreach(lc, find_all_inheritors(RelationGetRelid(rel), NoLock, NULL))
@@ -506,7 +485,7 @@ outbox_snapshot_forget(const OutboxExtension *ext, Oid relid, char **args, int n
 	if (args == NULL)
 		nulls[1] = 'n';
 	SPI_connect();
-	run_plan(ext, &forget_plan, values, nulls);
+	outbox_run_as_owner(ext, &forget_plan, values, nulls, -1);
 	SPI_finish();
 }
 
@@ -526,7 +505,7 @@ give_up(const OutboxExtension *ext, Oid relid, const char *why)
 	if (ext->version < OUTBOX_VERSION(1, 3))
 	{
 		values[0] = ObjectIdGetDatum(relid);
-		run_plan(ext, &forget_plan, values, " n");
+		outbox_run_as_owner(ext, &forget_plan, values, " n", -1);
 		return;
 	}
 	values[0] = ObjectIdGetDatum(relid);
@@ -534,7 +513,7 @@ give_up(const OutboxExtension *ext, Oid relid, const char *why)
 	values[2] = Float8GetDatum(0);
 	values[3] = (Datum) 0;
 	values[4] = BoolGetDatum(true);
-	run_plan(ext, &failed13_plan, values, nulls);
+	outbox_run_as_owner(ext, &failed13_plan, values, nulls, -1);
 }
 
 /*
@@ -561,7 +540,7 @@ ran_out_of_time(const OutboxExtension *ext, Oid relid, int rows, const char *why
 	values[2] = Float8GetDatum(retry_ms);
 	values[3] = Int32GetDatum(Max(rows / 10, 1));
 	values[4] = BoolGetDatum(false);
-	run_plan(ext, &failed13_plan, values, NULL);
+	outbox_run_as_owner(ext, &failed13_plan, values, NULL, -1);
 }
 
 /*
@@ -588,15 +567,15 @@ outbox_snapshot_failed(const OutboxExtension *ext, Oid relid, int sqlerrcode,
 		/* a chunk cancelled at 1.2 will be as slow when tried again */
 		if (sqlerrcode == ERRCODE_QUERY_CANCELED)
 			values[2] = Float8GetDatum(SLOW_RETRY_MS);
-		run_plan(ext, &failed_plan, values, NULL);
+		outbox_run_as_owner(ext, &failed_plan, values, NULL, -1);
 	}
 	else if (sqlerrcode != ERRCODE_QUERY_CANCELED)
-		run_plan(ext, &failed13_plan, values, nulls);
+		outbox_run_as_owner(ext, &failed13_plan, values, nulls, -1);
 	else
 	{
 		Datum		rows_values[2] = {ObjectIdGetDatum(relid), Int32GetDatum(CHUNK_ROWS)};
 
-		if (run_plan(ext, &rows13_plan, rows_values, NULL) == 1)
+		if (outbox_run_as_owner(ext, &rows13_plan, rows_values, NULL, -1) == 1)
 		{
 			bool		isnull;
 			int			rows = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
@@ -1077,7 +1056,7 @@ cancel(const OutboxExtension *ext, Oid relid, const char *why)
 
 	ereport(LOG,
 			(errmsg("snapshot of the table with OID %u cancelled: %s", relid, why)));
-	run_plan(ext, &forget_plan, values, " n");
+	outbox_run_as_owner(ext, &forget_plan, values, " n", -1);
 }
 
 /*
@@ -1092,8 +1071,8 @@ outbox_snapshot_unfinished(const OutboxExtension *ext)
 	if (ext->version < OUTBOX_VERSION(1, 2))
 		return false;
 	SPI_connect();
-	unfinished = run_plan(ext, ext->version >= OUTBOX_VERSION(1, 3) ?
-						  &unfinished13_plan : &unfinished_plan, NULL, NULL) > 0;
+	unfinished = outbox_run_as_owner(ext, ext->version >= OUTBOX_VERSION(1, 3) ?
+									 &unfinished13_plan : &unfinished_plan, NULL, NULL, -1) > 0;
 	SPI_finish();
 	return unfinished;
 }
@@ -1129,8 +1108,8 @@ outbox_snapshot_start(const OutboxExtension *ext, OutboxSnapshotChunk *chunk)
 	if (ext->version < OUTBOX_VERSION(1, 2))
 		return false;
 	SPI_connect();
-	if (run_plan(ext, ext->version >= OUTBOX_VERSION(1, 3) ? &pick13_plan : &pick_plan,
-				 values, NULL) == 0)
+	if (outbox_run_as_owner(ext, ext->version >= OUTBOX_VERSION(1, 3) ? &pick13_plan : &pick_plan,
+							values, NULL, -1) == 0)
 	{
 		SPI_finish();
 		return false;
@@ -1151,14 +1130,14 @@ outbox_snapshot_start(const OutboxExtension *ext, OutboxSnapshotChunk *chunk)
 									 rows, 2 * CHUNK_MS),
 							0);
 		else
-			run_plan(ext, &begin13_plan, &relid, NULL);
+			outbox_run_as_owner(ext, &begin13_plan, &relid, NULL, -1);
 		take = !unfinished;
 	}
 	else
 	{
 		Datum		begin[2] = {ObjectIdGetDatum(chunk->relid), Float8GetDatum(SLOW_RETRY_MS)};
 
-		run_plan(ext, &begin12_plan, begin, NULL);
+		outbox_run_as_owner(ext, &begin12_plan, begin, NULL, -1);
 	}
 	SPI_finish();
 	return take;
@@ -1208,7 +1187,7 @@ outbox_snapshot_chunk(const OutboxExtension *ext, OutboxSnapshotChunk *chunk)
 	SPI_connect();
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = Int32GetDatum(CHUNK_ROWS);
-	if (run_plan(ext, guarded ? &state13_plan : &state_plan, values, NULL) == 0)
+	if (outbox_run_as_owner(ext, guarded ? &state13_plan : &state_plan, values, NULL, -1) == 0)
 	{
 		/* finished, cancelled or failed meanwhile, or asked for again */
 		SPI_finish();
@@ -1245,7 +1224,7 @@ outbox_snapshot_chunk(const OutboxExtension *ext, OutboxSnapshotChunk *chunk)
 	if (!ConditionalLockRelationOid(relid, RowShareLock))
 	{
 		if (guarded)
-			run_plan(ext, &end13_plan, values, NULL);
+			outbox_run_as_owner(ext, &end13_plan, values, NULL, -1);
 		SPI_finish();
 		return false;
 	}
@@ -1345,7 +1324,7 @@ outbox_snapshot_chunk(const OutboxExtension *ext, OutboxSnapshotChunk *chunk)
 	values[3] = BoolGetDatum(last);
 	values[4] = Int32GetDatum(rows);
 	values[5] = text_array(types, nwalk);
-	run_plan(ext, guarded ? &progress13_plan : &progress_plan, values, nulls);
+	outbox_run_as_owner(ext, guarded ? &progress13_plan : &progress_plan, values, nulls, -1);
 	chunk->finished = last;
 	table_close(rel, NoLock);
 	SPI_finish();

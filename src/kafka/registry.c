@@ -715,8 +715,6 @@ outbox_registry_id(const OutboxExtension *ext, const char *subject, const char *
 	uint8		fingerprint[PG_SHA256_DIGEST_LENGTH];
 	bytea	   *key;
 	Datum		values[3];
-	Oid			save_userid;
-	int			save_sec;
 	int32		id;
 
 	if ((id = known_id(subject, schema_json)) != 0)
@@ -731,9 +729,7 @@ outbox_registry_id(const OutboxExtension *ext, const char *subject, const char *
 	values[0] = PointerGetDatum(key);
 	values[1] = CStringGetTextDatum(subject);
 	SPI_connect();
-	GetUserIdAndSecContext(&save_userid, &save_sec);
-	SetUserIdAndSecContext(ext->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
-	if (outbox_run(ext, &kept_id_plan, values, -1) > 0)
+	if (outbox_run_as_owner(ext, &kept_id_plan, values, NULL, -1) > 0)
 	{
 		bool		isnull;
 
@@ -745,9 +741,8 @@ outbox_registry_id(const OutboxExtension *ext, const char *subject, const char *
 	{
 		id = outbox_registry_register(subject, schema_json);
 		values[2] = Int32GetDatum(id);
-		outbox_run(ext, &keep_id_plan, values, -1);
+		outbox_run_as_owner(ext, &keep_id_plan, values, NULL, -1);
 	}
-	SetUserIdAndSecContext(save_userid, save_sec);
 	SPI_finish();
 	return id;
 }
