@@ -15,7 +15,9 @@
  * table's relcache entry (ALTER TABLE ... SET DEFAULT), a type or an
  * enum's label is invalidated: a change reads no catalog for them.  The
  * text is deparsed with DateStyle ISO and TimeZone UTC pinned, as the
- * connector's JDBC session reads it; a default holding a constant of a
+ * connector's JDBC session reads it, and the settings that qualify and
+ * quote names as the worker has them, whatever the session that reads it
+ * first (a key's schema carries its default); a default holding a constant of a
  * type whose output function is not built in is not deparsed (it has no
  * default here), so that no code but PostgreSQL's runs for it.  A literal
  * is parsed by the built-in input function of the column's type, in a
@@ -35,6 +37,7 @@
 #include "nodes/nodeFuncs.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -465,6 +468,19 @@ parse_default(const char *expr, Oid typid, int32 typmod, DebeziumDefault *d)
 }
 
 /*
+ * The settings that the text of a default depends on besides those of its
+ * values (outbox_debezium_pin_settings): how names are qualified and
+ * quoted, how a backslash in a literal is written.  Pinned as the worker's
+ * session has them, so that a default, and the key and schema that carry
+ * it, are the same whichever session reads them first.
+ */
+static const char *const deparse_settings[][2] = {
+	{"search_path", "pg_catalog, pg_temp"},
+	{"quote_all_identifiers", "off"},
+	{"standard_conforming_strings", "on"},
+};
+
+/*
  * Read the defaults of table rel into entry, in entry->cxt.
  */
 static void
@@ -475,6 +491,9 @@ read_defaults(TableDefaults *entry, Relation rel)
 	DebeziumDefaults *defaults;
 	int			nestlevel = outbox_debezium_pin_settings(NULL);
 
+	for (int i = 0; i < lengthof(deparse_settings); i++)
+		(void) set_config_option(deparse_settings[i][0], deparse_settings[i][1], PGC_USERSET,
+								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	defaults = MemoryContextAllocZero(entry->cxt, offsetof(DebeziumDefaults, columns) +
 									  Max(tupdesc->natts, 1) * sizeof(DebeziumDefault));
 	defaults->natts = tupdesc->natts;
