@@ -467,6 +467,10 @@ SET search_path = "Ids", public;
 INSERT INTO public.first_reader (id) VALUES (1);
 \c -
 INSERT INTO first_reader (id) VALUES (2);
+-- a schema renamed is the default's from the next change: ids.next_id()
+-- is a function call, 0
+ALTER SCHEMA "Ids" RENAME TO ids;
+INSERT INTO first_reader (id) VALUES (3);
 SELECT m.key, d.defaults
   FROM outbox_messages m,
 	   LATERAL (SELECT jsonb_object_agg(f ->> 'field', f -> 'default') AS defaults
@@ -474,7 +478,7 @@ SELECT m.key, d.defaults
 				 WHERE f ? 'default') d
  ORDER BY m.id;
 DROP TABLE first_reader;
-DROP SCHEMA "Ids" CASCADE;
+DROP SCHEMA ids CASCADE;
 
 --
 -- An enum array's items are the connector's Enum, required: the

@@ -12,8 +12,9 @@
  *		default.  docs/debezium.md lists them.
  *
  * The defaults of a table are read once per session and kept until the
- * table's relcache entry (ALTER TABLE ... SET DEFAULT), a type or an
- * enum's label is invalidated: a change reads no catalog for them.  The
+ * table's relcache entry (ALTER TABLE ... SET DEFAULT), a type, a schema, a
+ * function or an enum's label is invalidated: a change reads no catalog
+ * for them.  The
  * text is deparsed with DateStyle ISO and TimeZone UTC pinned, as the
  * connector's JDBC session reads it, and the settings that qualify and
  * quote names as the worker has them, whatever the session that reads it
@@ -85,8 +86,9 @@ forget_table(Datum arg, Oid relid)
 }
 
 /*
- * Forget every table's defaults when a type changes (renamed, an enum's
- * label): a syscache callback.
+ * Forget every table's defaults when a type, a schema or a function
+ * changes (renamed, an enum's label: the text of a default names them): a
+ * syscache callback.
  */
 static void
 forget_types(Datum arg, int cacheid, uint32 hashvalue)
@@ -555,6 +557,8 @@ outbox_debezium_defaults(Oid relid, TupleDesc tupdesc)
 		CacheRegisterRelcacheCallback(forget_table, (Datum) 0);
 		CacheRegisterSyscacheCallback(TYPEOID, forget_types, (Datum) 0);
 		CacheRegisterSyscacheCallback(ENUMOID, forget_types, (Datum) 0);
+		CacheRegisterSyscacheCallback(NAMESPACEOID, forget_types, (Datum) 0);
+		CacheRegisterSyscacheCallback(PROCOID, forget_types, (Datum) 0);
 	}
 	entry = hash_search(tables, &relid, HASH_ENTER, &found);
 	if (!found)
