@@ -109,6 +109,22 @@ INSERT INTO store.parts_low VALUES (2, 2);
 SELECT count(*) - :events AS new_events FROM outbox_messages;
 SELECT outbox_detach('store.parts');
 
+-- the same, the key of a type that the session's search_path names
+-- unqualified: the key is the one the snapshot noted, the row left to it
+CREATE DOMAIN store.ident AS int;
+CREATE TABLE store.items (id store.ident PRIMARY KEY, v int);
+SELECT outbox_attach('store.items', 'outbox.items');
+INSERT INTO store.items VALUES (1, 1);
+SELECT count(*) AS events FROM outbox_messages \gset
+BEGIN;
+SELECT outbox_attach('store.items', 'outbox.items', snapshot => true);
+SET LOCAL search_path = store, public;
+INSERT INTO items VALUES (2, 2);
+UPDATE items SET v = 3 WHERE id = 1;
+SELECT count(*) - :events AS new_events FROM public.outbox_messages;
+ROLLBACK;
+SELECT outbox_detach('store.items');
+
 -- the text of an object's name is qualified as with the search_path the
 -- trigger had before 1.4 (pg_catalog, pg_temp), whatever the session's
 CREATE TABLE store.refs (id int PRIMARY KEY, rel regclass, types regtype[], n int);

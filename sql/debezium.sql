@@ -450,6 +450,35 @@ INSERT INTO odd_defaults VALUES (2, NULL, NULL, NULL, NULL);
 SELECT after_text(payload) AS after FROM outbox_messages ORDER BY id;
 DROP TABLE odd_defaults;
 DROP TYPE "Mood";
+-- The defaults are the same whichever session reads them first: its
+-- quote_all_identifiers, standard_conforming_strings and search_path
+-- change the text of a default (nextval's call, a backslash, a function's
+-- schema), not the key nor the schema written.
+CREATE SCHEMA "Ids";
+CREATE FUNCTION "Ids".next_id() RETURNS int LANGUAGE sql AS 'SELECT 7';
+CREATE TABLE first_reader (id serial PRIMARY KEY, other int DEFAULT "Ids".next_id(),
+	path text DEFAULT 'a\b');
+SELECT outbox_attach('first_reader', 'first', format => 'debezium', schemas_enable => true);
+TRUNCATE outbox_log, outbox_retries, outbox_ledger, outbox_event_ids;
+\c -
+SET quote_all_identifiers = on;
+SET standard_conforming_strings = off;
+SET search_path = "Ids", public;
+INSERT INTO public.first_reader (id) VALUES (1);
+\c -
+INSERT INTO first_reader (id) VALUES (2);
+-- a schema renamed is the default's from the next change: ids.next_id()
+-- is a function call, 0
+ALTER SCHEMA "Ids" RENAME TO ids;
+INSERT INTO first_reader (id) VALUES (3);
+SELECT m.key, d.defaults
+  FROM outbox_messages m,
+	   LATERAL (SELECT jsonb_object_agg(f ->> 'field', f -> 'default') AS defaults
+				  FROM jsonb_array_elements(evj(m.payload) #> '{schema,fields,1,fields}') f
+				 WHERE f ? 'default') d
+ ORDER BY m.id;
+DROP TABLE first_reader;
+DROP SCHEMA ids CASCADE;
 
 --
 -- An enum array's items are the connector's Enum, required: the

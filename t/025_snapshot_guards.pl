@@ -23,6 +23,9 @@
 #   index dropped, half-way through, fails the snapshot visibly (status
 #   failed, last_error) instead of letting it finish short; asked for
 #   again, it reads every row.
+# - search_path: a writer whose path names the key's type (a domain of
+#   public, with the default path) leaves its change of a row ahead of the
+#   snapshot to the row's r event, as any writer does.
 
 use strict;
 use warnings;
@@ -320,6 +323,46 @@ ddl_fails('recollated', 'text', 'ALTER TABLE recollated ALTER COLUMN k TYPE text
 ddl_fails('unkeyed', 'int', 'ALTER TABLE unkeyed DROP CONSTRAINT unkeyed_pkey',
 	qr/no longer NOT NULL and the columns of a unique index/,
 	'ALTER TABLE unkeyed ADD PRIMARY KEY (k)');
+
+# A writer whose search_path names the key's type (a domain of public,
+# with the default path): a row it changes ahead of the snapshot is left to
+# the row's r event, which the snapshot writes once the writer has
+# committed, as for any writer; no event of the change comes before it.
+$node->safe_psql(
+	'postgres', q{
+	CREATE DOMAIN ident AS int;
+	CREATE TABLE pathed (k ident PRIMARY KEY, v text);
+	INSERT INTO pathed SELECT i, 'x' FROM generate_series(1, 50000) i;
+	BEGIN;
+	SELECT outbox_attach('pathed', 'pathed', snapshot => true);
+	UPDATE outbox_snapshots_state SET chunk_rows = 100;
+	COMMIT;
+});
+ok( wait_for_sql($node,
+		"SELECT rows_done >= 200 FROM outbox_snapshots WHERE \"table\" = 'pathed'::regclass"),
+	'pathed: the snapshot runs');
+my $pathed = $node->background_psql('postgres');
+$pathed->query_safe('SET search_path = "$user", public');
+$pathed->query_safe("BEGIN; UPDATE pathed SET v = 'held' WHERE k = 50000");
+is( $pathed->query_safe(
+		"SELECT count(*) FROM outbox_messages WHERE topic = 'pathed' AND key = '50000'"),
+	0, 'pathed: the change of a row ahead of the snapshot is left to it');
+$pathed->query_safe('COMMIT');
+$pathed->quit;
+ok( wait_for_sql(
+		$node,
+		"SELECT status = 'finished' AND rows_done = 50000 FROM outbox_snapshots WHERE \"table\" = 'pathed'::regclass",
+		120),
+	'pathed: the snapshot reads every row');
+ok( wait_for_sql($node,
+		"SELECT count(*) = 0 FROM outbox_messages WHERE status <> 'published'"),
+	'pathed: every event is published');
+is( $node->safe_psql(
+		'postgres', q{
+	SELECT string_agg(convert_from(payload, 'UTF8')::jsonb ->> 'op' || ' '
+					  || (convert_from(payload, 'UTF8')::jsonb -> 'after' ->> 'v'), ', ' ORDER BY id)
+	  FROM outbox_messages WHERE topic = 'pathed' AND key = '50000'}),
+	'r held', 'pathed: the row\'s one event is its r event, with the change');
 
 # a database still at 1.2: its snapshots taken as 1.2 took them (chunks
 # FOR SHARE, every change published), each chunk bounded in time

@@ -56,6 +56,7 @@ outbox_capture(PG_FUNCTION_ARGS)
 	CaptureConfig config;
 	CaptureTable table;
 	int			nestlevel = -1;
+	bool		left_to_snapshot = false;
 	ErrorContextCallback errcallback;
 
 	if (!CALLED_AS_TRIGGER(fcinfo))
@@ -127,6 +128,19 @@ outbox_capture(PG_FUNCTION_ARGS)
 	table.tupdesc = RelationGetDescr(rel);
 
 	/*
+	 * The function runs with the caller's search_path (it looks up no name
+	 * through it): pinned as 1.3 pinned it while a value's text may read it,
+	 * and while a snapshot may be in progress, whose key's types and last
+	 * key are text that the worker wrote with it pinned.
+	 */
+	if (captured->pin_search_path || captured->snapshots)
+	{
+		nestlevel = NewGUCNestLevel();
+		(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
+								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	}
+
+	/*
 	 * A row that a snapshot in progress will read is left to its r event
 	 * (src/capture/snapshot.c): a change is published only for rows it has
 	 * read, and a row moved past them is deleted where it was.  Whether one
@@ -137,22 +151,13 @@ outbox_capture(PG_FUNCTION_ARGS)
 	if (captured->snapshots && outbox_snapshot_ahead(ext, rel, after != NULL ? after : before))
 	{
 		if (before == NULL || after == NULL || outbox_snapshot_ahead(ext, rel, before))
-			return PointerGetDatum(NULL);
+			left_to_snapshot = true;
 		op = 'd';
 		after = NULL;
 	}
 
-	/*
-	 * The function runs with the caller's search_path (it looks up no name
-	 * through it): pinned as 1.3 pinned it while a value's text may read it.
-	 */
-	if (captured->pin_search_path)
-	{
-		nestlevel = NewGUCNestLevel();
-		(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
-								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-	}
-	outbox_capture_event(ext, &config, &table, op, before, after, "false");
+	if (!left_to_snapshot)
+		outbox_capture_event(ext, &config, &table, op, before, after, "false");
 	if (nestlevel >= 0)
 		AtEOXact_GUC(true, nestlevel);
 

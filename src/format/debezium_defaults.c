@@ -12,10 +12,13 @@
  *		default.  docs/debezium.md lists them.
  *
  * The defaults of a table are read once per session and kept until the
- * table's relcache entry (ALTER TABLE ... SET DEFAULT), a type or an
- * enum's label is invalidated: a change reads no catalog for them.  The
+ * table's relcache entry (ALTER TABLE ... SET DEFAULT), a type, a schema, a
+ * function or an enum's label is invalidated: a change reads no catalog
+ * for them.  The
  * text is deparsed with DateStyle ISO and TimeZone UTC pinned, as the
- * connector's JDBC session reads it; a default holding a constant of a
+ * connector's JDBC session reads it, and the settings that qualify and
+ * quote names as the worker has them, whatever the session that reads it
+ * first (a key's schema carries its default); a default holding a constant of a
  * type whose output function is not built in is not deparsed (it has no
  * default here), so that no code but PostgreSQL's runs for it.  A literal
  * is parsed by the built-in input function of the column's type, in a
@@ -35,6 +38,7 @@
 #include "nodes/nodeFuncs.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -82,8 +86,9 @@ forget_table(Datum arg, Oid relid)
 }
 
 /*
- * Forget every table's defaults when a type changes (renamed, an enum's
- * label): a syscache callback.
+ * Forget every table's defaults when a type, a schema or a function
+ * changes (renamed, an enum's label: the text of a default names them): a
+ * syscache callback.
  */
 static void
 forget_types(Datum arg, int cacheid, uint32 hashvalue)
@@ -465,6 +470,19 @@ parse_default(const char *expr, Oid typid, int32 typmod, DebeziumDefault *d)
 }
 
 /*
+ * The settings that the text of a default depends on besides those of its
+ * values (outbox_debezium_pin_settings): how names are qualified and
+ * quoted, how a backslash in a literal is written.  Pinned as the worker's
+ * session has them, so that a default, and the key and schema that carry
+ * it, are the same whichever session reads them first.
+ */
+static const char *const deparse_settings[][2] = {
+	{"search_path", "pg_catalog, pg_temp"},
+	{"quote_all_identifiers", "off"},
+	{"standard_conforming_strings", "on"},
+};
+
+/*
  * Read the defaults of table rel into entry, in entry->cxt.
  */
 static void
@@ -475,6 +493,9 @@ read_defaults(TableDefaults *entry, Relation rel)
 	DebeziumDefaults *defaults;
 	int			nestlevel = outbox_debezium_pin_settings(NULL);
 
+	for (int i = 0; i < lengthof(deparse_settings); i++)
+		(void) set_config_option(deparse_settings[i][0], deparse_settings[i][1], PGC_USERSET,
+								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	defaults = MemoryContextAllocZero(entry->cxt, offsetof(DebeziumDefaults, columns) +
 									  Max(tupdesc->natts, 1) * sizeof(DebeziumDefault));
 	defaults->natts = tupdesc->natts;
@@ -536,6 +557,8 @@ outbox_debezium_defaults(Oid relid, TupleDesc tupdesc)
 		CacheRegisterRelcacheCallback(forget_table, (Datum) 0);
 		CacheRegisterSyscacheCallback(TYPEOID, forget_types, (Datum) 0);
 		CacheRegisterSyscacheCallback(ENUMOID, forget_types, (Datum) 0);
+		CacheRegisterSyscacheCallback(NAMESPACEOID, forget_types, (Datum) 0);
+		CacheRegisterSyscacheCallback(PROCOID, forget_types, (Datum) 0);
 	}
 	entry = hash_search(tables, &relid, HASH_ENTER, &found);
 	if (!found)
