@@ -10,6 +10,7 @@ OBJS = \
 	src/capture/router.o \
 	src/capture/snapshot.o \
 	src/capture/tables.o \
+	src/capture/trigger_cache.o \
 	src/format/avro.o \
 	src/format/avro_binary.o \
 	src/format/change.o \

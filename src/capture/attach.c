@@ -147,11 +147,7 @@ outbox_capture(PG_FUNCTION_ARGS)
 	 * through it): pinned as 1.3 pinned it while a value's text may read it.
 	 */
 	if (captured->pin_search_path)
-	{
-		nestlevel = NewGUCNestLevel();
-		(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
-								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-	}
+		nestlevel = outbox_pin_search_path(-1);
 	outbox_capture_event(ext, &config, &table, op, before, after, "false");
 	if (nestlevel >= 0)
 		AtEOXact_GUC(true, nestlevel);
