@@ -56,8 +56,8 @@ DATA = outbox--1.0.sql outbox--1.0--1.1.sql outbox--1.1--1.2.sql outbox--1.2.sql
 	monitoring/outbox-alerts.test.yml
 PGFILEDESC = "outbox - transactional outbox publishing to Kafka"
 
-REGRESS = setup enqueue state_machine privileges settings capture capture_cache reference retry stats security headers debezium snapshot_guards upgrade drop dump secrets topics registry cloudevents
-ISOLATION = claim order commit_order rotate drop_concurrent snapshot topic_settings
+REGRESS = setup enqueue state_machine privileges settings capture capture_cache router_cache reference retry stats security headers debezium snapshot_guards upgrade drop dump secrets topics registry cloudevents
+ISOLATION = claim order commit_order rotate drop_concurrent snapshot topic_settings router_ddl
 REGRESS_OPTS = --temp-config=$(srcdir)/specs/temp.conf
 ISOLATION_OPTS = --temp-config=$(srcdir)/specs/temp.conf
 
