@@ -129,6 +129,80 @@ INSERT INTO app.outbox VALUES ('00000000-0000-4000-8000-00000000000f', '{"again"
 SELECT * FROM last_record();
 
 SELECT outbox_detach('app.outbox');
+
+--
+-- From 1.4 the trigger runs with the search_path of the session that
+-- inserts: the text of an object's name (reg* types), in the topic, the
+-- key or a header, is as under the path 1.3 pinned for the whole function
+-- (pg_catalog, pg_temp), whatever the session's
+--
+SELECT proconfig FROM pg_proc WHERE oid = 'outbox_router()'::regprocedure;
+CREATE TABLE app.things ();
+CREATE TYPE app.mood AS ENUM ('ok');
+CREATE TABLE app.refs (id uuid PRIMARY KEY, rel regclass NOT NULL, types regtype[],
+	payload jsonb);
+SELECT outbox_attach_router('app.refs', 'refs.${routedByValue}', 'rel', 'types',
+							header_columns => '{rel:rel,types:types}');
+SET search_path = pg_catalog, pg_temp;
+SELECT 'app.things'::regclass::text AS pinned_rel, 'app.mood'::regtype::text AS pinned_mood \gset
+RESET search_path;
+SET search_path = app, public;
+INSERT INTO refs VALUES ('00000000-0000-4000-8000-000000000010', 'things', ARRAY['mood'::regtype, 'int4'::regtype], '{}');
+SELECT 'things'::regclass::text AS rel_in_session;
+RESET search_path;
+SELECT topic, key, headers, headers ->> 'rel' = :'pinned_rel' AS rel_as_pinned,
+	   (headers ->> 'types')::jsonb = jsonb_build_array(:'pinned_mood', 'integer') AS types_as_pinned
+  FROM outbox_messages ORDER BY id DESC LIMIT 1;
+
+--
+-- A table owner with CREATE on the extension's schema (public here) who
+-- plants functions and operators named like built-ins there, and whose
+-- schema comes before pg_catalog in the inserting session's search_path:
+-- none of its code runs in the trigger, whoever inserts, and the records
+-- are those of the pinned path
+--
+CREATE ROLE outbox_planter;
+GRANT CREATE ON SCHEMA public TO outbox_planter;
+GRANT USAGE ON SCHEMA app TO outbox_planter;
+ALTER TABLE app.refs OWNER TO outbox_planter;
+SET ROLE outbox_planter;
+CREATE FUNCTION public.planted() RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+	RAISE EXCEPTION 'planted code ran as %', current_user;
+END
+$$;
+CREATE FUNCTION public.now() RETURNS timestamptz LANGUAGE sql AS 'SELECT NULL::timestamptz WHERE public.planted()';
+CREATE FUNCTION public.nextval(regclass) RETURNS bigint LANGUAGE sql AS 'SELECT 0::bigint WHERE public.planted()';
+CREATE FUNCTION public.quote_ident(text) RETURNS text LANGUAGE sql AS 'SELECT $1 WHERE public.planted()';
+CREATE FUNCTION public.jsonb_build_object(text, text) RETURNS jsonb LANGUAGE sql AS 'SELECT NULL::jsonb WHERE public.planted()';
+CREATE FUNCTION public.planted_eq(text, text) RETURNS boolean LANGUAGE sql AS 'SELECT public.planted()';
+CREATE FUNCTION public.planted_eq(bytea, bytea) RETURNS boolean LANGUAGE sql AS 'SELECT public.planted()';
+CREATE FUNCTION public.planted_eq(uuid, uuid) RETURNS boolean LANGUAGE sql AS 'SELECT public.planted()';
+CREATE OPERATOR public.= (LEFTARG = text, RIGHTARG = text, FUNCTION = public.planted_eq);
+CREATE OPERATOR public.= (LEFTARG = bytea, RIGHTARG = bytea, FUNCTION = public.planted_eq);
+CREATE OPERATOR public.= (LEFTARG = uuid, RIGHTARG = uuid, FUNCTION = public.planted_eq);
+CREATE DOMAIN public.text AS pg_catalog.text CHECK (public.planted());
+CREATE DOMAIN public.jsonb AS pg_catalog.jsonb CHECK (public.planted());
+-- the trap is set: an unqualified name under that path is the planted one
+SET search_path = public, pg_catalog;
+SELECT now();
+SELECT 'a'::text;
+RESET search_path;
+RESET ROLE;
+-- inserted by a superuser, then by the owner
+SET search_path = public, app, pg_catalog;
+INSERT INTO app.refs VALUES ('00000000-0000-4000-8000-000000000011', 'app.things', ARRAY['app.mood'::regtype], '{"by": "superuser"}');
+SET ROLE outbox_planter;
+INSERT INTO app.refs VALUES ('00000000-0000-4000-8000-000000000012', 'app.things', ARRAY['app.mood'::regtype], '{"by": "owner"}');
+RESET ROLE;
+RESET search_path;
+SELECT topic, key, headers, convert_from(payload, 'UTF8') AS value,
+	   headers ->> 'rel' = :'pinned_rel' AS rel_as_pinned
+  FROM outbox_messages ORDER BY id DESC LIMIT 2;
+DROP OWNED BY outbox_planter;
+DROP ROLE outbox_planter;
+DROP TABLE app.things;
+DROP TYPE app.mood;
 DROP SCHEMA app CASCADE;
 DROP FUNCTION last_record();
 DROP PROCEDURE swap_key_and_type();

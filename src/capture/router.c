@@ -26,6 +26,7 @@
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
@@ -82,6 +83,7 @@ typedef struct RouterTable
 	bool		id_uuid;		/* the id column is a uuid (its base type) */
 	Oid			timestamp_type; /* the base type of the timestamp column */
 	bool		pin_settings;	/* outbox_debezium_needs_settings */
+	bool		pin_search_path;	/* the text of a column read may read it */
 } RouterTable;
 
 /*
@@ -231,12 +233,17 @@ column_value(HeapTuple tuple, TupleDesc tupdesc, int attnum, const char *name, b
 }
 
 /*
- * The attribute number of column name of tupdesc (<= 0 if it has none).
+ * The attribute number of column name of tupdesc (<= 0 if it has none),
+ * noting in table whether the text of its values may read search_path.
  */
 static int
-column_number(TupleDesc tupdesc, const char *name)
+column_number(TupleDesc tupdesc, const char *name, RouterTable *table)
 {
-	return SPI_fnumber(tupdesc, name);
+	int			attnum = SPI_fnumber(tupdesc, name);
+
+	if (attnum > 0 && outbox_text_reads_search_path(TupleDescAttr(tupdesc, attnum - 1)->atttypid))
+		table->pin_search_path = true;
+	return attnum;
 }
 
 /*
@@ -257,19 +264,19 @@ make_router_table(const OutboxExtension *ext, TriggerData *trigdata)
 		args[i] = pstrdup(trigger->tgargs[i]);
 	router_config(trigger->tgnargs, args, config);
 	if (config->route_by != NULL)
-		table->route_by = column_number(tupdesc, config->route_by);
+		table->route_by = column_number(tupdesc, config->route_by, table);
 	if (config->key != NULL)
-		table->key = column_number(tupdesc, config->key);
-	table->id = column_number(tupdesc, config->id);
+		table->key = column_number(tupdesc, config->key, table);
+	table->id = column_number(tupdesc, config->id, table);
 	table->id_uuid = table->id > 0 &&
 		getBaseType(TupleDescAttr(tupdesc, table->id - 1)->atttypid) == UUIDOID;
-	table->payload = column_number(tupdesc, config->payload);
+	table->payload = column_number(tupdesc, config->payload, table);
 	table->headers = palloc(Max(config->nheaders, 1) * sizeof(int));
 	for (int i = 0; i < config->nheaders; i++)
-		table->headers[i] = column_number(tupdesc, config->header_columns[i]);
+		table->headers[i] = column_number(tupdesc, config->header_columns[i], table);
 	if (config->timestamp != NULL)
 	{
-		table->timestamp = column_number(tupdesc, config->timestamp);
+		table->timestamp = column_number(tupdesc, config->timestamp, table);
 		if (table->timestamp > 0)
 			table->timestamp_type =
 				getBaseType(TupleDescAttr(tupdesc, table->timestamp - 1)->atttypid);
@@ -364,8 +371,15 @@ outbox_router(PG_FUNCTION_ARGS)
 	tupdesc = RelationGetDescr(trigdata->tg_relation);
 	tuple = trigdata->tg_trigtuple;
 
-	/* the same row gives the same topic and key in any session */
+	/*
+	 * The same row gives the same topic, key and headers in any session:
+	 * the settings that the text of its values reads are pinned, and so is
+	 * search_path (as 1.3 pinned it for the whole function) while the text
+	 * of a column read may read it.
+	 */
 	nestlevel = table->pin_settings ? outbox_debezium_pin_settings(NULL) : -1;
+	if (table->pin_search_path)
+		nestlevel = outbox_pin_search_path(nestlevel);
 
 	/* the topic */
 	if (config->route_by == NULL)
@@ -450,7 +464,8 @@ outbox_router(PG_FUNCTION_ARGS)
 			timestamped = true;
 		}
 	}
-	outbox_debezium_unpin_settings(nestlevel);
+	if (nestlevel >= 0)
+		AtEOXact_GUC(true, nestlevel);
 
 	outbox_store_event(ext, cstring_to_text(topic), key, payload,
 					   DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(headers.data))),
