@@ -10,6 +10,7 @@ OBJS = \
 	src/capture/router.o \
 	src/capture/snapshot.o \
 	src/capture/tables.o \
+	src/capture/trigger_cache.o \
 	src/format/avro.o \
 	src/format/avro_binary.o \
 	src/format/change.o \
@@ -55,8 +56,8 @@ DATA = outbox--1.0.sql outbox--1.0--1.1.sql outbox--1.1--1.2.sql outbox--1.2.sql
 	monitoring/outbox-alerts.test.yml
 PGFILEDESC = "outbox - transactional outbox publishing to Kafka"
 
-REGRESS = setup enqueue state_machine privileges settings capture capture_cache reference retry stats security headers debezium snapshot_guards upgrade drop dump secrets topics registry cloudevents
-ISOLATION = claim order commit_order rotate drop_concurrent snapshot topic_settings
+REGRESS = setup enqueue state_machine privileges settings capture capture_cache router_cache reference retry stats security headers debezium snapshot_guards upgrade drop dump secrets topics registry cloudevents
+ISOLATION = claim order commit_order rotate drop_concurrent snapshot topic_settings router_ddl
 REGRESS_OPTS = --temp-config=$(srcdir)/specs/temp.conf
 ISOLATION_OPTS = --temp-config=$(srcdir)/specs/temp.conf
 

@@ -2,8 +2,9 @@
 -- ALTER EXTENSION outbox UPDATE from 1.0, through 1.1, to 1.4 (the scripts
 -- kept in the repository): every row is kept with its state, the due ones
 -- are claimed afterwards, their event ids stay taken, and every function
--- pins search_path but outbox_enqueue, which runs with its caller's rights
--- and resolves no name (src/queue/enqueue.c).  This library serves 1.1 as it is,
+-- pins search_path but outbox_enqueue and the capture and router triggers,
+-- which run with their caller's rights and resolve no name through it
+-- (src/queue/enqueue.c, src/capture/).  This library serves 1.1 as it is,
 -- and refuses, cleanly, to serve 1.0.
 --
 SELECT outbox_discard() >= 0 AS discarded;
@@ -114,6 +115,14 @@ CREATE TABLE older_events (id uuid PRIMARY KEY, aggregatetype text NOT NULL,
 	aggregateid text NOT NULL, payload jsonb);
 SELECT outbox_attach_router('older_events');
 INSERT INTO older_events VALUES ('7a7ab4c3-0402-4048-bc2c-89dd54343cdc', 'order', '3', '{"id": 3}');
+-- outbox_router() pins search_path at 1.3, and no longer from 1.4: a
+-- regclass header is written as under the pinned path at both (the
+-- library pins it itself around such a column's text)
+SELECT proconfig AS router_config_at_1_3 FROM pg_proc WHERE oid = 'outbox_router()'::regprocedure;
+CREATE TABLE ref_events (id uuid PRIMARY KEY, aggregatetype text NOT NULL,
+	aggregateid text NOT NULL, payload jsonb, rel regclass);
+SELECT outbox_attach_router('ref_events', header_columns => '{rel:rel}');
+INSERT INTO ref_events VALUES ('8c8cc5d4-0402-4048-bc2c-89dd54343cdc', 'ref', '1', '{}', 'ref_events');
 -- a router trigger with the AvroConverter made by hand at 1.3, whose
 -- outbox_schema_ids has the unique key that sessions wait on: refused
 CREATE TABLE avro_at_1_3 (id uuid, payload jsonb);
@@ -127,7 +136,10 @@ DROP TABLE avro_at_1_3;
 ALTER EXTENSION outbox UPDATE;
 SELECT has_function_privilege('outbox_router_admin', 'outbox_attach_router(regclass, text, text, text, text, text, text, text[], boolean, text, boolean, boolean, text)', 'EXECUTE') AS still_granted;
 INSERT INTO older_events VALUES ('8b8bc5d4-0402-4048-bc2c-89dd54343cdc', 'order', '3', '{"id": 4}');
-SELECT topic, key, convert_from(payload, 'UTF8') AS value, headers ->> 'id' AS id
+SELECT proconfig AS router_config_at_1_4 FROM pg_proc WHERE oid = 'outbox_router()'::regprocedure;
+INSERT INTO ref_events VALUES ('9d9dd6e5-0402-4048-bc2c-89dd54343cdc', 'ref', '2', '{}', 'ref_events');
+SELECT topic, key, convert_from(payload, 'UTF8') AS value, headers ->> 'id' AS id,
+	   headers ->> 'rel' AS rel
   FROM outbox_messages ORDER BY id;
-DROP TABLE older_events;
+DROP TABLE older_events, ref_events;
 DROP ROLE outbox_router_admin;

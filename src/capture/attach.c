@@ -134,11 +134,7 @@ outbox_capture(PG_FUNCTION_ARGS)
 	 * key are text that the worker wrote with it pinned.
 	 */
 	if (captured->pin_search_path || captured->snapshots)
-	{
-		nestlevel = NewGUCNestLevel();
-		(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
-								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-	}
+		nestlevel = outbox_pin_search_path(-1);
 
 	/*
 	 * A row that a snapshot in progress will read is left to its r event

@@ -3,7 +3,8 @@
  * capture.c
  *		Row changes as events: the events of one row's change, made by its
  *		format (src/format/format.h) and stored here, for the trigger (attach.c) and the snapshot's chunks
- *		(snapshot.c); and the triggers of the extension on a table.  The
+ *		(snapshot.c); and the triggers of the extension on a table, and
+ *		the search_path under which they write a value's text.  The
  *		formats are in README.md (outbox_attach) and docs/debezium.md;
  *		docs/design.md, "Capture, the router and snapshots", says why.
  *
@@ -14,6 +15,7 @@
 #include "postgres.h"
 
 #include "access/table.h"
+#include "access/transam.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
@@ -21,6 +23,7 @@
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
@@ -42,6 +45,67 @@ outbox_trigger_error_context(void *arg)
 	errcontext("trigger \"%s\" on table %s", trigdata->tg_trigger->tgname,
 			   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
 										  RelationGetRelationName(rel)));
+}
+
+/*
+ * May the text of a value of type typid depend on search_path?  The
+ * trigger functions run with their caller's (from 1.4), and pin it
+ * (outbox_pin_search_path) while such a value's text is made.  Of the
+ * built-in types, the reg* types that name objects (qualified unless
+ * visible), arrays and ranges of them; composite types (whose columns may
+ * change) and the base types of extensions (whose output functions are
+ * not ours) may.
+ */
+bool
+outbox_text_reads_search_path(Oid typid)
+{
+	Oid			elem;
+
+	typid = getBaseType(typid);
+	switch (typid)
+	{
+		case REGCLASSOID:
+		case REGCOLLATIONOID:
+		case REGCONFIGOID:
+		case REGDICTIONARYOID:
+		case REGOPERATOROID:
+		case REGOPEROID:
+		case REGPROCEDUREOID:
+		case REGPROCOID:
+		case REGTYPEOID:
+			return true;
+	}
+	if (OidIsValid(elem = get_element_type(typid)))
+		return outbox_text_reads_search_path(elem);
+	switch (get_typtype(typid))
+	{
+		case TYPTYPE_ENUM:
+			return false;
+		case TYPTYPE_RANGE:
+			return outbox_text_reads_search_path(get_range_subtype(typid));
+		case TYPTYPE_MULTIRANGE:
+			return outbox_text_reads_search_path(get_multirange_range(typid));
+		case TYPTYPE_BASE:
+			return typid >= FirstGenbkiObjectId;
+		default:
+			return true;
+	}
+}
+
+/*
+ * Pin search_path to pg_catalog, pg_temp, as the trigger functions had it
+ * before 1.4, so that a value's text is the same whatever the caller's;
+ * at GUC nest level nestlevel, or a new one if it is -1.  Returns the
+ * level, which the caller gives back with AtEOXact_GUC(true, level).
+ */
+int
+outbox_pin_search_path(int nestlevel)
+{
+	if (nestlevel < 0)
+		nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	return nestlevel;
 }
 
 /*

@@ -34,5 +34,7 @@ extern bool outbox_has_trigger(const OutboxExtension *ext, Relation rel,
 extern Relation outbox_open_to_attach(Oid relid);
 extern void outbox_note_attachment(const OutboxExtension *ext, Oid relid, bool attached);
 extern void outbox_trigger_error_context(void *arg);
+extern bool outbox_text_reads_search_path(Oid typid);
+extern int	outbox_pin_search_path(int nestlevel);
 
 #endif							/* OUTBOX_CAPTURE_H */

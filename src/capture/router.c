@@ -26,6 +26,7 @@
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
@@ -35,6 +36,7 @@
 #include "base/catalog.h"
 #include "base/event.h"
 #include "capture/capture.h"
+#include "capture/trigger_cache.h"
 #include "format/debezium.h"
 #include "format/debezium_json.h"
 #include "queue/enqueue.h"
@@ -62,6 +64,27 @@ typedef struct RouterConfig
 	char	  **header_columns;
 	char	  **header_names;
 } RouterConfig;
+
+/*
+ * What the trigger keeps of its table between its calls (trigger_cache.c):
+ * its arguments, and the columns they name as the table has them, by
+ * attribute number (<= 0: no such column, an error at each row where the
+ * column is read, as when it was looked up by name at each row).
+ */
+typedef struct RouterTable
+{
+	RouterConfig config;
+	int			route_by;
+	int			key;
+	int			id;
+	int			payload;
+	int			timestamp;
+	int		   *headers;		/* config.nheaders of them */
+	bool		id_uuid;		/* the id column is a uuid (its base type) */
+	Oid			timestamp_type; /* the base type of the timestamp column */
+	bool		pin_settings;	/* outbox_debezium_needs_settings */
+	bool		pin_search_path;	/* the text of a column read may read it */
+} RouterTable;
 
 /*
  * Split "column:header" at its first colon; false if it has none, or an
@@ -190,17 +213,16 @@ timestamp_type(Oid typid)
 }
 
 /*
- * A column's value, and its attribute (its type) as the row has them now:
- * the table's owner may have renamed, dropped or retyped the column since
- * the router was attached.  An error if there is no such column.
+ * A column's value, and its attribute (its type), the column called name
+ * of attribute number attnum in the table as the trigger keeps it: the
+ * table's owner may have renamed, dropped or retyped the column since the
+ * router was attached.  An error if there is no such column.
  */
 static Datum
-column_value(HeapTuple tuple, TupleDesc tupdesc, const char *name, bool *isnull,
+column_value(HeapTuple tuple, TupleDesc tupdesc, int attnum, const char *name, bool *isnull,
 			 Form_pg_attribute *attr)
 {
-	int			attnum = SPI_fnumber(tupdesc, name);
-
-	if (attnum == SPI_ERROR_NOATTRIBUTE || attnum <= 0)
+	if (attnum <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
 				 errmsg("column \"%s\" does not exist", name),
@@ -208,6 +230,59 @@ column_value(HeapTuple tuple, TupleDesc tupdesc, const char *name, bool *isnull,
 				 errhint("Attach the router again with the table's columns.")));
 	*attr = TupleDescAttr(tupdesc, attnum - 1);
 	return heap_getattr(tuple, attnum, tupdesc, isnull);
+}
+
+/*
+ * The attribute number of column name of tupdesc (<= 0 if it has none),
+ * noting in table whether the text of its values may read search_path.
+ */
+static int
+column_number(TupleDesc tupdesc, const char *name, RouterTable *table)
+{
+	int			attnum = SPI_fnumber(tupdesc, name);
+
+	if (attnum > 0 && outbox_text_reads_search_path(TupleDescAttr(tupdesc, attnum - 1)->atttypid))
+		table->pin_search_path = true;
+	return attnum;
+}
+
+/*
+ * Make what the router trigger of trigdata keeps of its table, in the
+ * current memory context: its arguments parsed, its columns looked up.
+ * The caller has the trigger in the error context.
+ */
+static void *
+make_router_table(const OutboxExtension *ext, TriggerData *trigdata)
+{
+	Trigger    *trigger = trigdata->tg_trigger;
+	TupleDesc	tupdesc = RelationGetDescr(trigdata->tg_relation);
+	RouterTable *table = palloc0(sizeof(RouterTable));
+	RouterConfig *config = &table->config;
+	char	  **args = palloc(Max(trigger->tgnargs, 1) * sizeof(char *));
+
+	for (int i = 0; i < trigger->tgnargs; i++)
+		args[i] = pstrdup(trigger->tgargs[i]);
+	router_config(trigger->tgnargs, args, config);
+	if (config->route_by != NULL)
+		table->route_by = column_number(tupdesc, config->route_by, table);
+	if (config->key != NULL)
+		table->key = column_number(tupdesc, config->key, table);
+	table->id = column_number(tupdesc, config->id, table);
+	table->id_uuid = table->id > 0 &&
+		getBaseType(TupleDescAttr(tupdesc, table->id - 1)->atttypid) == UUIDOID;
+	table->payload = column_number(tupdesc, config->payload, table);
+	table->headers = palloc(Max(config->nheaders, 1) * sizeof(int));
+	for (int i = 0; i < config->nheaders; i++)
+		table->headers[i] = column_number(tupdesc, config->header_columns[i], table);
+	if (config->timestamp != NULL)
+	{
+		table->timestamp = column_number(tupdesc, config->timestamp, table);
+		if (table->timestamp > 0)
+			table->timestamp_type =
+				getBaseType(TupleDescAttr(tupdesc, table->timestamp - 1)->atttypid);
+	}
+	table->pin_settings = outbox_debezium_needs_settings(tupdesc);
+	return table;
 }
 
 /*
@@ -243,7 +318,8 @@ outbox_router(PG_FUNCTION_ARGS)
 {
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 	const OutboxExtension *ext;
-	RouterConfig config;
+	RouterTable *table;
+	const RouterConfig *config;
 	TupleDesc	tupdesc;
 	HeapTuple	tuple;
 	Datum		value;
@@ -278,10 +354,15 @@ outbox_router(PG_FUNCTION_ARGS)
 				 errmsg("function \"%s\" must be fired AFTER INSERT FOR EACH ROW", "outbox_router"),
 				 errhint("Use outbox_attach_router() to create the trigger.")));
 
+	/*
+	 * What the session keeps of the table: the arguments and columns, as
+	 * they were at the first row since the table last changed.
+	 */
 	ext = outbox_entry(fcinfo);
-	router_config(trigdata->tg_trigger->tgnargs, trigdata->tg_trigger->tgargs, &config);
+	table = outbox_trigger_cache(ext, trigdata, make_router_table);
+	config = &table->config;
 	/* before 1.4, outbox_schema_ids has a unique key that sessions wait on */
-	if ((config.options.avro || config.options.key_converter == ROUTER_KEY_AVRO) &&
+	if ((config->options.avro || config->options.key_converter == ROUTER_KEY_AVRO) &&
 		ext->version < OUTBOX_VERSION(1, 4))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -289,29 +370,37 @@ outbox_router(PG_FUNCTION_ARGS)
 				 errhint("Update the extension: ALTER EXTENSION outbox UPDATE.")));
 	tupdesc = RelationGetDescr(trigdata->tg_relation);
 	tuple = trigdata->tg_trigtuple;
-	/* the same row gives the same topic and key in any session */
-	nestlevel = outbox_debezium_pin_settings(tupdesc);
+
+	/*
+	 * The same row gives the same topic, key and headers in any session:
+	 * the settings that the text of its values reads are pinned, and so is
+	 * search_path (as 1.3 pinned it for the whole function) while the text
+	 * of a column read may read it.
+	 */
+	nestlevel = table->pin_settings ? outbox_debezium_pin_settings(NULL) : -1;
+	if (table->pin_search_path)
+		nestlevel = outbox_pin_search_path(nestlevel);
 
 	/* the topic */
-	if (config.route_by == NULL)
-		topic = config.topic_pattern;
+	if (config->route_by == NULL)
+		topic = config->topic_pattern;
 	else
 	{
-		value = column_value(tuple, tupdesc, config.route_by, &isnull, &attr);
+		value = column_value(tuple, tupdesc, table->route_by, config->route_by, &isnull, &attr);
 		if (isnull)
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("column \"%s\" is null", config.route_by),
+					 errmsg("column \"%s\" is null", config->route_by),
 					 errdetail("The topic of the event is made from its value.")));
-		topic = route(config.topic_pattern,
+		topic = route(config->topic_pattern,
 					  outbox_debezium_text(value, attr->atttypid, attr->atttypmod));
 	}
 
 	/* the key */
-	if (config.key != NULL)
+	if (config->key != NULL)
 	{
-		value = column_value(tuple, tupdesc, config.key, &isnull, &attr);
-		key = outbox_router_key(ext, &config.options, topic, attr, value, isnull);
+		value = column_value(tuple, tupdesc, table->key, config->key, &isnull, &attr);
+		key = outbox_router_key(ext, &config->options, topic, attr, value, isnull);
 	}
 
 	/*
@@ -320,62 +409,63 @@ outbox_router(PG_FUNCTION_ARGS)
 	 * took only UUIDs, or texts holding one).  An id used again is published
 	 * again, as the router does, with an event_id of its own (enqueue.c).
 	 */
-	value = column_value(tuple, tupdesc, config.id, &isnull, &attr);
+	value = column_value(tuple, tupdesc, table->id, config->id, &isnull, &attr);
 	if (isnull)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("column \"%s\" is null", config.id),
+				 errmsg("column \"%s\" is null", config->id),
 				 errdetail("It is the id of the event.")));
 	id_text = outbox_debezium_text(value, attr->atttypid, attr->atttypmod);
-	if (getBaseType(attr->atttypid) == UUIDOID)
+	if (table->id_uuid)
 		event_id = value;
-	else if (config.any_id)
+	else if (config->any_id)
 		event_id_isnull = true;
 	else
 		event_id = DirectFunctionCall1(uuid_in, CStringGetDatum(id_text));
 
 	/* the value */
-	value = column_value(tuple, tupdesc, config.payload, &isnull, &attr);
-	payload = outbox_router_value(ext, &config.options, topic, config.payload, attr, value,
+	value = column_value(tuple, tupdesc, table->payload, config->payload, &isnull, &attr);
+	payload = outbox_router_value(ext, &config->options, topic, config->payload, attr, value,
 								  isnull);
 	/* JSON but for Avro, and the bytes of a bytea payload, which go as they are */
-	payload_json = !config.options.avro &&
+	payload_json = !config->options.avro &&
 		(isnull || getBaseType(attr->atttypid) != BYTEAOID);
 
 	/* the headers */
 	initStringInfo(&headers);
 	appendStringInfoString(&headers, "{\"id\":");
 	escape_json(&headers, id_text);
-	if (key != NULL && config.options.key_converter == ROUTER_KEY_AVRO)
+	if (key != NULL && config->options.key_converter == ROUTER_KEY_AVRO)
 		appendStringInfoString(&headers, ",\"" OUTBOX_KEY_BASE64_HEADER "\":\"true\"");
-	for (int i = 0; i < config.nheaders; i++)
+	for (int i = 0; i < config->nheaders; i++)
 	{
-		value = column_value(tuple, tupdesc, config.header_columns[i], &isnull, &attr);
+		value = column_value(tuple, tupdesc, table->headers[i], config->header_columns[i],
+							 &isnull, &attr);
 		if (isnull)
 			continue;
 		appendStringInfoChar(&headers, ',');
-		escape_json(&headers, config.header_names[i]);
+		escape_json(&headers, config->header_names[i]);
 		appendStringInfoChar(&headers, ':');
 		escape_json(&headers, outbox_debezium_text(value, attr->atttypid, attr->atttypmod));
 	}
 	appendStringInfoChar(&headers, '}');
 
 	/* the record's timestamp */
-	if (config.timestamp != NULL)
+	if (config->timestamp != NULL)
 	{
-		Oid			typid;
-
-		value = column_value(tuple, tupdesc, config.timestamp, &isnull, &attr);
-		typid = getBaseType(attr->atttypid);
-		if (!timestamp_type(typid))
-			outbox_router_wrong_type(config.timestamp, typid, "timestamp", TIMESTAMP_TYPES);
+		value = column_value(tuple, tupdesc, table->timestamp, config->timestamp, &isnull,
+							 &attr);
+		if (!timestamp_type(table->timestamp_type))
+			outbox_router_wrong_type(config->timestamp, table->timestamp_type, "timestamp",
+									 TIMESTAMP_TYPES);
 		if (!isnull)
 		{
-			created_at = record_timestamp(config.timestamp, value, typid);
+			created_at = record_timestamp(config->timestamp, value, table->timestamp_type);
 			timestamped = true;
 		}
 	}
-	outbox_debezium_unpin_settings(nestlevel);
+	if (nestlevel >= 0)
+		AtEOXact_GUC(true, nestlevel);
 
 	outbox_store_event(ext, cstring_to_text(topic), key, payload,
 					   DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(headers.data))),

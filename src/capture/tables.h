@@ -2,7 +2,8 @@
  *
  * tables.h
  *		What the capture trigger knows of a table between its calls, kept
- *		per session until the table's relcache entry is invalidated.
+ *		per session until the table's relcache entry is invalidated
+ *		(trigger_cache.h).
  *
  * src/capture/tables.h
  *
@@ -16,15 +17,9 @@
 #include "base/catalog.h"
 #include "format/change.h"
 
-/* a captured table, as its trigger's calls see it */
+/* a captured table, as its trigger's calls see it (trigger_cache.c) */
 typedef struct CapturedTable
 {
-	Oid			tgoid;			/* the trigger: the hash key */
-	Oid			relid;
-	Oid			ext_schema;		/* the extension it was made for */
-	int			ext_version;
-	MemoryContext context;		/* what config and table point to */
-	bool		valid;			/* false: invalidated, dropped at the next look-up */
 	CaptureConfig config;		/* the trigger's arguments */
 	CaptureTable table;			/* table.tupdesc: set at each call */
 	bool		pin_search_path;	/* the text of a column may depend on it */

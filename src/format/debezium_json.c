@@ -1690,6 +1690,23 @@ needs_settings(Oid typid, int32 typmod)
 }
 
 /*
+ * Does the text of a value of one of the columns of tupdesc depend on
+ * settings that outbox_debezium_pin_settings pins?
+ */
+bool
+outbox_debezium_needs_settings(TupleDesc tupdesc)
+{
+	for (int i = 0; i < tupdesc->natts; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
+
+		if (!attr->attisdropped && needs_settings(attr->atttypid, attr->atttypmod))
+			return true;
+	}
+	return false;
+}
+
+/*
  * The settings that the text of some types depends on, pinned to fixed
  * values while the events of a row with such columns are built (tupdesc
  * NULL: whatever the columns); returns the GUC nest level to give back to
@@ -1705,17 +1722,9 @@ outbox_debezium_pin_settings(TupleDesc tupdesc)
 		{"extra_float_digits", "1"},
 		{"bytea_output", "hex"},
 	};
-	bool		needed = tupdesc == NULL;
 	int			nestlevel;
 
-	for (int i = 0; !needed && i < tupdesc->natts; i++)
-	{
-		Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
-
-		if (!attr->attisdropped)
-			needed = needs_settings(attr->atttypid, attr->atttypmod);
-	}
-	if (!needed)
+	if (tupdesc != NULL && !outbox_debezium_needs_settings(tupdesc))
 		return -1;
 	nestlevel = NewGUCNestLevel();
 	for (int i = 0; i < lengthof(settings); i++)

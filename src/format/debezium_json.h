@@ -93,6 +93,7 @@ extern void outbox_debezium_envelope(StringInfo buf, const DebeziumOptions *opti
 									 HeapTuple after, const bool *unavailable);
 extern char *outbox_debezium_topic(const char *prefix, const char *schema,
 								   const char *table);
+extern bool outbox_debezium_needs_settings(TupleDesc tupdesc);
 extern int	outbox_debezium_pin_settings(TupleDesc tupdesc);
 extern void outbox_debezium_unpin_settings(int nestlevel);
 
