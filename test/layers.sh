@@ -2,7 +2,10 @@
 #
 # The layers of src/ (docs/design.md, "Modules"): a file includes the
 # headers of its own folder and of the folders below it only, and no
-# files (a .c with its .h) include each other, two or more in a loop.
+# files (a .c with its .h) include each other, two or more in a loop;
+# and the library takes one of the ten relcache callback slots a backend
+# has (the core's and every library's): base/catalog.c's, which the
+# caches above share through outbox_on_relation_change().
 #
 #	base <- kafka <- format <- launcher <- queue <- capture <- worker <- outbox.c
 #
@@ -64,6 +67,12 @@ while read -r loop; do
 	echo "not ok - $loop include each other in a loop"
 	bad=1
 done <<<"$loops"
+
+taken=$(grep -rl --include='*.c' 'CacheRegisterRelcacheCallback(' . | grep -vx './base/catalog.c')
+for file in $taken; do
+	echo "not ok - src/${file#./} takes a relcache callback slot of its own"
+	bad=1
+done
 
 [ $bad = 0 ] && echo "ok - the layers of src/"
 exit $bad

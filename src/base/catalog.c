@@ -58,16 +58,52 @@ parse_version(const char *name)
 static OutboxExtension found;
 static bool found_valid = false;
 
+/*
+ * PostgreSQL has ten relcache callback slots a backend, for the core and
+ * every library loaded (a library that finds none left stops the session
+ * with FATAL): the caches of this library share one, this file's.
+ */
+#define MAX_RELATION_CALLBACKS 8
+static RelcacheCallbackFunction relation_callbacks[MAX_RELATION_CALLBACKS];
+static int	n_relation_callbacks = 0;
+
 static void
-forget_found_relation(Datum arg, Oid relid)
+relation_changed(Datum arg, Oid relid)
 {
 	found_valid = false;
+	for (int i = 0; i < n_relation_callbacks; i++)
+		relation_callbacks[i] (arg, relid);
 }
 
 static void
 forget_found_function(Datum arg, int cacheid, uint32 hashvalue)
 {
 	found_valid = false;
+}
+
+static void
+register_callbacks(void)
+{
+	static bool registered = false;
+
+	if (registered)
+		return;
+	CacheRegisterRelcacheCallback(relation_changed, (Datum) 0);
+	CacheRegisterSyscacheCallback(PROCOID, forget_found_function, (Datum) 0);
+	registered = true;
+}
+
+/*
+ * Call fn (with arg 0) at each relcache invalidation, as
+ * CacheRegisterRelcacheCallback does, from now on in this process.
+ */
+void
+outbox_on_relation_change(RelcacheCallbackFunction fn)
+{
+	register_callbacks();
+	if (n_relation_callbacks >= MAX_RELATION_CALLBACKS)
+		elog(ERROR, "out of outbox relation callback slots");
+	relation_callbacks[n_relation_callbacks++] = fn;
 }
 
 /*
@@ -83,14 +119,7 @@ outbox_extension_find(OutboxExtension *ext)
 	ScanKeyData key;
 	HeapTuple	tuple;
 
-	static bool callbacks = false;
-
-	if (!callbacks)
-	{
-		CacheRegisterRelcacheCallback(forget_found_relation, (Datum) 0);
-		CacheRegisterSyscacheCallback(PROCOID, forget_found_function, (Datum) 0);
-		callbacks = true;
-	}
+	register_callbacks();
 	AcceptInvalidationMessages();
 	if (found_valid)
 	{

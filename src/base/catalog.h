@@ -13,6 +13,7 @@
 
 #include "executor/spi.h"
 #include "storage/lockdefs.h"
+#include "utils/inval.h"
 #include "fmgr.h"
 
 /* extension versions, as numbers that compare */
@@ -30,6 +31,7 @@ typedef struct OutboxExtension
 	char		version_name[NAMEDATALEN];
 } OutboxExtension;
 
+extern void outbox_on_relation_change(RelcacheCallbackFunction fn);
 extern bool outbox_extension_find(OutboxExtension *ext);
 extern char *outbox_extension_problem(const OutboxExtension *ext);
 extern void outbox_extension_check(const OutboxExtension *ext);

@@ -22,6 +22,7 @@
 #include "utils/rel.h"
 #include "utils/syscache.h"
 
+#include "base/catalog.h"
 #include "capture/trigger_cache.h"
 
 /* what a trigger keeps of its table */
@@ -128,7 +129,7 @@ outbox_trigger_cache(const OutboxExtension *ext, TriggerData *trigdata, OutboxTr
 		ctl.hcxt = CacheMemoryContext;
 		entries = hash_create("outbox trigger entries", 16, &ctl,
 							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-		CacheRegisterRelcacheCallback(forget_table, (Datum) 0);
+		outbox_on_relation_change(forget_table);
 		CacheRegisterSyscacheCallback(NAMESPACEOID, forget_tables, (Datum) 0);
 	}
 	if (stale)

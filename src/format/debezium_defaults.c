@@ -48,6 +48,7 @@
 #include "utils/resowner.h"
 #include "utils/syscache.h"
 
+#include "base/catalog.h"
 #include "format/debezium_defaults.h"
 
 /* the defaults of one table */
@@ -554,7 +555,7 @@ outbox_debezium_defaults(Oid relid, TupleDesc tupdesc)
 		ctl.hcxt = CacheMemoryContext;
 		tables = hash_create("outbox debezium defaults", 16, &ctl,
 							 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-		CacheRegisterRelcacheCallback(forget_table, (Datum) 0);
+		outbox_on_relation_change(forget_table);
 		CacheRegisterSyscacheCallback(TYPEOID, forget_types, (Datum) 0);
 		CacheRegisterSyscacheCallback(ENUMOID, forget_types, (Datum) 0);
 		CacheRegisterSyscacheCallback(NAMESPACEOID, forget_types, (Datum) 0);

@@ -28,6 +28,7 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
+#include "base/catalog.h"
 #include "base/event.h"
 #include "base/guc.h"
 #include "format/format_internal.h"
@@ -207,7 +208,7 @@ load_enqueue_settings(const OutboxExtension *ext)
 		enqueue_settings_cxt = AllocSetContextCreate(CacheMemoryContext,
 													 "outbox topic settings",
 													 ALLOCSET_SMALL_SIZES);
-		CacheRegisterRelcacheCallback(forget_enqueue_settings, (Datum) 0);
+		outbox_on_relation_change(forget_enqueue_settings);
 	}
 	MemoryContextReset(enqueue_settings_cxt);
 	enqueue_settings_relid = RelationGetRelid(rel);
