@@ -21,6 +21,7 @@
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_db_role_setting.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_namespace.h"
@@ -895,10 +896,82 @@ leaf_table(Leaf *leaves, int *nleaves, Oid leaf, Relation rel, const CaptureConf
 }
 
 /*
+ * The settings that a value's text depends on: the output functions of
+ * the date and time types, of interval, of float4, float8 and the
+ * geometric types, of bytea and of money read them.
+ */
+static const char *const text_settings[] = {
+	"DateStyle", "IntervalStyle", "TimeZone", "extra_float_digits", "bytea_output",
+	"lc_monetary"
+};
+
+/*
+ * Apply, in a new GUC nest level, the text_settings that a new session of
+ * a role without settings of its own gets from pg_db_role_setting in this
+ * database (ALTER ROLE ALL SET, then ALTER DATABASE SET), so that events
+ * are written as the application's sessions write them, where the
+ * worker's own session has the built-in defaults (worker.c).  Every other
+ * setting there is ignored, and a value that its setting refuses is
+ * logged and skipped, as a new session does.  Returns the nest level, for
+ * AtEOXact_GUC.
+ */
+static int
+database_text_settings(void)
+{
+	const Oid	databases[] = {InvalidOid, MyDatabaseId};
+	Relation	rel = table_open(DbRoleSettingRelationId, AccessShareLock);
+	int			nestlevel = NewGUCNestLevel();
+
+	for (int d = 0; d < lengthof(databases); d++)
+	{
+		ScanKeyData keys[2];
+		SysScanDesc scan;
+		HeapTuple	tuple;
+
+		ScanKeyInit(&keys[0], Anum_pg_db_role_setting_setdatabase, BTEqualStrategyNumber,
+					F_OIDEQ, ObjectIdGetDatum(databases[d]));
+		ScanKeyInit(&keys[1], Anum_pg_db_role_setting_setrole, BTEqualStrategyNumber,
+					F_OIDEQ, ObjectIdGetDatum(InvalidOid));
+		scan = systable_beginscan(rel, DbRoleSettingDatidRolidIndexId, true, NULL, 2, keys);
+		while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+		{
+			bool		isnull;
+			Datum		config = heap_getattr(tuple, Anum_pg_db_role_setting_setconfig,
+											  RelationGetDescr(rel), &isnull);
+			char	  **items;
+			int			nitems;
+
+			if (isnull)
+				continue;
+			items = text_array_items(config, &nitems);
+			for (int i = 0; i < nitems; i++)
+			{
+				char	   *name;
+				char	   *value;
+
+				if (items[i] == NULL)
+					continue;
+				ParseLongOption(items[i], &name, &value);
+				for (int s = 0; value != NULL && s < lengthof(text_settings); s++)
+					if (pg_strcasecmp(name, text_settings[s]) == 0)
+						(void) set_config_option(text_settings[s], value, PGC_USERSET,
+												 PGC_S_SESSION, GUC_ACTION_SAVE, true,
+												 WARNING, false);
+			}
+		}
+		systable_endscan(scan);
+	}
+	table_close(rel, AccessShareLock);
+	return nestlevel;
+}
+
+/*
  * Read the next chunk of rows and store their events, as the table's
  * owner in a restricted context; locked FOR SHARE unless guarded (1.3: the
- * caller holds the snapshot lock).  Returns whether it was the last; the
- * bound (the last key read) goes in *bound, as text.
+ * caller holds the snapshot lock).  The events are written with the
+ * database's settings of a value's text (database_text_settings), the
+ * bound in the worker's.  Returns whether it was the last; the bound (the
+ * last key read) goes in *bound, as text.
  */
 static bool
 read_chunk(const OutboxExtension *ext, Relation rel, const CaptureConfig *config,
@@ -920,6 +993,7 @@ read_chunk(const OutboxExtension *ext, Relation rel, const CaptureConfig *config
 	int			nleaves = 0;
 	MemoryContext rowcxt;
 	MemoryContext oldcxt;
+	int			nestlevel;
 
 	for (int i = 0; i < nwalk; i++)
 	{
@@ -1007,6 +1081,12 @@ read_chunk(const OutboxExtension *ext, Relation rel, const CaptureConfig *config
 		TupleDescCopyEntry(rowdesc, i, tuptable->tupdesc, i);
 	rowdesc = BlessTupleDesc(rowdesc);
 
+	/*
+	 * The events with the database's settings of a value's text; the
+	 * bound, which writers parse in their own settings, was written and
+	 * read in the worker's
+	 */
+	nestlevel = database_text_settings();
 	rowcxt = AllocSetContextCreate(CurrentMemoryContext, "outbox snapshot row",
 								   ALLOCSET_DEFAULT_SIZES);
 	for (uint64 r = 0; r < SPI_processed; r++)
@@ -1029,6 +1109,7 @@ read_chunk(const OutboxExtension *ext, Relation rel, const CaptureConfig *config
 		MemoryContextReset(rowcxt);
 	}
 	MemoryContextDelete(rowcxt);
+	AtEOXact_GUC(false, nestlevel);
 	return last;
 }
 
