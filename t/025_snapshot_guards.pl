@@ -266,13 +266,11 @@ ok($stops <= 2, "stopping the worker at most twice, for the chunks of 1,000 and 
 # DDL
 #
 
-# Snapshot $table (rows 1 to 50,000 keyed by a column "k" of $type), pause
-# it half-way with a transaction that changed a row ahead of it, run $ddl,
-# then let both go: the snapshot fails saying $why, and asked for again
-# (after $mend, if given) reads every row.
-sub ddl_fails
+# A table $table keyed by a $type, 50,000 rows, attached with a snapshot
+# read 100 rows a chunk, which has begun.
+sub slow_snapshot
 {
-	my ($table, $type, $ddl, $why, $mend) = @_;
+	my ($table, $type) = @_;
 	$node->safe_psql(
 		'postgres', qq{
 		CREATE TABLE $table (k $type PRIMARY KEY, v text);
@@ -285,6 +283,17 @@ sub ddl_fails
 	ok( wait_for_sql($node,
 			"SELECT rows_done >= 200 FROM outbox_snapshots WHERE \"table\" = '$table'::regclass"),
 		"$table: the snapshot runs");
+	return;
+}
+
+# Snapshot $table (rows 1 to 50,000 keyed by a column "k" of $type), pause
+# it half-way with a transaction that changed a row ahead of it, run $ddl,
+# then let both go: the snapshot fails saying $why, and asked for again
+# (after $mend, if given) reads every row.
+sub ddl_fails
+{
+	my ($table, $type, $ddl, $why, $mend) = @_;
+	slow_snapshot($table, $type);
 	my $held = $node->background_psql('postgres');
 	$held->query_safe(
 		"BEGIN; UPDATE $table SET v = 'held' WHERE k = (SELECT max(k) FROM $table)");
@@ -328,19 +337,8 @@ ddl_fails('unkeyed', 'int', 'ALTER TABLE unkeyed DROP CONSTRAINT unkeyed_pkey',
 # with the default path): a row it changes ahead of the snapshot is left to
 # the row's r event, which the snapshot writes once the writer has
 # committed, as for any writer; no event of the change comes before it.
-$node->safe_psql(
-	'postgres', q{
-	CREATE DOMAIN ident AS int;
-	CREATE TABLE pathed (k ident PRIMARY KEY, v text);
-	INSERT INTO pathed SELECT i, 'x' FROM generate_series(1, 50000) i;
-	BEGIN;
-	SELECT outbox_attach('pathed', 'pathed', snapshot => true);
-	UPDATE outbox_snapshots_state SET chunk_rows = 100;
-	COMMIT;
-});
-ok( wait_for_sql($node,
-		"SELECT rows_done >= 200 FROM outbox_snapshots WHERE \"table\" = 'pathed'::regclass"),
-	'pathed: the snapshot runs');
+$node->safe_psql('postgres', 'CREATE DOMAIN ident AS int');
+slow_snapshot('pathed', 'ident');
 my $pathed = $node->background_psql('postgres');
 $pathed->query_safe('SET search_path = "$user", public');
 $pathed->query_safe("BEGIN; UPDATE pathed SET v = 'held' WHERE k = 50000");
