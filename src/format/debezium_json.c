@@ -196,6 +196,28 @@ append_string(StringInfo buf, const char *str, bool quote)
 }
 
 /*
+ * Append value in decimal, as appendStringInfo(buf, INT64_FORMAT, value)
+ * does, without the cost of reading a format: several a column of each
+ * captured row.
+ */
+static void
+append_int64(StringInfo buf, int64 value)
+{
+	char		digits[MAXINT8LEN + 1];
+
+	appendBinaryStringInfo(buf, digits, pg_lltoa(value, digits));
+}
+
+/* The same for an unsigned value. */
+static void
+append_uint64(StringInfo buf, uint64 value)
+{
+	char		digits[MAXINT8LEN + 1];
+
+	appendBinaryStringInfo(buf, digits, pg_ulltoa_n(value, digits));
+}
+
+/*
  * A double (or a float, widened) as Java's Double.toString (Float.toString)
  * writes it, which is what the JSON converter writes: the shortest decimal
  * that reads back as the same number, in plain notation from 0.001 up to
@@ -421,7 +443,7 @@ append_interval(StringInfo buf, Interval *iv)
 	else if (us <= -9223372036854775808.0)
 		appendStringInfoString(buf, "-9223372036854775808");
 	else
-		appendStringInfo(buf, INT64_FORMAT, (int64) us);
+		append_int64(buf, (int64) us);
 }
 
 /*
@@ -957,13 +979,13 @@ append_encoded(StringInfo buf, Datum value, Oid typid, int32 typmod, Encoding en
 			break;
 		case ENC_INTEGER:
 			if (typid == INT2OID)
-				appendStringInfo(buf, "%d", (int) DatumGetInt16(value));
+				append_int64(buf, DatumGetInt16(value));
 			else if (typid == INT4OID)
-				appendStringInfo(buf, "%d", DatumGetInt32(value));
+				append_int64(buf, DatumGetInt32(value));
 			else if (typid == INT8OID)
-				appendStringInfo(buf, INT64_FORMAT, DatumGetInt64(value));
+				append_int64(buf, DatumGetInt64(value));
 			else
-				appendStringInfo(buf, "%u", DatumGetObjectId(value));
+				append_int64(buf, DatumGetObjectId(value));
 			break;
 		case ENC_FLOAT4:
 			append_java_number(buf, DatumGetFloat4(value), true, quote);
@@ -999,16 +1021,16 @@ append_encoded(StringInfo buf, Datum value, Oid typid, int32 typmod, Encoding en
 				DateADT		d = DatumGetDateADT(value);
 
 				if (DATE_NOT_FINITE(d))
-					appendStringInfo(buf, "%d", (int) d);
+					append_int64(buf, d);
 				else
-					appendStringInfo(buf, "%d", (int) d + (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE));
+					append_int64(buf, (int) d + (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE));
 			}
 			break;
 		case ENC_TIME:
 			{
 				TimeADT		t = DatumGetTimeADT(value);
 
-				appendStringInfo(buf, INT64_FORMAT, typmod >= 0 && typmod <= 3 ? t / 1000 : t);
+				append_int64(buf, typmod >= 0 && typmod <= 3 ? t / 1000 : t);
 			}
 			break;
 		case ENC_TIMETZ:
@@ -1027,7 +1049,7 @@ append_encoded(StringInfo buf, Datum value, Oid typid, int32 typmod, Encoding en
 					us = ts + UNIX_EPOCH_OFFSET_US;
 				if (typmod >= 0 && typmod <= 3)
 					us = us / 1000 - (us % 1000 < 0 ? 1 : 0);
-				appendStringInfo(buf, INT64_FORMAT, us);
+				append_int64(buf, us);
 			}
 			break;
 		case ENC_TIMESTAMPTZ:
@@ -1584,13 +1606,40 @@ append_times(StringInfo buf, TimestampTz t, bool ms, bool us_ns)
 	int64		us = t + UNIX_EPOCH_OFFSET_US;
 
 	if (ms)
-		appendStringInfo(buf, "\"ts_ms\":" INT64_FORMAT,
-						 us / 1000 - (us % 1000 < 0 ? 1 : 0));
+	{
+		appendStringInfoString(buf, "\"ts_ms\":");
+		append_int64(buf, us / 1000 - (us % 1000 < 0 ? 1 : 0));
+	}
 	if (ms && us_ns)
 		appendStringInfoChar(buf, ',');
 	if (us_ns)
-		appendStringInfo(buf, "\"ts_us\":" INT64_FORMAT ",\"ts_ns\":" INT64_FORMAT,
-						 us, us * 1000);
+	{
+		appendStringInfoString(buf, "\"ts_us\":");
+		append_int64(buf, us);
+		appendStringInfoString(buf, ",\"ts_ns\":");
+		append_int64(buf, us * 1000);
+	}
+}
+
+/*
+ * The name of the current database, read once: it cannot be renamed while
+ * a session is connected to it.
+ */
+static const char *
+database_name(void)
+{
+	static char name[NAMEDATALEN];
+
+	if (name[0] == '\0')
+	{
+		char	   *current = get_database_name(MyDatabaseId);
+
+		if (current == NULL)
+			elog(ERROR, "cache lookup failed for database %u", MyDatabaseId);
+		strlcpy(name, current, sizeof(name));
+		pfree(current);
+	}
+	return name;
 }
 
 /*
@@ -1630,18 +1679,21 @@ outbox_debezium_envelope(StringInfo buf, const DebeziumOptions *options,
 	appendStringInfoString(buf, ",\"snapshot\":");
 	escape_json(buf, source->snapshot);
 	appendStringInfoString(buf, ",\"db\":");
-	escape_json(buf, get_database_name(MyDatabaseId));
+	escape_json(buf, database_name());
 	appendStringInfoString(buf, ",\"sequence\":null,");
 	append_times(buf, source->changed_at, false, true);
 	appendStringInfoString(buf, ",\"schema\":");
 	escape_json(buf, source->schema);
 	appendStringInfoString(buf, ",\"table\":");
 	escape_json(buf, source->table);
-	appendStringInfo(buf, ",\"txId\":%u,\"lsn\":" UINT64_FORMAT
-					 ",\"xmin\":null,\"origin\":null,\"origin_lsn\":null}",
-					 XidFromFullTransactionId(GetTopFullTransactionId()),
-					 (uint64) GetXLogInsertRecPtr());
-	appendStringInfo(buf, ",\"transaction\":null,\"op\":\"%c\",", op);
+	appendStringInfoString(buf, ",\"txId\":");
+	append_uint64(buf, XidFromFullTransactionId(GetTopFullTransactionId()));
+	appendStringInfoString(buf, ",\"lsn\":");
+	append_uint64(buf, GetXLogInsertRecPtr());
+	appendStringInfoString(buf, ",\"xmin\":null,\"origin\":null,\"origin_lsn\":null}"
+						   ",\"transaction\":null,\"op\":\"");
+	appendStringInfoChar(buf, op);
+	appendStringInfoString(buf, "\",");
 	append_times(buf, now, true, true);
 	appendStringInfoChar(buf, '}');
 	if (options->schemas)
