@@ -7,8 +7,9 @@
 # more databases that enqueue: every event of each of them is published
 # within 15 s of its commit, each once, in the order of its key.  A worker
 # that has had its time slice while another database waits gives its
-# slot and waits for its turn, as outbox_worker_status() and outbox_health
-# say (a warning, not critical).  Meanwhile DROP DATABASE of a database
+# slot, as the log says, and databases waiting for a slot say they are
+# served in their turn, as outbox_worker_status() and outbox_health say (a
+# warning, not critical).  Meanwhile DROP DATABASE of a database
 # that waits for a worker and never had an event succeeds; that of one
 # with an event is refused, saying why.  A worker that gives its slot
 # with an event in a retry backoff waits for its turn, and its database
@@ -84,17 +85,15 @@ sub enqueue
 # --- the trickle starts; once every worker slot is taken, the others
 # enqueue too; outbox_worker_status() and outbox_health are read at
 # each tick
-my ($gave, $waiting_in_turn, $critical, $turn_warning) = (0, 0, '', 0);
+my ($waiting_in_turn, $critical, $turn_warning) = (0, '', 0);
 my ($quiet_dropped, $loaded_refusal);
+my $turns_log = -s $node->logfile;
 for my $tick (1 .. 30)
 {
 	my $start = time;
 	enqueue($_, 1) for @trickling;
 	enqueue($_, 5) for $tick >= 6 ? @busy : ();
 
-	$gave += $node->safe_psql('postgres',
-		"SELECT count(*) FROM outbox_worker_status() WHERE state = 'waiting for worker slot' AND last_error ~ '^gave its slot to database \"[a-z0-9]+\" after its time slice of 5000 ms; databases waiting: [0-9]+, each served in its turn\$'"
-	);
 	$waiting_in_turn += $node->safe_psql('postgres',
 		"SELECT count(*) FROM outbox_worker_status() WHERE state = 'waiting for worker slot' AND last_error ~ '; databases waiting: [0-9]+, each served in its turn\$'"
 	);
@@ -156,7 +155,12 @@ for my $db (@trickling, @busy)
 }
 
 # --- and said so on the way
-ok($gave > 0, "a database that gave its slot waited for its turn, and said so ($gave times seen)");
+# (whether a database that gave its slot had events left, and so waits
+# for its turn, is chance here: the stalled database below has one)
+like(
+	slurp_file($node->logfile, $turns_log),
+	qr/LOG:  databases take turns on the outbox workers: the worker of database "[a-z0-9]+" gives its slot to database "[a-z0-9]+" after its time slice of 5000 ms/,
+	'workers gave their slots to waiting databases after their time slice, and the log said so');
 ok($waiting_in_turn > 0, "databases waiting for a worker said that each is served in its turn ($waiting_in_turn times seen)");
 is($critical, '', 'outbox_health never said critical of the worker or its slots');
 ok($turn_warning > 0, 'its worker slots signal warned that databases wait, each in its turn');
