@@ -906,14 +906,39 @@ static const char *const text_settings[] = {
 };
 
 /*
+ * Apply those of the settings config (a pg_db_role_setting.setconfig
+ * array) that are text_settings, at the current GUC nest level; a value
+ * that its setting refuses is logged and skipped, as a new session does.
+ */
+static void
+apply_text_settings(Datum config)
+{
+	int			nitems;
+	char	  **items = text_array_items(config, &nitems);
+
+	for (int i = 0; i < nitems; i++)
+	{
+		char	   *name;
+		char	   *value;
+
+		if (items[i] == NULL)
+			continue;
+		ParseLongOption(items[i], &name, &value);
+		for (int s = 0; value != NULL && s < lengthof(text_settings); s++)
+			if (pg_strcasecmp(name, text_settings[s]) == 0)
+				(void) set_config_option(text_settings[s], value, PGC_USERSET,
+										 PGC_S_SESSION, GUC_ACTION_SAVE, true,
+										 WARNING, false);
+	}
+}
+
+/*
  * Apply, in a new GUC nest level, the text_settings that a new session of
  * a role without settings of its own gets from pg_db_role_setting in this
  * database (ALTER ROLE ALL SET, then ALTER DATABASE SET), so that events
  * are written as the application's sessions write them, where the
  * worker's own session has the built-in defaults (worker.c).  Every other
- * setting there is ignored, and a value that its setting refuses is
- * logged and skipped, as a new session does.  Returns the nest level, for
- * AtEOXact_GUC.
+ * setting there is ignored.  Returns the nest level, for AtEOXact_GUC.
  */
 static int
 database_text_settings(void)
@@ -938,26 +963,9 @@ database_text_settings(void)
 			bool		isnull;
 			Datum		config = heap_getattr(tuple, Anum_pg_db_role_setting_setconfig,
 											  RelationGetDescr(rel), &isnull);
-			char	  **items;
-			int			nitems;
 
-			if (isnull)
-				continue;
-			items = text_array_items(config, &nitems);
-			for (int i = 0; i < nitems; i++)
-			{
-				char	   *name;
-				char	   *value;
-
-				if (items[i] == NULL)
-					continue;
-				ParseLongOption(items[i], &name, &value);
-				for (int s = 0; value != NULL && s < lengthof(text_settings); s++)
-					if (pg_strcasecmp(name, text_settings[s]) == 0)
-						(void) set_config_option(text_settings[s], value, PGC_USERSET,
-												 PGC_S_SESSION, GUC_ACTION_SAVE, true,
-												 WARNING, false);
-			}
+			if (!isnull)
+				apply_text_settings(config);
 		}
 		systable_endscan(scan);
 	}
