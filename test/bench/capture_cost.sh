@@ -33,7 +33,9 @@
 #
 # With PERF=DIR, one more round of debezium and of outbox at the end, the
 # application's backends recorded by perf (cpu-clock, call graphs) into
-# DIR/debezium.data and DIR/outbox.data; its tps are not reported.
+# DIR/debezium.data and DIR/outbox.data, the worker (its threads included)
+# into DIR/debezium-worker.data and DIR/outbox-worker.data; their tps are
+# not reported.
 #
 # Usage: [WAKE_DELAY=3ms] [PERF=DIR] test/bench/capture_cost.sh [ROUND_S [ROUNDS [WAL_XACTS]]]
 #	(12 s, 3 rounds, 2,000 transactions: about 7 minutes)
@@ -261,10 +263,13 @@ if [ -n "${PERF:-}" ]; then
 			[ "$(echo "$pids" | tr ',' '\n' | grep -c .)" = 4 ]; do
 			sleep 0.1
 		done
+		perf record -q -e cpu-clock -g -p "$(worker_pid)" -o "$PERF/$setup-worker.data" -- sleep $((ROUND_S - 2)) 2>/dev/null &
+		perf_worker=$!
 		perf record -q -e cpu-clock -g -p "$pids" -o "$PERF/$setup.data" -- sleep $((ROUND_S - 2)) 2>/dev/null
 		wait $bench_pid
 		until drained; do sleep 0.2; done
 		detach $setup
-		log "perf of $setup's backends in $PERF/$setup.data"
+		wait $perf_worker
+		log "perf of $setup's backends in $PERF/$setup.data, of the worker in $PERF/$setup-worker.data"
 	done
 fi
