@@ -1,13 +1,14 @@
 # A cluster that hangs (it answered, then answers nothing with its
 # connections open), one that is a black hole from the start (connections
-# accepted, nothing answered), one that refuses connections: each holds
-# back its own topics only.  The default cluster's events are published
-# within a second of their commit, the first one after the producers
-# closed for idleness included; the faulty cluster's events are charged an
-# attempt only when their own delivery times out (a cluster seen down
-# charges none); and once it answers, every one of them is published, none
-# lost, in order within its key, and none that rolled back.  A cluster that
-# is merely far away (slow answers) is waited for, not handed off.
+# accepted, nothing answered), one that refuses connections, one that
+# never answers then refuses: each holds back its own topics only.  The
+# default cluster's events are published within a second of their commit,
+# the first one after the producers closed for idleness included; the
+# faulty cluster's events are charged an attempt only when their own
+# delivery times out (a cluster seen down, or never seen up, charges
+# none); and once it answers, every one of them is published, none lost,
+# in order within its key, and none that rolled back.  A cluster that is
+# merely far away (slow answers) is waited for, not handed off.
 
 use strict;
 use warnings;
@@ -199,6 +200,26 @@ is(attempts('refused.t'), 0,
 my $behind_port = start_broker(1);
 start_black_hole($port, $behind_port->{bootstrap});
 all_delivered('refused', $behind_port, 'refused.t', 6);
+
+# --- gone: a cluster that never answered, its events handed off while the
+# default cluster's wait, then refusing connections before their delivery
+# times out: it was down all along, and they spend no attempt
+my $gone = start_black_hole();
+my ($gone_port) = $gone->{bootstrap} =~ /:(\d+)$/;
+$node->safe_psql('postgres',
+	"SELECT outbox_set_topic('gone.*', '$gone->{bootstrap}')");
+enqueue('gone.t', 1, 6);
+rolled_back('gone.t');
+$first = latency();
+ok($first < 1,
+	"gone: an event of the default cluster is published ${first}s after its commit");
+$gone->stop;
+sleep 4;
+is(attempts('gone.t'), 0,
+	'gone: its events handed off spend no attempt: it never answered, then refused');
+my $behind_gone = start_broker(1);
+start_black_hole($gone_port, $behind_gone->{bootstrap});
+all_delivered('gone', $behind_gone, 'gone.t', 6);
 
 # --- far away: a cluster that answers in 450 ms is slow, not hung: once
 # its answers have been timed, its batches are waited for, not handed off

@@ -140,6 +140,8 @@ struct OutboxProducer
 	TimestampTz brokers_down_since;
 	/* the log said it is unreachable, and has not said it answers since */
 	bool		said_down;
+	/* a broker has answered since the handle was opened */
+	bool		answered;
 	/* when it was opened, closed, or seen down or up, for the status */
 	TimestampTz state_since;
 	/* broker connections up, from the last statistics; -1 while closed */
@@ -278,10 +280,12 @@ topic_refused(rd_kafka_resp_err_t err)
  * Set an event's outcome from a librdkafka error code (0: delivered).  A
  * purge releases the event, unless it ends a wait that timed out.  A
  * timeout while every broker of the cluster is down releases it too, the
- * outage not being the event's, but for an event handed off: its cluster
- * was up and sent it, then answered nothing in time (a hang, which
- * librdkafka ends by closing the connections), and that is a failed
- * attempt.
+ * outage not being the event's, but for an event handed off by a cluster
+ * that had answered: it was up and sent it, then answered nothing in time
+ * (a hang, which librdkafka ends by closing the connections), and that is
+ * a failed attempt.  A cluster that never answered since its handle was
+ * opened was down all along (its events handed off before it was seen
+ * down).
  */
 static void
 set_outcome(OutboxProducer *p, OutboxEvent *ev, rd_kafka_resp_err_t err,
@@ -295,7 +299,8 @@ set_outcome(OutboxProducer *p, OutboxEvent *ev, rd_kafka_resp_err_t err,
 	else if ((err == RD_KAFKA_RESP_ERR__PURGE_QUEUE ||
 			  err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) && !p->purge_is_timeout)
 		ev->outcome = OUTBOX_RELEASED;
-	else if (err == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT && p->brokers_down && !handed_off)
+	else if (err == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT && p->brokers_down &&
+			 (!handed_off || !p->answered))
 		ev->outcome = OUTBOX_RELEASED;
 	else if (err == RD_KAFKA_RESP_ERR__PURGE_QUEUE ||
 			 err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT)
@@ -384,6 +389,7 @@ cluster_context(void *arg)
 static void
 brokers_answered(OutboxProducer *p)
 {
+	p->answered = true;
 	if (p->brokers_down)
 	{
 		p->brokers_down = false;
@@ -720,6 +726,7 @@ close_producer(OutboxProducer *p)
 	p->built_properties = NULL;
 	p->brokers_up = -1;
 	p->brokers_down = false;
+	p->answered = false;
 	p->state_since = GetCurrentTimestamp();
 }
 
