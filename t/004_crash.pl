@@ -81,10 +81,13 @@ is($duplicates, 0, 'the batch in flight was recorded: no duplicates');
 # not sent before its commit record is on disk.  With 6s round trips the
 # worker asks the topic's metadata (6s), sends the event, and waits for its
 # acknowledgement (6s more): crash in between, when Kafka has the record,
-# with 3s to spare either way on a loaded machine.
+# with 3s to spare either way on a loaded machine.  The new worker's
+# producer has connected first (an event published): its first requests
+# would take a round trip more.
 $node->append_conf('postgresql.conf', "wal_writer_delay = '10s'\n");
 $node->restart;
-worker_pid($node);
+$node->safe_psql('postgres', "SELECT outbox_enqueue('warm', 'up'::text)");
+ok(all_published($node, 'warm', 60), 'the new worker has connected');
 $broker->command('rtt 1 6000');
 $node->safe_psql('postgres',
 	"SET synchronous_commit = off; SELECT outbox_enqueue('ghost', 'async commit'::text)");
