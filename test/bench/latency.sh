@@ -27,7 +27,16 @@
 # the machine.  The load average is printed with each rate.  Without
 # BASELINE_BINDIR, this build alone.
 #
-# Usage: [BASELINE_BINDIR=DIR] test/bench/latency.sh [RATE_S [ROUNDS]]	(15 s, 3; about 5 minutes with a baseline)
+# Beside them, the floor a Debezium connector starts from: a third server
+# (wal_level = logical, the worker disabled) where the same transactions
+# insert the rows of the outbox table users write by hand (insert.sql,
+# insert10.sql), read by pg_recvlogical through a test_decoding slot; the
+# latency from commit to the moment pg_recvlogical's output is read
+# (commit_latency.pl), Kafka not included, and the CPU of the walsender
+# and pg_recvlogical per event.  Its rounds are interleaved with the
+# others'.
+#
+# Usage: [BASELINE_BINDIR=DIR] test/bench/latency.sh [RATE_S [ROUNDS]]	(15 s, 3; about 7 minutes with a baseline)
 
 PORT=54347
 . "$(dirname "$0")/common.sh" "$@"
@@ -35,6 +44,9 @@ RATE_S=${1:-15}
 ROUNDS=${2:-3}
 BUILDS=ours
 [ -n "${BASELINE_BINDIR:-}" ] && BUILDS="ours baseline"
+BUILDS="$BUILDS walsender"
+LATENCIES=$WORK/walsender_ms	# commit_latency.pl's, all rounds
+ROUND_LATENCIES=$WORK/walsender_rate_ms	# those of the rate's rounds
 
 start_broker
 declare -A port_of
@@ -46,11 +58,26 @@ for build in $BUILDS; do
 	port=$((port + 1))
 	bindir=$(dirname "$(command -v postgres)")
 	[ "$build" = baseline ] && bindir=$BASELINE_BINDIR
-	PATH="$bindir:$PATH" PORT=${port_of[$build]} start_server "$data" bench \
-		"shared_buffers = '1GB'" "max_wal_size = '8GB'" "checkpoint_timeout = '30min'" \
-		"track_commit_timestamp = on"
+	settings=("shared_buffers = '1GB'" "max_wal_size = '8GB'" "checkpoint_timeout = '30min'"
+		"track_commit_timestamp = on")
+	[ "$build" = walsender ] && settings+=("wal_level = logical" "outbox.enabled = off")
+	PATH="$bindir:$PATH" PORT=${port_of[$build]} start_server "$data" bench "${settings[@]}"
 	PGPORT=${port_of[$build]} bench_database bench
-	PGPORT=${port_of[$build]} sql "SELECT outbox_enqueue('orders', '{}'::jsonb)" >/dev/null
+	if [ "$build" = walsender ]; then
+		export PGPORT=${port_of[$build]}
+		pg_recvlogical -d bench --slot=latency --create-slot -P test_decoding
+		: >"$LATENCIES"
+		PGTZ=UTC pg_recvlogical -d bench --slot=latency --start -F 0 \
+			-o include-timestamp=on -o skip-empty-xacts=on \
+			-f >("$BENCH/commit_latency.pl" >>"$LATENCIES") &
+		RECV_PID=$!
+		at_exit "kill $RECV_PID 2>/dev/null"
+		until WALSENDER_PID=$(sql "SELECT pid FROM pg_stat_replication") && [ -n "$WALSENDER_PID" ]; do
+			sleep 0.1
+		done
+	else
+		PGPORT=${port_of[$build]} sql "SELECT outbox_enqueue('orders', '{}'::jsonb)" >/dev/null
+	fi
 	log "$build: $bindir, data directory in $data (tmpfs)"
 done
 log "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -62,6 +89,10 @@ declare -A cpu events batches kept app_max
 round() {
 	local cpu0 cpu1 events1 ids0
 	export PGPORT=${port_of[$1]}
+	if [ "$1" = walsender ]; then
+		walsender_round "$2" "$3"
+		return
+	fi
 	wait_drained
 	sql "TRUNCATE outbox_ledger"
 	sql "CHECKPOINT"
@@ -82,6 +113,37 @@ round() {
 							   FROM bench_latency WHERE id > $ids0") ms, $(awk -v c="$cpu1" -v n="$events1" 'BEGIN { printf "%.1f", 1000 * c / n }') us CPU/event"
 }
 
+# walsender_round SCRIPT TX_PER_S: round's for the walsender reference, the
+# same transactions as inserts, its latencies from commit_latency.pl
+walsender_round() {
+	local cpu0 cpu1 lines0 lines1 lsn per_xact=1
+	[ "$1" = enqueue10.sql ] && per_xact=10
+	sql "CHECKPOINT"
+	sleep 1
+	lines0=$(wc -l <"$LATENCIES")
+	cpu0=$(($(cpu_ms "$WALSENDER_PID") + $(cpu_ms "$RECV_PID")))
+	kept[walsender]="${kept[walsender]:-} $(rate_run "${1/enqueue/insert}" "$2" "$RATE_S")"
+	lsn=$(sql "SELECT pg_current_wal_lsn()")
+	until [ "$(sql "SELECT sent_lsn >= '$lsn' FROM pg_stat_replication")" = t ]; do
+		sleep 0.1
+	done
+	sleep 0.5
+	cpu1=$(($(cpu_ms "$WALSENDER_PID") + $(cpu_ms "$RECV_PID") - cpu0))
+	lines1=$(wc -l <"$LATENCIES")
+	sed -n "$((lines0 + 1)),${lines1}p" "$LATENCIES" >>"$ROUND_LATENCIES"
+	cpu[walsender]=$((${cpu[walsender]:-0} + cpu1))
+	events[walsender]=$((${events[walsender]:-0} + (lines1 - lines0) * per_xact))
+	app_max[walsender]=$(awk -v a="${app_max[walsender]:-0}" -v b="$(cat "$WORK/app_max")" 'BEGIN { print (b > a) ? b : a }')
+	log "  walsender: $((lines1 - lines0)) commits read, $(awk -v c="$cpu1" -v n="$(((lines1 - lines0) * per_xact))" 'BEGIN { printf "%.1f", 1000 * c / n }') us CPU/event"
+}
+
+# the "p50 p99 max" of the walsender's latencies, in ms
+walsender_latencies() {
+	sort -n "$ROUND_LATENCIES" | awk '{ v[NR] = $1 }
+		function at(q) { return v[int(q * (NR - 1)) + 1] }
+		END { printf "%.1f %.1f %.1f\n", at(0.5), at(0.99), v[NR] }'
+}
+
 # rate NAME SCRIPT TX_PER_S: ROUNDS rounds of each build, interleaved;
 # a line of figures per build; leaves p50, p99 and CPU per event in
 # p50_of, p99_of, us_of, by "NAME:BUILD"
@@ -92,6 +154,7 @@ rate() {
 	for build in $BUILDS; do
 		PGPORT=${port_of[$build]} sql "TRUNCATE bench_latency"
 	done
+	: >"$ROUND_LATENCIES"
 	for r in $(seq 1 "$ROUNDS"); do
 		order=$BUILDS
 		[ $((r % 2)) = 0 ] && order=$(tr ' ' '\n' <<<"$BUILDS" | tac | tr '\n' ' ')
@@ -102,13 +165,23 @@ rate() {
 	done
 	for build in $BUILDS; do
 		export PGPORT=${port_of[$build]}
-		read -r p50 p99 max _ <<<"$(latencies)"
+		if [ "$build" = walsender ]; then
+			read -r p50 p99 max <<<"$(walsender_latencies)"
+		else
+			read -r p50 p99 max _ <<<"$(latencies)"
+		fi
 		p50_of[$1:$build]=$p50
 		p99_of[$1:$build]=$p99
 		us_of[$1:$build]=$(awk -v c="${cpu[$build]}" -v n="${events[$build]}" 'BEGIN { printf "%.1f", 1000 * c / n }')
-		printf '%-15s %-8s kept %5s tx/s  latency p50 %4s  p99 %4s  max %5s ms (app slowest %s ms)  worker %5s us CPU/event, %5s events/batch\n' \
+		printf '%-15s %-9s kept %5s tx/s  latency p50 %4s  p99 %4s  max %5s ms (app slowest %s ms)  ' \
 			"$1" "$build" "$(median <<<"${kept[$build]}")" "${p50_of[$1:$build]}" "${p99_of[$1:$build]}" "$max" \
-			"${app_max[$build]}" "${us_of[$1:$build]}" "$(ratio "${events[$build]}" "${batches[$build]}")" >&2
+			"${app_max[$build]}" >&2
+		if [ "$build" = walsender ]; then
+			printf 'walsender + pg_recvlogical %5s us CPU/event\n' "${us_of[$1:$build]}" >&2
+		else
+			printf 'worker %5s us CPU/event, %5s events/batch\n' \
+				"${us_of[$1:$build]}" "$(ratio "${events[$build]}" "${batches[$build]}")" >&2
+		fi
 	done
 	log "$1: load average at the end of each round:$load"
 }
@@ -123,6 +196,9 @@ rows() {
 		result "latency p50 (ms), $1" "${p50_of[$1:ours]}" "$b50" "${p50_of[$1:ours]}" "<= 1"
 		result "latency p99 (ms), $1" "${p99_of[$1:ours]}" "$b99" "${p99_of[$1:ours]}" "<= 3"
 		result "  worker CPU per event (us)" "$us" "$bus" "-" "-"
+		result "  walsender: latency p50 (ms), commit to pg_recvlogical" "${p50_of[$1:walsender]}" - - -
+		result "  walsender: latency p99 (ms)" "${p99_of[$1:walsender]}" - - -
+		result "  walsender + pg_recvlogical: CPU per event (us)" "${us_of[$1:walsender]}" - - -
 		;;
 	*)
 		result "latency p99 (ms), $1" "${p99_of[$1:ours]}" "$b99" "${p99_of[$1:ours]}" "<= 5"
@@ -131,6 +207,8 @@ rows() {
 		else
 			result "worker CPU per event (us), $1" "$us" "$bus" "$(ratio "$us" "$bus")" "<= 1.0"
 		fi
+		result "  walsender: latency p99 (ms), commit to pg_recvlogical" "${p99_of[$1:walsender]}" - - -
+		result "  walsender + pg_recvlogical: CPU per event (us)" "${us_of[$1:walsender]}" - - -
 		;;
 	esac
 }
