@@ -110,6 +110,17 @@ sub all_delivered
 	return;
 }
 
+# A cluster starts listening at $port, forwarding to a broker: then as
+# all_delivered.
+sub delivered_once_listening
+{
+	my ($name, $port, $topic, $count) = @_;
+	my $broker = start_broker(1);
+	start_black_hole($port, $broker->{bootstrap});
+	all_delivered($name, $broker, $topic, $count);
+	return;
+}
+
 # --- hung: it answered, then its broker holds every answer back a minute
 my $hung = start_broker(1);
 $node->safe_psql('postgres',
@@ -197,9 +208,7 @@ ok($worst < 1, "refused: and so are the next ones (at worst ${worst}s)");
 sleep 4;
 is(attempts('refused.t'), 0,
 	'refused: its events spend no attempt past their delivery timeout: the cluster is down');
-my $behind_port = start_broker(1);
-start_black_hole($port, $behind_port->{bootstrap});
-all_delivered('refused', $behind_port, 'refused.t', 6);
+delivered_once_listening('refused', $port, 'refused.t', 6);
 
 # --- gone: a cluster that never answered, its events handed off while the
 # default cluster's wait, then refusing connections before their delivery
@@ -217,9 +226,7 @@ $gone->stop;
 sleep 4;
 is(attempts('gone.t'), 0,
 	'gone: its events handed off spend no attempt: it never answered, then refused');
-my $behind_gone = start_broker(1);
-start_black_hole($gone_port, $behind_gone->{bootstrap});
-all_delivered('gone', $behind_gone, 'gone.t', 6);
+delivered_once_listening('gone', $gone_port, 'gone.t', 6);
 
 # --- far away: a cluster that answers in 450 ms is slow, not hung: once
 # its answers have been timed, its batches are waited for, not handed off

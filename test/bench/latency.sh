@@ -82,6 +82,14 @@ for build in $BUILDS; do
 done
 log "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 
+# us_per_event CPU_MS EVENTS: microseconds of CPU per event
+us_per_event() { awk -v c="$1" -v n="$2" 'BEGIN { printf "%.1f", 1000 * c / n }'; }
+# note_app_max BUILD: the application's slowest transaction of BUILD's
+# rounds, with the last round's
+note_app_max() {
+	app_max[$1]=$(awk -v a="${app_max[$1]:-0}" -v b="$(cat "$WORK/app_max")" 'BEGIN { print (b > a) ? b : a }')
+}
+
 # round BUILD SCRIPT TX_PER_S: pgbench at a fixed rate for RATE_S against
 # BUILD's server; adds to its sums (CPU, events, batches, kept tps, the
 # application's slowest transaction) and its latencies to bench_latency
@@ -106,15 +114,16 @@ round() {
 	cpu[$1]=$((${cpu[$1]:-0} + cpu1))
 	events[$1]=$((${events[$1]:-0} + events1))
 	batches[$1]=$((${batches[$1]:-0} + $(sql "SELECT count(*) FROM outbox_ledger")))
-	app_max[$1]=$(awk -v a="${app_max[$1]:-0}" -v b="$(cat "$WORK/app_max")" 'BEGIN { print (b > a) ? b : a }')
+	note_app_max "$1"
 	copy_latencies "l.id > $ids0"
 	log "  $1: p50/p99 $(sql "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 1) || ' / ' ||
 									round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)::numeric, 1)
-							   FROM bench_latency WHERE id > $ids0") ms, $(awk -v c="$cpu1" -v n="$events1" 'BEGIN { printf "%.1f", 1000 * c / n }') us CPU/event"
+							   FROM bench_latency WHERE id > $ids0") ms, $(us_per_event "$cpu1" "$events1") us CPU/event"
 }
 
-# walsender_round SCRIPT TX_PER_S: round's for the walsender reference, the
-# same transactions as inserts, its latencies from commit_latency.pl
+# walsender_round SCRIPT TX_PER_S: a round of the walsender reference, the
+# same transactions as inserts, its latencies (commit_latency.pl's) added
+# to ROUND_LATENCIES
 walsender_round() {
 	local cpu0 cpu1 lines0 lines1 lsn per_xact=1
 	[ "$1" = enqueue10.sql ] && per_xact=10
@@ -133,15 +142,8 @@ walsender_round() {
 	sed -n "$((lines0 + 1)),${lines1}p" "$LATENCIES" >>"$ROUND_LATENCIES"
 	cpu[walsender]=$((${cpu[walsender]:-0} + cpu1))
 	events[walsender]=$((${events[walsender]:-0} + (lines1 - lines0) * per_xact))
-	app_max[walsender]=$(awk -v a="${app_max[walsender]:-0}" -v b="$(cat "$WORK/app_max")" 'BEGIN { print (b > a) ? b : a }')
-	log "  walsender: $((lines1 - lines0)) commits read, $(awk -v c="$cpu1" -v n="$(((lines1 - lines0) * per_xact))" 'BEGIN { printf "%.1f", 1000 * c / n }') us CPU/event"
-}
-
-# the "p50 p99 max" of the walsender's latencies, in ms
-walsender_latencies() {
-	sort -n "$ROUND_LATENCIES" | awk '{ v[NR] = $1 }
-		function at(q) { return v[int(q * (NR - 1)) + 1] }
-		END { printf "%.1f %.1f %.1f\n", at(0.5), at(0.99), v[NR] }'
+	note_app_max walsender
+	log "  walsender: $((lines1 - lines0)) commits read, $(us_per_event "$cpu1" $(((lines1 - lines0) * per_xact))) us CPU/event"
 }
 
 # rate NAME SCRIPT TX_PER_S: ROUNDS rounds of each build, interleaved;
@@ -163,16 +165,15 @@ rate() {
 			load="$load $(cut -d' ' -f1 /proc/loadavg)"
 		done
 	done
+	# the walsender's latencies into its own bench_latency, read as ours
+	awk '{ print NR "\t" $1 }' "$ROUND_LATENCIES" |
+		PGPORT=${port_of[walsender]} psql -X -q -v ON_ERROR_STOP=1 -d bench -c "COPY bench_latency FROM STDIN"
 	for build in $BUILDS; do
 		export PGPORT=${port_of[$build]}
-		if [ "$build" = walsender ]; then
-			read -r p50 p99 max <<<"$(walsender_latencies)"
-		else
-			read -r p50 p99 max _ <<<"$(latencies)"
-		fi
+		read -r p50 p99 max _ <<<"$(latencies)"
 		p50_of[$1:$build]=$p50
 		p99_of[$1:$build]=$p99
-		us_of[$1:$build]=$(awk -v c="${cpu[$build]}" -v n="${events[$build]}" 'BEGIN { printf "%.1f", 1000 * c / n }')
+		us_of[$1:$build]=$(us_per_event "${cpu[$build]}" "${events[$build]}")
 		printf '%-15s %-9s kept %5s tx/s  latency p50 %4s  p99 %4s  max %5s ms (app slowest %s ms)  ' \
 			"$1" "$build" "$(median <<<"${kept[$build]}")" "${p50_of[$1:$build]}" "${p99_of[$1:$build]}" "$max" \
 			"${app_max[$build]}" >&2
