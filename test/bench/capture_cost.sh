@@ -23,8 +23,11 @@
 # application's backends (counted by the postmaster once they exit: what
 # other processes on the machine do not add to) and of the whole machine
 # (/proc/stat); the CPU per change of the publishing side (the
-# walsender and pg_recvlogical; the worker, its librdkafka threads included,
-# and the test broker).  Then, deterministic, the WAL per captured change:
+# walsender and pg_recvlogical; the worker, its main thread and its
+# librdkafka threads apart, and the test broker) and the changes a batch;
+# what 1.0 x the walsender leaves a change of the machine's CPU, and how
+# much of it the transport alone (librdkafka's threads and the broker)
+# spends.  Then, deterministic, the WAL per captured change:
 # WAL_XACTS transactions of one client from a fixed seed, after a
 # checkpoint, with the worker disabled and full_page_writes off (full-page
 # images follow the checkpoints, not the changes), of each set-up less that
@@ -107,6 +110,8 @@ detach() {
 worker_pid() { sql "SELECT pid FROM outbox_worker_status() WHERE database = 'bench'"; }
 # CPU in ms (clock ticks of 10 ms) of a process, its threads included
 cpu_ms_of() { awk '{ print ($14 + $15) * 10 }' "/proc/$1/stat"; }
+# the same of its main thread alone (the worker's, less librdkafka's threads)
+main_ms_of() { awk '{ print ($14 + $15) * 10 }' "/proc/$1/task/$1/stat"; }
 # busy CPU of the whole machine, in ms
 machine_cpu_ms() { awk '/^cpu / { print ($2 + $3 + $4 + $7 + $8) * 10 }' /proc/stat; }
 # CPU in ms of the server's processes that have exited (the postmaster's
@@ -145,7 +150,7 @@ run_round() {
 }
 
 # the publishing side's CPU (ms) and the changes it published, by set-up
-declare -A pub_ms pub_broker_ms published
+declare -A pub_ms pub_main_ms pub_broker_ms published batches
 set_enabled on idle
 for round in $(seq 1 "$ROUNDS"); do
 	log "round $round of $ROUNDS"
@@ -181,13 +186,17 @@ for round in $(seq 1 "$ROUNDS"); do
 			;;
 		debezium | outbox)
 			attach $setup
-			cpu0=$(cpu_ms_of "$(worker_pid)")
+			worker=$(worker_pid)
+			cpu0=$(cpu_ms_of "$worker")
+			main0=$(main_ms_of "$worker")
 			broker0=$(cpu_ms_of $BROKER_PID)
 			run_round $setup
 			until drained; do sleep 0.2; done
-			pub_ms[$setup]=$((${pub_ms[$setup]:-0} + $(cpu_ms_of "$(worker_pid)") - cpu0))
+			pub_ms[$setup]=$((${pub_ms[$setup]:-0} + $(cpu_ms_of "$worker") - cpu0))
+			pub_main_ms[$setup]=$((${pub_main_ms[$setup]:-0} + $(main_ms_of "$worker") - main0))
 			pub_broker_ms[$setup]=$((${pub_broker_ms[$setup]:-0} + $(cpu_ms_of $BROKER_PID) - broker0))
 			published[$setup]=$((${published[$setup]:-0} + $(sql "SELECT coalesce(sum(cardinality(ids)), 0) FROM outbox_ledger")))
+			batches[$setup]=$((${batches[$setup]:-0} + $(sql "SELECT count(*) FROM outbox_ledger")))
 			detach $setup
 			;;
 		esac
@@ -206,9 +215,21 @@ for s in $SETUPS; do
 done
 echo "debezium vs walsender: $(ratio "${sum[debezium]}" "${sum[walsender]}") (target >= 1.0)"
 echo "outbox vs walsender:   $(ratio "${sum[outbox]}" "${sum[walsender]}") (target >= 1.0)"
-echo "publishing, CPU per change: walsender + pg_recvlogical $(per_change "${pub_ms[walsender]}" $((xacts[walsender] * CHANGES_PER_XACT))) us;" \
-	"debezium: worker $(per_change "${pub_ms[debezium]}" "${published[debezium]}") + broker $(per_change "${pub_broker_ms[debezium]}" "${published[debezium]}") us;" \
-	"outbox: worker $(per_change "${pub_ms[outbox]}" "${published[outbox]}") + broker $(per_change "${pub_broker_ms[outbox]}" "${published[outbox]}") us"
+echo "publishing, CPU per change: walsender + pg_recvlogical $(per_change "${pub_ms[walsender]}" $((xacts[walsender] * CHANGES_PER_XACT))) us"
+for s in debezium outbox; do
+	echo "  $s: worker $(per_change "${pub_ms[$s]}" "${published[$s]}") us (its main thread $(per_change "${pub_main_ms[$s]}" "${published[$s]}")," \
+		"librdkafka's threads $(per_change $((pub_ms[$s] - pub_main_ms[$s])) "${published[$s]}")) + broker $(per_change "${pub_broker_ms[$s]}" "${published[$s]}") us;" \
+		"$(awk -v n="${published[$s]}" -v b="${batches[$s]}" 'BEGIN { printf "%.0f", n / b }') changes a batch"
+done
+# What 1.0 x the walsender leaves a captured change: the machine's CPU
+# per change that the walsender's set-up adds to nothing captured.  Of it,
+# the transport (librdkafka's threads and the broker) is what any design
+# publishing from inside the server spends, capture and queue aside.
+budget=$(awk -v w="${busy[walsender]}" -v wx="${xacts[walsender]}" -v n="${busy[none]}" -v nx="${xacts[none]}" \
+	-v c=$CHANGES_PER_XACT 'BEGIN { printf "%.1f", 1000 * (w / wx - n / nx) / c }')
+echo "budget per change at 1.0 x walsender: $budget us of the machine's CPU; the transport alone spends" \
+	"$(per_change $((pub_ms[debezium] - pub_main_ms[debezium] + pub_broker_ms[debezium])) "${published[debezium]}") us (debezium)," \
+	"$(per_change $((pub_ms[outbox] - pub_main_ms[outbox] + pub_broker_ms[outbox])) "${published[outbox]}") us (outbox)"
 
 # WAL per captured change: the same transactions from the same seed, after
 # a checkpoint, the worker disabled (its own WAL is not the change's)
