@@ -24,8 +24,10 @@ use Time::HiRes qw(time usleep);
 
 my @topics = qw(load.t denied.t flaky.t pub.t open.t orders.changes);
 
+# (log_disconnections: when the backends that restore the log go)
 my ($node, $broker) = outbox_node_with_broker(
 	'dump',
+	'log_disconnections' => 'on',
 	'outbox.poll_interval' => '100ms',
 	'outbox.batch_size' => '100',
 	'outbox.retry_base_delay' => '2s',
@@ -229,15 +231,16 @@ sub check_published
 }
 
 # Restore the dump into $db of $target with @options, watching the state
-# of its worker and what it records as published while pg_restore runs.
-# Returns the states seen, how many events were published meanwhile, and
-# the seconds pg_restore took.
+# of its worker while pg_restore runs.  Returns the states seen, how many
+# events were published before the backends that wrote the log by hand
+# had gone (published_while_restoring), and the seconds pg_restore took.
 sub restore
 {
 	my ($target, $db, @options) = @_;
 	my ($rout, $rerr) = ('', '');
 	my %seen;
-	my $published = 0;
+	my $log_from = -s $target->logfile;
+	my $since = $target->safe_psql('postgres', 'SELECT clock_timestamp()');
 	my $start = time;
 	my $h = IPC::Run::start(
 		[
@@ -250,18 +253,47 @@ sub restore
 		my $state = $target->safe_psql('postgres',
 			"SELECT state FROM outbox_worker_status() WHERE database = '$db'");
 		$seen{$state}++ if $state ne '';
-		# (the tables may not be there yet)
-		my ($ret, $n) = $target->psql($db,
-			"SELECT (SELECT count(*) FROM outbox_ledger) + (SELECT count(*) FROM outbox_retries WHERE status = 'published') - $published_at_dump"
-		);
-		$published = $n if $ret == 0 && $n > $published;
 		$h->pump_nb;
 		usleep(20_000);
 	}
 	my $ok = $h->finish;
 	my $took = time - $start;
 	ok($ok, "pg_restore @options into $db") or diag($rerr);
-	return (\%seen, $published, $took);
+	return (\%seen, published_while_restoring($target, $db, $log_from, $since), $took);
+}
+
+# How many events $db of $target recorded as published (from $since on)
+# before the last backend that wrote its log by hand had gone: the
+# backends whose COPY into a log table the server log shows from byte
+# $log_from on, gone when it logs their disconnection (which comes before
+# they leave the backends the worker looks at).  pg_restore itself may
+# end later: with -j, its leader connects again after its jobs.  Undef if
+# no backend wrote the log.
+sub published_while_restoring
+{
+	my ($target, $db, $log_from, $since) = @_;
+	my $deadline = time + 30;
+	my ($writers, $gone);
+	for (;;)
+	{
+		my $log = slurp_file($target->logfile, $log_from);
+		my %wrote = map { $_ => 1 } $log =~ /\[(\d+)\] [^\n]*LOG:  statement: COPY [^\n]*\.outbox_log_\d /g;
+		my %left = map { $_->[1] => $_->[0] }
+		  map { [/^(\S+ \S+ \S+) \[(\d+)\]/] }
+		  grep { /LOG:  disconnection:/ } split /\n/, $log;
+		$writers = keys %wrote;
+		return undef if !$writers;
+		my @left = map { $left{$_} } grep { $left{$_} } keys %wrote;
+		($gone) = sort { $b cmp $a } @left;
+		last if @left == $writers || time > $deadline;
+		usleep(100_000);
+	}
+	return "the disconnection of $writers backends that wrote the log is not in the log"
+	  if !defined $gone;
+	return $target->safe_psql($db,
+		"SELECT coalesce((SELECT sum(cardinality(ids)) FROM outbox_ledger WHERE published_at < '$gone'), 0)"
+		  . " + (SELECT count(*) FROM outbox_retries WHERE status = 'published'"
+		  . " AND published_at >= '$since' AND published_at < '$gone')");
 }
 
 # --- a new database of the same server, to its own cluster
@@ -300,7 +332,9 @@ ok( wait_for_sql(
 	"the failed event kept its attempts ($d1_attempts) and counts its publication as one more");
 
 # --- a second server, restored by two jobs
-my $second = outbox_node('second', $second_broker, 'outbox.poll_interval' => '100ms');
+my $second = outbox_node('second', $second_broker,
+	'log_disconnections' => 'on',
+	'outbox.poll_interval' => '100ms');
 $second->safe_psql('postgres', 'CREATE DATABASE shop');
 ($seen, $published, $took) = restore($second, 'shop', '-j', '2');
 $restored_at = time;
