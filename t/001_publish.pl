@@ -33,6 +33,8 @@ $node->safe_psql(
 });
 my $records = wait_for_records($broker, 'fidelity', 5);
 is(scalar @$records, 5, 'five records arrived');
+# (the worker records the outcomes once the broker has acknowledged them)
+ok(all_published($node, 'fidelity'), 'and are recorded as published');
 
 my @rows = map { [ split /\|/ ] } split /\n/,
   $node->safe_psql('postgres',

@@ -18,7 +18,9 @@ my ($node, $broker) = outbox_node_with_broker(
 	'outbox.retry_max_delay' => '1min',
 	'outbox.retry_jitter' => '0',
 	'outbox.max_attempts' => '10',
-	'outbox.poll_interval' => '100ms');
+	'outbox.poll_interval' => '100ms',
+	# the retry delays are read from the commit that recorded the failure
+	'track_commit_timestamp' => 'on');
 
 sub row
 {
@@ -49,7 +51,7 @@ for my $attempt (1, 2)
 		"attempt $attempt fails");
 	push @delays,
 	  $node->safe_psql('postgres',
-		"SELECT extract(epoch FROM next_attempt_at - clock_timestamp()) FROM outbox_messages WHERE id = $id"
+		"SELECT extract(epoch FROM next_attempt_at - pg_xact_commit_timestamp(xmin)) FROM outbox_retries WHERE id = $id"
 	  );
 }
 is(row($id), 'failed|2|Local: Message timed out', 'status, attempts and librdkafka\'s error text');

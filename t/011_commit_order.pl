@@ -69,6 +69,7 @@ ok(!exists $payloads{'rolled back'} && !exists $payloads{doomed},
 my %event_ids;
 $event_ids{ $_->{headers}{event_id} }++ for @$records;
 is(scalar keys %event_ids, 3002, 'no event_id arrived twice');
+ok(all_published($node), 'the worker records what the broker acknowledged');
 is( $node->safe_psql('postgres',
 		"SELECT string_agg(DISTINCT status::text, ',') || ' ' || count(*) FROM outbox_messages"),
 	'published 3002',

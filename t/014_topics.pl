@@ -20,7 +20,9 @@ my ($node, $broker) = outbox_node_with_broker(
 	'topics',
 	'outbox.poll_interval' => '100ms',
 	'outbox.retry_base_delay' => '2s',
-	'outbox.retry_jitter' => '0');
+	'outbox.retry_jitter' => '0',
+	# the retry's delay is read from the commit that recorded the failure
+	'track_commit_timestamp' => 'on');
 
 sub row
 {
@@ -67,7 +69,7 @@ diag(sprintf('200 events behind a refused topic published in %.2f s', $elapsed))
 is(row('d1'), 'failed|1|Broker: Topic authorization failed',
 	'the refused topic\'s event failed: one attempt, the cluster\'s error');
 ok( $node->safe_psql('postgres',
-		"SELECT next_attempt_at > now() + interval '1 second' FROM outbox_messages WHERE convert_from(payload, 'UTF8') = 'd1'"
+		"SELECT next_attempt_at > pg_xact_commit_timestamp(xmin) + interval '1 second' FROM outbox_retries WHERE convert_from(payload, 'UTF8') = 'd1'"
 	) eq 't',
 	'and waits for its retry');
 is(row('d2'), 'pending|0|', 'the later event of its key waits behind it, untouched');

@@ -461,7 +461,9 @@ stop_background($chatty, 'chatty');
 diag(sprintf('20000 events drained in %.2f s alone, %.2f s beside a role that alters itself',
 		$quiet, $noisy));
 is(pid_of('postgres'), $pid, 'no worker restarted');
-ok($noisy < 2 * $quiet + 2, 'the drain is not slowed');
+# (two drains of a loaded machine: what is guarded is a worker that
+# reloads or restarts at each ALTER ROLE, many times slower)
+ok($noisy < 3 * $quiet + 5, 'the drain is not slowed');
 is( $node->safe_psql('postgres',
 		"SELECT count(*) FROM pg_db_role_setting WHERE setrole = 'postgres'::regrole"),
 	'0', 'the refused ALTER ROLE changed nothing');
@@ -554,7 +556,8 @@ my $failed_at = time;
 ok( wait_for_sql($node,
 		"SELECT pid <> $shop_pid AND state = 'idle' FROM outbox_worker_status() WHERE database = 'shop'", 10),
 	'its database is served again');
-ok(time - $failed_at < 3, 'at once');
+# (not after the 10 s a DROP DATABASE that may succeed holds its worker back)
+ok(time - $failed_at < 8, 'at once');
 $node->safe_psql('shop', "COMMIT PREPARED 'held'");
 is(wait_for_distinct('shop.t', 21, 20), 21, 'and publishes');
 
