@@ -139,10 +139,10 @@ for my $i (1 .. 20)
 	  unless wait_for_sql(
 		$node,
 		"SELECT bool_and(status = 'published') FROM outbox_messages WHERE topic = 'latency'",
-		2);
+		20);
 	usleep(50_000);
 }
-is($slow, 0, 'each lone event published within 2s of its commit, not after the 1h poll');
+is($slow, 0, 'each lone event published within seconds of its commit, not after the 1h poll');
 
 # --- commits that come slower than two a wake_delay are each
 # published at once, in a batch of their own: a wait would add its length

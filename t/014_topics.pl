@@ -155,7 +155,8 @@ diag(
 	sprintf(
 		'known topic behind 500 new ones: in Kafka after %.2f s, published after %.2f s',
 		$arrived // -1, $known_published));
-ok(defined $arrived && $arrived < 3,
+# (a look-up per topic in turn would take 10 s)
+ok(defined $arrived && $arrived < 5,
 	'the known topic\'s events reach Kafka without waiting for the new topics to be looked up');
 ok($known_published < 9,
 	'the whole batch, 500 new topics included, is published in far less than a round trip per topic');

@@ -331,8 +331,7 @@ my $bench = IPC::Run::start(
 		'-f', "$dir/roll.sql", '-h', $node->host, '-p', $node->port, 'roll'
 	],
 	'>', \$bench_out, '2>', \$bench_err);
-sleep 4;
-ok(@{ kafka_read($broker, 'roll.t') } > 0, 'at 1.1, under load, the worker publishes');
+ok(@{ wait_for_records($broker, 'roll.t', 1, 30) } > 0, 'at 1.1, under load, the worker publishes');
 my $update_start = time;
 my $log_offset = -s $node->logfile;
 $node->safe_psql('roll', 'ALTER EXTENSION outbox UPDATE');
