@@ -273,23 +273,23 @@ sub published_while_restoring
 {
 	my ($target, $db, $log_from, $since) = @_;
 	my $deadline = time + 30;
-	my ($writers, $gone);
+	my $gone;
 	for (;;)
 	{
 		my $log = slurp_file($target->logfile, $log_from);
 		my %wrote = map { $_ => 1 } $log =~ /\[(\d+)\] [^\n]*LOG:  statement: COPY [^\n]*\.outbox_log_\d /g;
-		my %left = map { $_->[1] => $_->[0] }
-		  map { [/^(\S+ \S+ \S+) \[(\d+)\]/] }
-		  grep { /LOG:  disconnection:/ } split /\n/, $log;
-		$writers = keys %wrote;
-		return undef if !$writers;
-		my @left = map { $left{$_} } grep { $left{$_} } keys %wrote;
-		($gone) = sort { $b cmp $a } @left;
-		last if @left == $writers || time > $deadline;
+		return undef if !%wrote;
+		my %left = reverse $log =~ /^(\S+ \S+ \S+) \[(\d+)\] [^\n]*LOG:  disconnection:/mg;
+		my @left = grep { defined } @left{ keys %wrote };
+		if (@left == keys %wrote)
+		{
+			($gone) = sort { $b cmp $a } @left;
+			last;
+		}
+		return 'the disconnection of a backend that wrote the log is not in the log'
+		  if time > $deadline;
 		usleep(100_000);
 	}
-	return "the disconnection of $writers backends that wrote the log is not in the log"
-	  if !defined $gone;
 	return $target->safe_psql($db,
 		"SELECT coalesce((SELECT sum(cardinality(ids)) FROM outbox_ledger WHERE published_at < '$gone'), 0)"
 		  . " + (SELECT count(*) FROM outbox_retries WHERE status = 'published'"

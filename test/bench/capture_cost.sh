@@ -195,8 +195,9 @@ for round in $(seq 1 "$ROUNDS"); do
 			pub_ms[$setup]=$((${pub_ms[$setup]:-0} + $(cpu_ms_of "$worker") - cpu0))
 			pub_main_ms[$setup]=$((${pub_main_ms[$setup]:-0} + $(main_ms_of "$worker") - main0))
 			pub_broker_ms[$setup]=$((${pub_broker_ms[$setup]:-0} + $(cpu_ms_of $BROKER_PID) - broker0))
-			published[$setup]=$((${published[$setup]:-0} + $(sql "SELECT coalesce(sum(cardinality(ids)), 0) FROM outbox_ledger")))
-			batches[$setup]=$((${batches[$setup]:-0} + $(sql "SELECT count(*) FROM outbox_ledger")))
+			read -r round_published round_batches <<<"$(sql "SELECT coalesce(sum(cardinality(ids)), 0) || ' ' || count(*) FROM outbox_ledger")"
+			published[$setup]=$((${published[$setup]:-0} + round_published))
+			batches[$setup]=$((${batches[$setup]:-0} + round_batches))
 			detach $setup
 			;;
 		esac
